@@ -1,0 +1,33 @@
+# mm2py: every set-up step a fresh machine needs is in here.
+#   make demo   - start local brokers, replicate three "data centres" into one target, show lag
+#   make test   - unit and integration tests (real brokers, real Spark in local mode)
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: install test unit integration lint demo bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test,dev]'
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+test: $(STAMP)
+	$(BIN)/pytest tests
+
+unit: $(STAMP)
+	$(BIN)/pytest tests/unit
+
+integration: $(STAMP)
+	$(BIN)/pytest tests/integration
+
+lint: $(STAMP)
+	$(BIN)/ruff check mm2py tests
+	$(BIN)/mypy
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""The command line: declares options, hands off to library code, renders results. No logic lives here."""

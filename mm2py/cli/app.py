@@ -1,0 +1,123 @@
+"""``mm2py``: the Typer app and its single error boundary.
+
+Commands declare options and call library code. Only ``main()`` turns exceptions into one line on stderr
+and an exit code (0 ok, 1 check failed, 2 usage or config error, 3 runtime failure), and every line printed
+passes through the secret redactor first.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from mm2py import __version__
+from mm2py.cli import render
+from mm2py.config import MirrorMakerConfig, load, validate
+from mm2py.errors import EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, Mm2pyError
+from mm2py.plan import build_plan
+from mm2py.secrets import RedactingFilter, Redactor
+
+app = typer.Typer(
+    name="mm2py",
+    help="Kafka MirrorMaker 2, re-made in Python on Spark. Reads MM2's connect-mirror-maker.properties.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    pretty_exceptions_show_locals=False,  # locals would print passwords
+)
+
+_redactor = render.redactor
+log = logging.getLogger("mm2py")
+
+ConfigFile = Annotated[Path, typer.Argument(help="MM2 properties file (connect-mirror-maker.properties)",
+                                            show_default=False)]
+FlowsOption = Annotated[str | None, typer.Option("--flows", help="Comma-separated flows, e.g. dc1->target,dc2->target")]
+
+
+def _learn_secrets(mm: MirrorMakerConfig) -> None:
+    """Teach the redactor every secret of the file (raw and provider-resolved) before anything is printed."""
+    _redactor.learn(Redactor.from_properties(mm.raw.values()))
+    _redactor.learn(Redactor.from_properties(mm.resolved_values()))
+
+
+def _split_flows(flows: str | None) -> list[str] | None:
+    return [f for f in (x.strip() for x in flows.split(",")) if f] if flows else None
+
+
+@app.callback()
+def _root(
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log at INFO level to stderr")] = False,
+    version: Annotated[bool, typer.Option("--version", help="Print the version and exit")] = False,
+) -> None:
+    if version:
+        render.out.print(f"mm2py {__version__}")
+        raise typer.Exit(0)
+    logging.getLogger().setLevel(logging.INFO if verbose else logging.WARNING)
+    # librdkafka's connection chatter repeats what the one error line says; show it only when asked.
+    logging.getLogger("mm2py.librdkafka").setLevel(logging.INFO if verbose else logging.CRITICAL)
+
+
+@app.command("validate")
+def validate_command(file: ConfigFile) -> None:
+    """Check a properties file offline: every problem at once, as file:line key = value: reason."""
+    mm = MirrorMakerConfig.from_file(file)
+    _learn_secrets(mm)
+    problems = validate(mm)
+    render.print_problems(problems)
+    errors = sum(p.severity == "error" for p in problems)
+    warnings = len(problems) - errors
+    flows = ", ".join(map(str, mm.enabled_flows())) or "none"
+    render.out.print(f"{file}: {errors} error(s), {warnings} warning(s); enabled flows: {flows}", markup=False)
+    raise typer.Exit(EXIT_USAGE if errors else EXIT_OK)
+
+
+@app.command("plan")
+def plan_command(
+    file: ConfigFile,
+    flows: FlowsOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the plan as JSON")] = False,
+) -> None:
+    """Connect to the clusters and show what `run` would replicate, and what it must create or grow."""
+    loaded = _load(file, flows)
+    plan = build_plan(list(loaded.flows))
+    if as_json:
+        render.print_json(plan.to_json())
+    else:
+        render.print_plan(plan)
+
+
+def _load(file: Path, flows: str | None):  # type: ignore[no-untyped-def]
+    mm = MirrorMakerConfig.from_file(file)
+    _learn_secrets(mm)
+    loaded = load(file, flows=_split_flows(flows))
+    render.print_warnings(loaded.warnings)
+    return loaded
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console entry point: the one error boundary."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+    handler.addFilter(RedactingFilter(_redactor))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.WARNING)
+    try:
+        # Standalone mode: Typer prints usage errors itself (exit 2) and turns typer.Exit into SystemExit.
+        app(args=argv)
+    except Mm2pyError as exc:
+        _fail(str(exc))
+        sys.exit(exc.exit_code)
+    except Exception as exc:  # a bug: still one line, still no secrets
+        _fail(f"internal error: {type(exc).__name__}: {exc}")
+        sys.exit(EXIT_RUNTIME)
+    sys.exit(EXIT_OK)
+
+
+def _fail(message: str) -> None:
+    sys.stderr.write(f"mm2py: error: {_redactor.redact(message)}\n")
+    sys.stderr.flush()

@@ -1,0 +1,79 @@
+"""Rendering of results for people (rich) and for scripts (JSON). Nothing here computes."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from mm2py.config.problems import Problem
+from mm2py.plan import ReplicationPlan
+from mm2py.secrets import Redactor
+
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+class CommandRedactor(Redactor):
+    """The redactor of one command run: learns the secrets of each file the command reads."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._learned: list[Redactor] = []
+
+    def learn(self, other: Redactor) -> None:
+        self._learned.append(other)
+
+    def redact(self, text: str) -> str:
+        text = super().redact(text)
+        for other in self._learned:
+            text = other.redact(text)
+        return text
+
+
+# Everything printed as text, and every log line, passes through it.
+redactor = CommandRedactor()
+
+
+def print_json(data: Any) -> None:
+    sys.stdout.write(redactor.redact(json.dumps(data, indent=2)) + "\n")
+    sys.stdout.flush()
+
+
+def problem_line(problem: Problem) -> str:
+    return f"{problem.severity}: {problem.render()}"
+
+
+def print_problems(problems: Sequence[Problem], console: Console = out) -> None:
+    for problem in problems:
+        style = "red" if problem.severity == "error" else "yellow"
+        console.print(redactor.redact(problem_line(problem)), style=style, markup=False)
+
+
+def print_warnings(problems: Sequence[Problem]) -> None:
+    print_problems(problems, err)
+
+
+def print_plan(plan: ReplicationPlan) -> None:
+    for flow in plan.flows:
+        table = Table(title=f"{flow.name}", title_justify="left", show_lines=False)
+        table.add_column("source topic")
+        table.add_column("remote topic")
+        table.add_column("partitions", justify="right")
+        table.add_column("action")
+        table.add_column("note")
+        for t in flow.topics:
+            note = f"merged from {', '.join(t.merged_from)}" if t.merged_from else ""
+            if t.action != "up to date" or t.target_partitions != t.partitions:
+                note = "; ".join(x for x in (note, f"remote gets {t.target_partitions} partitions") if x)
+            table.add_row(t.topic, t.remote_topic, str(t.partitions), t.action, note)
+        if not flow.topics:
+            table.add_row("(no topic selected)", "", "", "", "")
+        out.print(table)
+    for merge in plan.merges:
+        out.print(("warning: " if merge.conflict else "note: ") + merge.describe(),
+                  style="yellow" if merge.conflict else None, markup=False)

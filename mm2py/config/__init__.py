@@ -1,0 +1,64 @@
+"""Configuration: MM2 properties files read once into typed, frozen objects.
+
+``load()`` is what commands call: it reads the file, validates all of it, stops at the first error (the
+message says how many more there are), and returns the typed configs of the flows asked for.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from mm2py.config.flow import ClientConfig, FlowConfig, build_flow_config
+from mm2py.config.mirror_maker import Flow, MirrorMakerConfig
+from mm2py.config.problems import Problem
+from mm2py.config.validate import validate
+from mm2py.errors import ConfigError, UsageError
+
+__all__ = ["ClientConfig", "Flow", "FlowConfig", "LoadedConfig", "MirrorMakerConfig", "Problem", "load",
+           "validate"]
+
+
+@dataclass(frozen=True)
+class LoadedConfig:
+    mm: MirrorMakerConfig
+    flows: tuple[FlowConfig, ...]
+    warnings: tuple[Problem, ...]
+
+
+def select_flows(mm: MirrorMakerConfig, wanted: Sequence[str] | None) -> list[Flow]:
+    """The enabled flows, or those of ``wanted`` (``--flows``), which must all be enabled."""
+    enabled = mm.enabled_flows()
+    if not enabled:
+        raise ConfigError("no flow is enabled, so there is nothing to do", source=mm.source,
+                          allowed="enable one with A->B.enabled = true")
+    if not wanted:
+        return enabled
+    chosen: list[Flow] = []
+    for text in wanted:
+        try:
+            flow = Flow.parse(text)
+        except ValueError as exc:
+            raise UsageError(f"--flows: {exc}") from None
+        if flow not in enabled:
+            raise UsageError(f"--flows: {flow} is not an enabled flow of {mm.source} "
+                             f"(enabled: {', '.join(map(str, enabled))})")
+        chosen.append(flow)
+    return chosen
+
+
+def load(path: str | os.PathLike[str], *, flows: Sequence[str] | None = None,
+         environ: Mapping[str, str] | None = None) -> LoadedConfig:
+    """Read, validate and type the file; raises ConfigError (exit 2) on the first error."""
+    mm = MirrorMakerConfig.from_file(path, environ)
+    problems = validate(mm)
+    errors = [p for p in problems if p.severity == "error"]
+    if errors:
+        first = errors[0].to_error()
+        if len(errors) > 1:
+            first.reason += f" (and {len(errors) - 1} more errors: run mm2py validate {mm.source})"
+        raise first
+    chosen = select_flows(mm, flows)
+    return LoadedConfig(mm, tuple(build_flow_config(mm, f) for f in chosen),
+                        tuple(p for p in problems if p.severity == "warning"))

@@ -1,0 +1,95 @@
+"""One root exception, so the CLI has exactly one error boundary that maps failures to exit codes.
+
+Library code raises; only ``mm2py.cli`` prints errors and picks exit codes (0 ok, 1 check failed,
+2 usage or config error, 3 runtime failure).
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_CHECK_FAILED = 1
+EXIT_USAGE = 2
+EXIT_RUNTIME = 3
+
+
+class Mm2pyError(Exception):
+    """Root of every error mm2py raises on purpose; anything else is a bug and exits 3 as well."""
+
+    exit_code = EXIT_RUNTIME
+
+
+class UsageError(Mm2pyError):
+    """The command line itself is wrong (unknown flow in ``--flows``, conflicting options, ...)."""
+
+    exit_code = EXIT_USAGE
+
+
+class ConfigError(Mm2pyError):
+    """A configuration problem that a user can fix in the file.
+
+    Carries where (file and line), what (key and value) and what would be accepted, so the message teaches.
+    ``value`` must already be masked by the raiser when the key holds a secret.
+    """
+
+    exit_code = EXIT_USAGE
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        source: str | None = None,
+        line: int | None = None,
+        key: str | None = None,
+        value: str | None = None,
+        allowed: str | None = None,
+    ) -> None:
+        self.reason = reason
+        self.source = source
+        self.line = line
+        self.key = key
+        self.value = value
+        self.allowed = allowed
+        super().__init__(self.render())
+
+    def __str__(self) -> str:
+        return self.render()
+
+    def render(self) -> str:
+        # file:line key = value: reason (allowed: ...), the shape every config message has.
+        where = ""
+        if self.source is not None:
+            where = f"{self.source}:{self.line}" if self.line is not None else self.source
+        what = ""
+        if self.key is not None:
+            what = f"{self.key} = {self.value}" if self.value is not None else self.key
+        head = " ".join(x for x in (where, what) if x)
+        allowed = f" (allowed: {self.allowed})" if self.allowed else ""
+        return f"{head}: {self.reason}{allowed}" if head else f"{self.reason}{allowed}"
+
+
+class KafkaOperationError(Mm2pyError):
+    """A Kafka call failed; names the cluster alias and the operation ("listing topics on dc2")."""
+
+    exit_code = EXIT_RUNTIME
+
+    def __init__(self, alias: str, operation: str, cause: str) -> None:
+        self.alias = alias
+        self.operation = operation
+        self.cause = cause
+        super().__init__(f"{operation} on {alias} failed: {cause}")
+
+
+class ClusterUnreachableError(KafkaOperationError):
+    """No broker of a cluster answered within the bounded timeout."""
+
+
+class ReplicationError(Mm2pyError):
+    """Copying records failed (a task gave up, progress could not be written)."""
+
+    exit_code = EXIT_RUNTIME
+
+
+class CheckFailed(Mm2pyError):
+    """A check ran fine and its answer is "no" (lag over threshold, verify mismatch, group busy)."""
+
+    exit_code = EXIT_CHECK_FAILED

@@ -1,0 +1,137 @@
+"""Admin access to one cluster, with bounded timeouts and errors that name the cluster and the operation.
+
+Clients are created on first use and never pickled; only the driver uses admin clients.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
+
+from mm2py.errors import ClusterUnreachableError, KafkaOperationError
+
+log = logging.getLogger(__name__)
+# librdkafka's own log lines (connection refused, retries, ...) go through Python logging, so they are
+# redacted and shown only with --verbose; the error that matters reaches the user as one line.
+librdkafka_log = logging.getLogger("mm2py.librdkafka")
+
+# An unreachable cluster must be named within 30 s (the brief); librdkafka retries connections until the
+# call's timeout, so every call is bounded by this even when admin.timeout.ms (60 s in MM2) is larger.
+MAX_CALL_TIMEOUT_S = 15.0
+
+_UNREACHABLE = {KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN,
+                KafkaError._RESOLVE}
+_AUTH = {KafkaError.SASL_AUTHENTICATION_FAILED, KafkaError._AUTHENTICATION, KafkaError._SSL}
+
+
+@dataclass(frozen=True)
+class TopicInfo:
+    name: str
+    partitions: int
+
+
+def _error_of(exc: BaseException) -> KafkaError | None:
+    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
+        return exc.args[0]
+    return None
+
+
+def wrap_kafka_error(alias: str, operation: str, exc: BaseException) -> KafkaOperationError:
+    """Turn a client exception into our error type; unreachable clusters get their own type (exit 3)."""
+    err = _error_of(exc)
+    if err is not None and err.code() in _UNREACHABLE:
+        return ClusterUnreachableError(alias, operation, f"no broker answered ({err.str()})")
+    if err is not None and err.code() in _AUTH:
+        return KafkaOperationError(alias, operation, f"authentication failed ({err.str()})")
+    text = err.str() if err is not None else str(exc)
+    return KafkaOperationError(alias, operation, text)
+
+
+class ClusterAdmin:
+    """A lazily created AdminClient for one cluster alias."""
+
+    def __init__(self, alias: str, settings: Mapping[str, str], timeout_s: float = MAX_CALL_TIMEOUT_S) -> None:
+        self.alias = alias
+        self._settings: dict[str, Any] = dict(settings)
+        self.timeout_s = min(timeout_s, MAX_CALL_TIMEOUT_S)
+        self._client: AdminClient | None = None
+
+    @property
+    def client(self) -> AdminClient:
+        if self._client is None:
+            settings: dict[str, Any] = {**self._settings, "logger": librdkafka_log}
+            self._client = AdminClient(settings)
+        return self._client
+
+    def list_topics(self) -> dict[str, TopicInfo]:
+        """All topics with their partition counts."""
+        operation = "listing topics"
+        try:
+            metadata = self.client.list_topics(timeout=self.timeout_s)
+        except KafkaException as exc:
+            raise wrap_kafka_error(self.alias, operation, exc) from None
+        result: dict[str, TopicInfo] = {}
+        for name, topic in metadata.topics.items():
+            if topic.error is not None and topic.error.code() != KafkaError.NO_ERROR:
+                raise KafkaOperationError(self.alias, operation, f"topic {name}: {topic.error.str()}")
+            result[name] = TopicInfo(name, len(topic.partitions))
+        return result
+
+    def describe_topic_configs(self, topics: list[str]) -> dict[str, dict[str, str]]:
+        """Every config entry the broker returns, whatever its source (some brokers mark all as default)."""
+        if not topics:
+            return {}
+        resources = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in topics]
+        futures = self.client.describe_configs(resources, request_timeout=self.timeout_s)
+        result: dict[str, dict[str, str]] = {}
+        for resource, future in futures.items():
+            try:
+                entries = future.result(timeout=self.timeout_s)
+            except KafkaException as exc:
+                raise wrap_kafka_error(self.alias, f"describing configs of {resource.name}", exc) from None
+            result[resource.name] = {
+                name: entry.value for name, entry in entries.items()
+                if entry.value is not None and not entry.is_sensitive and not entry.is_read_only
+            }
+        return result
+
+    def create_topics(self, topics: list[NewTopic]) -> dict[str, str | None]:
+        """Create topics; returns topic -> None when created or already there, else the error text."""
+        if not topics:
+            return {}
+        futures = self.client.create_topics(topics, request_timeout=self.timeout_s)
+        outcome: dict[str, str | None] = {}
+        for name, future in futures.items():
+            try:
+                future.result(timeout=self.timeout_s)
+                outcome[name] = None
+            except KafkaException as exc:
+                err = _error_of(exc)
+                if err is not None and err.code() == KafkaError.TOPIC_ALREADY_EXISTS:
+                    outcome[name] = None
+                elif err is not None and err.code() in _UNREACHABLE:
+                    raise wrap_kafka_error(self.alias, f"creating topic {name}", exc) from None
+                else:
+                    outcome[name] = err.str() if err is not None else str(exc)
+        return outcome
+
+    def create_partitions(self, counts: Mapping[str, int]) -> dict[str, str | None]:
+        """Grow topics to the given partition counts; returns topic -> None or the error text."""
+        if not counts:
+            return {}
+        futures = self.client.create_partitions(
+            [NewPartitions(t, n) for t, n in counts.items()], request_timeout=self.timeout_s)
+        outcome: dict[str, str | None] = {}
+        for name, future in futures.items():
+            try:
+                future.result(timeout=self.timeout_s)
+                outcome[name] = None
+            except KafkaException as exc:
+                err = _error_of(exc)
+                outcome[name] = err.str() if err is not None else str(exc)
+        return outcome

@@ -1,0 +1,150 @@
+"""`mm2py validate`: every problem of a file at once, each as file:line key = value: reason (allowed: ...)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mm2py.config import MirrorMakerConfig, validate
+from mm2py.config.problems import Problem
+from mm2py.config.properties import parse_properties
+
+DATA = Path(__file__).resolve().parent.parent / "data"
+GUIDE_EXAMPLE = DATA / "aggregation-guide-full-example.properties"
+GUIDE_PASSWORDS = ["dc1-password", "dc2-password", "dc3-password", "target-password", "truststore-password"]
+
+
+def problems_of(text: str, environ: dict[str, str] | None = None) -> list[Problem]:
+    return validate(MirrorMakerConfig(parse_properties(text, "mm2.properties"), environ or {}))
+
+
+def lines(problems: list[Problem]) -> list[str]:
+    return [f"{p.severity}: {p.render()}" for p in problems]
+
+
+def find(problems: list[Problem], key: str | None, fragment: str) -> Problem:
+    matches = [p for p in problems if p.key == key and fragment in p.reason]
+    assert matches, f"no problem for {key!r} containing {fragment!r} in:\n" + "\n".join(lines(problems))
+    return matches[0]
+
+
+GOOD = """\
+clusters = dc1, target
+dc1.bootstrap.servers = localhost:9092
+target.bootstrap.servers = localhost:9093
+dc1->target.enabled = true
+topics = orders
+"""
+
+
+def test_a_clean_file_has_no_problems() -> None:
+    assert problems_of(GOOD) == []
+
+
+@pytest.fixture(scope="module")
+def problems() -> list[Problem]:
+    return validate(MirrorMakerConfig.from_file(GUIDE_EXAMPLE, environ={}))
+
+
+class TestGuideFullConfigurationExample:
+    """The aggregation guide's example as written: what is wrong with it, in words, without its passwords."""
+
+    def test_target_is_configured_but_not_in_clusters(self, problems: list[Problem]) -> None:
+        p = find(problems, "target.bootstrap.servers", "not in clusters")
+        assert "'target' has settings" in p.reason and p.severity == "warning"
+        assert p.allowed == "add target to clusters"
+
+    def test_no_flow_is_enabled(self, problems: list[Problem]) -> None:
+        find(problems, None, "no flow is enabled")
+
+    def test_the_inline_comment_is_part_of_the_topics_regex(self, problems: list[Problem]) -> None:
+        p = find(problems, "topics", "no inline comments")
+        assert p.value == '".*" # Match all topics'
+        assert p.line == 34
+        assert p.render().startswith(f"{GUIDE_EXAMPLE}:34 topics = \".*\" # Match all topics: ")
+
+    def test_emit_checkpoints_interval_is_not_an_mm2_key(self, problems: list[Problem]) -> None:
+        p = find(problems, "emit.checkpoints.interval", "not an MM2 key")
+        assert p.allowed == "did you mean emit.checkpoints.interval.seconds?"
+
+    def test_keys_the_guide_invents_are_flagged(self, problems: list[Problem]) -> None:
+        for key in ("sync.topic.configs.strategy", "sync.acls.enabled", "offsets.topic.replication.factor"):
+            find(problems, key, "not an MM2 key")
+        find(problems, "emit.heartbeats.interval", "is set again on line")
+
+    def test_jks_truststores_are_errors_that_say_how_to_convert(self, problems: list[Problem]) -> None:
+        p = find(problems, "dc1.ssl.truststore.location", "JKS")
+        assert p.severity == "error"
+        assert p.allowed is not None and "keytool" in p.allowed
+
+    def test_no_password_appears_in_any_line(self, problems: list[Problem]) -> None:
+        text = "\n".join(lines(problems))
+        for secret in GUIDE_PASSWORDS:
+            assert secret not in text
+
+
+def test_unknown_alias_in_a_flow_is_an_error_with_a_suggestion() -> None:
+    p = find(problems_of(GOOD + "dc2->targt.enabled = true\n"), "dc2->targt.enabled", "not in clusters")
+    assert p.severity == "error" and p.line == 6
+
+
+def test_missing_bootstrap_servers_for_a_cluster_used_by_a_flow_is_an_error() -> None:
+    text = GOOD.replace("target.bootstrap.servers = localhost:9093\n", "")
+    p = find(problems_of(text), "target.bootstrap.servers", "is missing")
+    assert p.severity == "error" and p.line == 3  # the line that enables the flow
+
+
+def test_bad_regex_is_an_error_naming_the_line() -> None:
+    p = find(problems_of(GOOD + "topics.exclude = orders[\n"), "topics.exclude", "not a valid regular expression")
+    assert p.severity == "error" and p.line == 6
+
+
+def test_bad_number_is_an_error_that_explains_units() -> None:
+    p = find(problems_of(GOOD + "emit.checkpoints.interval.seconds = 1m\n"),
+             "emit.checkpoints.interval.seconds", "not a whole number")
+    assert p.severity == "error" and "units" in p.reason
+
+
+def test_bad_boolean_at_flow_level_is_an_error() -> None:
+    p = find(problems_of(GOOD + "dc1->target.sync.group.offsets.enabled = yes\n"),
+             "dc1->target.sync.group.offsets.enabled", "not a boolean")
+    assert p.allowed == "true or false"
+
+
+def test_cluster_level_behaviour_keys_are_ignored_by_mm2_and_said_so() -> None:
+    p = find(problems_of(GOOD + "dc1.topics = payments\n"), "dc1.topics", "ignores cluster-level")
+    assert p.severity == "warning" and "dc1->B.topics" in (p.allowed or "")
+
+
+def test_top_level_producer_keys_are_ignored_by_mm2_and_said_so() -> None:
+    p = find(problems_of(GOOD + "producer.linger.ms = 5\n"), "producer.linger.ms", "ignores producer.*")
+    assert "producer.override" in (p.allowed or "")
+
+
+def test_unresolvable_env_variable_is_an_error_without_the_secret() -> None:
+    text = GOOD + ("config.providers = env\n"
+                   "config.providers.env.class = org.apache.kafka.common.config.provider.EnvVarConfigProvider\n"
+                   "dc1.sasl.jaas.config = ${env:NOPE}\n")
+    p = find(problems_of(text), "dc1.sasl.jaas.config", "NOPE is not set")
+    assert p.severity == "error"
+
+
+def test_variables_of_an_undeclared_provider_are_errors() -> None:
+    p = find(problems_of(GOOD + "dc1.ssl.keystore.password = ${file:/x:y}\n"),
+             "dc1.ssl.keystore.password", "does not declare")
+    assert p.severity == "error"
+
+
+def test_warnings_only_do_not_make_errors() -> None:
+    problems = problems_of(GOOD + "emit.heartbeats = false\n")
+    assert [p.severity for p in problems] == ["warning"]
+    assert problems[0].allowed == "did you mean emit.heartbeats.enabled?"
+
+
+def test_secret_values_are_masked_even_in_value_problems() -> None:
+    text = GOOD + ("dc1.sasl.jaas.config = org.apache.kafka.common.security.plain.PlainLoginModule required "
+                   'username="u" password="s3cr3t-pw" # comment\n')
+    out = "\n".join(lines(problems_of(text)))
+    assert "s3cr3t-pw" not in out
+    assert "dc1.sasl.jaas.config = [hidden]" in out
