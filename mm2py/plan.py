@@ -134,14 +134,14 @@ def _default_admin(alias: str, flow: FlowConfig, side: str) -> ClusterAdmin:
     return ClusterAdmin(alias, client.settings(), flow.admin_timeout_ms / 1000)
 
 
-def build_plan(flows: list[FlowConfig], pool: AdminPool | None = None) -> ReplicationPlan:
+def build_plan(flows: list[FlowConfig], pool: AdminPool | None = None, refresh: bool = False) -> ReplicationPlan:
     """Ask every cluster involved what exists and compute each flow's topic actions."""
     pool = pool or AdminPool()
     selected: list[tuple[FlowConfig, list[tuple[str, str, int]]]] = []
     wanted: dict[tuple[str, str], dict[str, int]] = defaultdict(dict)  # (target, remote) -> source -> parts
     for flow in flows:
-        source_topics = pool.topics(flow.source, flow)
-        pool.topics(flow.target, flow)  # fail early, naming the target, when it is unreachable
+        source_topics = pool.topics(flow.source, flow, refresh)
+        pool.topics(flow.target, flow, refresh)  # fail early, naming the target, when it is unreachable
         policy = flow_policy(flow)
         rows = []
         for topic in select_topics(flow, source_topics):

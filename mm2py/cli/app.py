@@ -16,8 +16,8 @@ import typer
 
 from mm2py import __version__
 from mm2py.cli import render
-from mm2py.config import MirrorMakerConfig, load, validate
-from mm2py.errors import EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, Mm2pyError
+from mm2py.config import LoadedConfig, MirrorMakerConfig, load, validate
+from mm2py.errors import EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, Mm2pyError, UsageError
 from mm2py.plan import build_plan
 from mm2py.secrets import RedactingFilter, Redactor
 
@@ -90,7 +90,34 @@ def plan_command(
         render.print_plan(plan)
 
 
-def _load(file: Path, flows: str | None):  # type: ignore[no-untyped-def]
+@app.command("run")
+def run_command(
+    file: ConfigFile,
+    once: Annotated[bool, typer.Option("--once", help="Copy what the sources hold now, then exit (for cron)")] = False,
+    flows: FlowsOption = None,
+    master: Annotated[str | None, typer.Option("--master", help="Spark master (default mm2py.spark.master, "
+                                                                  "else local[*])")] = None,
+    deploy_mode: Annotated[str | None, typer.Option("--deploy-mode", help="client or cluster")] = None,
+    conf: Annotated[list[str] | None, typer.Option("--conf", help="Spark setting key=value (repeatable)")] = None,
+) -> None:
+    """Replicate every enabled flow, one Spark job per flow: --once for cron, else until SIGTERM/SIGINT."""
+    from mm2py.cli.live import ProgressView
+    from mm2py.engine.run import run  # the engine (and pyspark) load only for this command
+
+    loaded = _load(file, flows)
+    spark_conf: dict[str, str] = {}
+    for item in conf or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--conf {item}: write key=value")
+        spark_conf[key.strip()] = value.strip()
+    with ProgressView() as view:
+        stats = run(loaded, once=once, master=master, deploy_mode=deploy_mode, spark_conf=spark_conf,
+                    on_progress=view)
+        view.summary(stats)
+
+
+def _load(file: Path, flows: str | None) -> LoadedConfig:
     mm = MirrorMakerConfig.from_file(file)
     _learn_secrets(mm)
     loaded = load(file, flows=_split_flows(flows))

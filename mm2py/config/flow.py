@@ -94,6 +94,8 @@ class FlowConfig:
     tasks_max: int = _key("tasks.max")
     exactly_once_source_support: str = _key("exactly.once.source.support")  # worker key of the target
     offset_flush_interval_ms: int = _key("offset.flush.interval.ms")  # worker key of the target
+    offset_storage_partitions: int = _key("offset.storage.partitions")  # worker key of the target
+    offset_storage_replication_factor: int = _key("offset.storage.replication.factor")
     batch_max_records: int = _key("mm2py.batch.max.records")
     provenance_header_enabled: bool = _key("mm2py.provenance.header.enabled")
     spark_master: str = _key("mm2py.spark.master")

@@ -153,7 +153,7 @@ MM2PY_KEYS: dict[str, KeyDef] = {d.name: d for d in (
     _k("mm2py.spark.deploy-mode", S, "client", "Spark deploy mode", "M", choices=("client", "cluster")),
     _k("mm2py.batch.max.records", INT, "500000", "records one copy task moves per partition and batch", "M",
        minimum=1),
-    _k("mm2py.provenance.header.enabled", B, "true",
+    _k("mm2py.provenance.header.enabled", B, "false",
        "stamp each copied record with its origin (source cluster, topic, partition, offset)", "M"),
 )}
 SPARK_CONF_PREFIX = "mm2py.spark.conf."

@@ -64,7 +64,8 @@ class MirrorMakerConfig:
         self.provider_problems: list[ProviderProblem] = problems
         self._props: Props = {k: Setting(v, k) for k, v in resolved.items()}
         # MM2 keeps the aliases in a set: an alias listed twice still yields each flow once.
-        self.clusters: tuple[str, ...] = tuple(dict.fromkeys(parse_list(resolved.get("clusters", ""))))
+        aliases = parse_list(resolved.get("clusters", ""))
+        self.clusters: tuple[str, ...] = tuple(dict.fromkeys(aliases))
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str], environ: Mapping[str, str] | None = None) -> MirrorMakerConfig:

@@ -10,8 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
+from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewPartitions, NewTopic, OffsetSpec
 
 from mm2py.errors import ClusterUnreachableError, KafkaOperationError
 
@@ -27,6 +27,12 @@ MAX_CALL_TIMEOUT_S = 15.0
 _UNREACHABLE = {KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN,
                 KafkaError._RESOLVE}
 _AUTH = {KafkaError.SASL_AUTHENTICATION_FAILED, KafkaError._AUTHENTICATION, KafkaError._SSL}
+
+
+@dataclass(frozen=True)
+class TopicConfigValue:
+    value: str
+    is_default: bool  # the broker's default, not set on the topic (MM2 copies these only with use.defaults.from)
 
 
 @dataclass(frozen=True)
@@ -82,21 +88,23 @@ class ClusterAdmin:
             result[name] = TopicInfo(name, len(topic.partitions))
         return result
 
-    def describe_topic_configs(self, topics: list[str]) -> dict[str, dict[str, str]]:
-        """Every config entry the broker returns, whatever its source (some brokers mark all as default)."""
+    def describe_topic_configs(self, topics: list[str]) -> dict[str, dict[str, TopicConfigValue]]:
+        """Topic configs as MM2's config sync sees them: read-only, sensitive and static-broker entries dropped."""
         if not topics:
             return {}
         resources = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in topics]
         futures = self.client.describe_configs(resources, request_timeout=self.timeout_s)
-        result: dict[str, dict[str, str]] = {}
+        result: dict[str, dict[str, TopicConfigValue]] = {}
         for resource, future in futures.items():
             try:
                 entries = future.result(timeout=self.timeout_s)
             except KafkaException as exc:
                 raise wrap_kafka_error(self.alias, f"describing configs of {resource.name}", exc) from None
             result[resource.name] = {
-                name: entry.value for name, entry in entries.items()
+                name: TopicConfigValue(entry.value, entry.source == ConfigSource.DEFAULT_CONFIG.value)
+                for name, entry in entries.items()
                 if entry.value is not None and not entry.is_sensitive and not entry.is_read_only
+                and entry.source != ConfigSource.STATIC_BROKER_CONFIG.value
             }
         return result
 
@@ -135,3 +143,34 @@ class ClusterAdmin:
                 err = _error_of(exc)
                 outcome[name] = err.str() if err is not None else str(exc)
         return outcome
+
+    def incremental_alter_configs(self, resources: list[ConfigResource]) -> int:
+        """Apply incremental config changes; returns how many resources were altered."""
+        if not resources:
+            return 0
+        futures = self.client.incremental_alter_configs(resources, request_timeout=self.timeout_s)
+        for resource, future in futures.items():
+            try:
+                future.result(timeout=self.timeout_s)
+            except KafkaException as exc:
+                raise wrap_kafka_error(self.alias, f"altering configs of {resource.name}", exc) from None
+        return len(resources)
+
+    def list_offsets(self, partitions: list[tuple[str, int]], which: str,
+                     read_committed: bool = False) -> dict[tuple[str, int], int]:
+        """Earliest or latest offset of each (topic, partition); latest is the LSO under read_committed."""
+        if not partitions:
+            return {}
+        spec = OffsetSpec.earliest() if which == "earliest" else OffsetSpec.latest()  # type: ignore[no-untyped-call]
+        request = {TopicPartition(t, p): spec for t, p in partitions}
+        level = IsolationLevel.READ_COMMITTED if read_committed else IsolationLevel.READ_UNCOMMITTED
+        futures = self.client.list_offsets(request, isolation_level=level, request_timeout=self.timeout_s)
+        result: dict[tuple[str, int], int] = {}
+        for tp, future in futures.items():
+            try:
+                result[(tp.topic, tp.partition)] = future.result(timeout=self.timeout_s).offset
+            except KafkaException as exc:
+                raise wrap_kafka_error(self.alias, f"listing {which} offsets of {tp.topic}-{tp.partition}",
+                                       exc) from None
+        return result
+

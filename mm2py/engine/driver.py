@@ -1,0 +1,247 @@
+"""The driver loop of ``mm2py run`` (runs on the driver, never touches records).
+
+Per flow: plan topics, create what is missing on the target, read progress from the target, then run
+copy jobs. Each job takes at most one offset range per source partition (so per-partition order holds and
+progress never goes backwards) of at most ``mm2py.batch.max.records`` records. ``--once`` copies what the
+source partitions held when the run started; continuous mode keeps going until asked to stop, then lets the
+job in flight finish so its progress is recorded.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from mm2py.config.flow import FlowConfig
+from mm2py.engine.copy import CopyResult, CopySpec, PartitionRange
+from mm2py.engine.spark import SparkRunner
+from mm2py.heartbeats import HeartbeatWriter
+from mm2py.plan import AdminPool, FlowPlan, ReplicationPlan, build_plan, flow_policy
+from mm2py.progress import progress_topic, read_progress
+from mm2py.topics import ensure_internal_topics, ensure_remote_topics, internal_topics, offset_syncs_topic
+
+log = logging.getLogger(__name__)
+
+# mm2py's throughput defaults; anything the user sets for the client wins.
+# isolation.level: librdkafka defaults to read_committed, Java (and so MM2) to read_uncommitted.
+CONSUMER_DEFAULTS = {"isolation.level": "read_uncommitted", "fetch.queue.backoff.ms": "10",
+                     "queued.max.messages.kbytes": "65536", "fetch.wait.max.ms": "100"}
+PRODUCER_DEFAULTS = {"acks": "all", "enable.idempotence": "true", "linger.ms": "10", "batch.size": "1000000",
+                     "batch.num.messages": "10000", "queue.buffering.max.messages": "200000"}
+# Forced: the copy task relies on partition EOF to finish ranges that end in transaction markers, and the
+# progress record needs Connect's key->partition mapping.
+CONSUMER_FORCED = {"enable.partition.eof": "true", "enable.auto.commit": "false"}
+PRODUCER_FORCED = {"partitioner": "murmur2_random"}
+
+
+@dataclass
+class FlowStats:
+    """What the live view and the summary show for one flow."""
+
+    flow: str
+    records: int = 0
+    bytes: int = 0
+    jobs: int = 0
+    lag: int = 0
+    started: float = field(default_factory=time.monotonic)
+    last_rate: float = 0.0
+    last_mb_rate: float = 0.0
+
+    def add(self, results: list[CopyResult], seconds: float) -> None:
+        records = sum(r.records for r in results)
+        nbytes = sum(r.bytes for r in results)
+        self.records += records
+        self.bytes += nbytes
+        self.jobs += 1
+        if seconds > 0:
+            self.last_rate = records / seconds
+            self.last_mb_rate = nbytes / seconds / 1e6
+
+
+class FlowRunner:
+    """Replicates one flow ``source->target`` through a shared SparkRunner."""
+
+    def __init__(self, flow: FlowConfig, plan: FlowPlan, spark: SparkRunner, pool: AdminPool) -> None:
+        self.flow = flow
+        self.plan = plan
+        self.spark = spark
+        self.pool = pool
+        self.stats = FlowStats(flow.name)
+        self.positions: dict[tuple[str, int], int] = {}
+        self.remote: dict[str, str] = {t.topic: t.remote_topic for t in plan.topics}
+        self.spec = self._spec()
+        self._heartbeats: HeartbeatWriter | None = None
+
+    def _spec(self) -> CopySpec:
+        f = self.flow
+        assert f.source_consumer and f.target_producer and f.offset_syncs_producer
+        return CopySpec(
+            flow=f.name, source=f.source, target=f.target,
+            consumer_settings={**CONSUMER_DEFAULTS, **f.source_consumer.settings(), **CONSUMER_FORCED,
+                               "group.id": f"mm2py-{f.source}-{f.target}"},
+            producer_settings={**PRODUCER_DEFAULTS, **f.target_producer.settings(), **PRODUCER_FORCED},
+            syncs_producer_settings=({**PRODUCER_DEFAULTS, **f.offset_syncs_producer.settings()}
+                                     if f.emit_offset_syncs_enabled else None),
+            syncs_topic=offset_syncs_topic(f) if f.emit_offset_syncs_enabled else None,
+            progress_topic=progress_topic(f.source),
+            offset_lag_max=f.offset_lag_max,
+            poll_timeout_s=max(f.consumer_poll_timeout_ms / 1000, 0.1),
+        )
+
+    # -- preparation (driver, admin calls only) ---------------------------------------------------------
+
+    def prepare(self) -> None:
+        f = self.flow
+        admins = {f.source: self.pool.admin(f.source, f), f.target: self.pool.admin(f.target, f)}
+        ensure_internal_topics(admins, internal_topics(f))
+        ensure_remote_topics(f, self.plan, admins[f.source], admins[f.target])
+        assert f.target_consumer is not None
+        progress = read_progress(f.target, f.target_consumer.settings(), f.source)
+        self._set_positions(progress)
+        if f.emit_heartbeats_enabled:
+            assert f.target_producer is not None
+            self._heartbeats = HeartbeatWriter(f.source, f.target, flow_policy(f).heartbeats_topic(),
+                                               {**f.target_producer.settings()})
+
+    def _partitions(self) -> list[tuple[str, int]]:
+        return [(t.topic, p) for t in self.plan.topics for p in range(t.partitions)]
+
+    def _read_committed(self) -> bool:
+        assert self.flow.source_consumer is not None
+        return self.flow.source_consumer.settings().get("isolation.level") == "read_committed"
+
+    def _set_positions(self, progress: dict[tuple[str, int], int]) -> None:
+        """Where each partition resumes: after its recorded progress, else where auto.offset.reset says."""
+        admin = self.pool.admin(self.flow.source, self.flow)
+        partitions = [tp for tp in self._partitions() if tp not in self.positions]
+        earliest = admin.list_offsets(partitions, "earliest")
+        latest = admin.list_offsets(partitions, "latest", self._read_committed())
+        assert self.flow.source_consumer is not None
+        reset = self.flow.source_consumer.settings().get("auto.offset.reset", "earliest")
+        for tp in partitions:
+            low, high = earliest[tp], latest[tp]
+            where = f"flow={self.flow.name} topic={tp[0]} partition={tp[1]}"
+            if tp not in progress:
+                self.positions[tp] = high if reset in ("latest", "largest", "end") else low
+                continue
+            start = progress[tp] + 1
+            if start < low:
+                log.warning("%s: offsets %d..%d were deleted from the source before they were replicated; "
+                            "resuming at %d", where, start, low - 1, low)
+                start = low
+            elif start > high:
+                log.warning("%s: the source partition ends at %d, before the recorded progress %d: the topic was "
+                            "re-created or truncated; replicating it again from offset %d", where, high,
+                            start - 1, low)
+                start = low
+            self.positions[tp] = start
+
+    # -- copying -----------------------------------------------------------------------------------------
+
+    def end_offsets(self) -> dict[tuple[str, int], int]:
+        admin = self.pool.admin(self.flow.source, self.flow)
+        return admin.list_offsets(self._partitions(), "latest", self._read_committed())
+
+    def ranges(self, ends: dict[tuple[str, int], int]) -> list[PartitionRange]:
+        batch = self.flow.batch_max_records
+        result = []
+        for (topic, partition), end in ends.items():
+            start = self.positions.get((topic, partition), end)
+            if start < end:
+                result.append(PartitionRange(topic, partition, self.remote[topic], start, min(end, start + batch)))
+        return result
+
+    def copy_round(self, ends: dict[tuple[str, int], int]) -> int:
+        """One Spark job; returns how many ranges it copied (0 = nothing left below ``ends``)."""
+        ranges = self.ranges(ends)
+        self.stats.lag = sum(max(0, end - self.positions.get(tp, end)) for tp, end in ends.items())
+        if not ranges:
+            return 0
+        started = time.monotonic()
+        results = self.spark.copy(self.spec, ranges)
+        for r in results:
+            self.positions[(r.topic, r.partition)] = max(self.positions.get((r.topic, r.partition), 0), r.next_offset)
+        self.stats.add(results, time.monotonic() - started)
+        self.stats.lag = sum(max(0, end - self.positions.get(tp, end)) for tp, end in ends.items())
+        log.info("copied flow=%s ranges=%d records=%d", self.flow.name, len(results), sum(r.records for r in results))
+        return len(ranges)
+
+    def run_once(self) -> None:
+        ends = self.end_offsets()
+        while self.copy_round(ends):
+            pass
+        self.emit_heartbeat()
+
+    def run_continuous(self, stop: threading.Event) -> None:
+        interval = self.flow.emit_heartbeats_interval_seconds
+        refresh = self.flow.refresh_topics_interval_seconds if self.flow.refresh_topics_enabled else None
+        next_heartbeat = 0.0
+        next_refresh = time.monotonic() + refresh if refresh else None
+        idle = max(self.flow.consumer_poll_timeout_ms / 1000, 0.1)
+        while not stop.is_set():
+            now = time.monotonic()
+            if self._heartbeats is not None and now >= next_heartbeat:
+                self.emit_heartbeat()
+                next_heartbeat = now + interval
+            if next_refresh is not None and now >= next_refresh:
+                self.refresh_topics()
+                next_refresh = now + (refresh or 0)
+            if not self.copy_round(self.end_offsets()):
+                stop.wait(idle)
+
+    def refresh_topics(self) -> None:
+        """Pick up new source topics and partitions (MM2's refresh.topics.interval.seconds)."""
+        plan = build_plan([self.flow], self.pool, refresh=True).flows[0]
+        if plan == self.plan:
+            return
+        ensure_remote_topics(self.flow, plan, self.pool.admin(self.flow.source, self.flow),
+                             self.pool.admin(self.flow.target, self.flow))
+        self.plan = plan
+        self.remote = {t.topic: t.remote_topic for t in plan.topics}
+        self._set_positions({})
+        log.info("topics refreshed flow=%s topics=%d", self.flow.name, len(plan.topics))
+
+    def emit_heartbeat(self) -> None:
+        if self._heartbeats is not None:
+            self._heartbeats.emit()
+
+
+def run_flows(flows: list[FlowConfig], spark_factory: Callable[[], SparkRunner], *, once: bool,
+              stop: threading.Event, on_progress: Callable[[list[FlowStats]], None] | None = None) -> list[FlowStats]:
+    """Plan every flow together (to see N->1 merges), then replicate each flow in its own thread."""
+    pool = AdminPool()
+    plan: ReplicationPlan = build_plan(flows, pool)
+    spark = spark_factory()
+    runners = [FlowRunner(f, p, spark, pool) for f, p in zip(flows, plan.flows)]
+    errors: list[BaseException] = []
+    try:
+        for runner in runners:
+            runner.prepare()
+
+        def work(runner: FlowRunner) -> None:
+            try:
+                if once:
+                    runner.run_once()
+                else:
+                    runner.run_continuous(stop)
+            except BaseException as exc:  # reported by the main thread; other flows stop too
+                errors.append(exc)
+                stop.set()
+
+        threads = [threading.Thread(target=work, args=(r,), name=f"flow {r.flow.name}", daemon=True)
+                   for r in runners]
+        for thread in threads:
+            thread.start()
+        while any(t.is_alive() for t in threads):
+            for thread in threads:
+                thread.join(timeout=1.0)
+            if on_progress is not None:
+                on_progress([r.stats for r in runners])
+    finally:
+        spark.stop()
+    if errors:
+        raise errors[0]
+    return [r.stats for r in runners]

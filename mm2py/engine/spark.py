@@ -1,0 +1,111 @@
+"""Spark for mm2py: the one module that imports pyspark.
+
+It starts a SparkContext that works from any virtualenv (executors run this interpreter unless told
+otherwise), ships the mm2py package to executors on real clusters, and runs one copy job: a list of offset
+ranges in, a list of CopyResults out. Records stay inside the Python workers (``mm2py.engine.copy``).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import re
+import sys
+import tempfile
+import zipfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from mm2py.engine.copy import CopyResult, CopySpec, PartitionRange, copy_partitions
+from mm2py.errors import ReplicationError, UsageError
+
+log = logging.getLogger(__name__)
+
+_LOCAL = re.compile(r"^local(\[(?P<threads>[^,\]]+)\])?$")
+
+
+def effective_master(master: str) -> str:
+    """``local``/``local[N]`` retry nothing by default; give failed copy tasks Spark's usual 4 attempts."""
+    match = _LOCAL.match(master.strip())
+    if match:
+        return f"local[{match.group('threads') or '1'},4]"
+    return master.strip()
+
+
+def _package_zip() -> str:
+    """A zip of the mm2py package, for executors on hosts where mm2py is not installed."""
+    root = Path(__file__).resolve().parents[1]
+    handle, path = tempfile.mkstemp(prefix="mm2py-", suffix=".zip")
+    os.close(handle)
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        for file in root.rglob("*.py"):
+            archive.write(file, Path("mm2py") / file.relative_to(root))
+    return path
+
+
+class SparkRunner:
+    """One SparkContext per ``mm2py run``; each flow submits its copy jobs to it (from its own thread)."""
+
+    def __init__(self, app_name: str, master: str, deploy_mode: str, conf: Mapping[str, str]) -> None:
+        if deploy_mode not in ("client", "cluster"):
+            raise UsageError(f"--deploy-mode {deploy_mode}: use client or cluster")
+        if deploy_mode == "cluster":
+            raise UsageError(
+                "--deploy-mode cluster runs the driver inside the cluster, so mm2py must be started there by "
+                "spark-submit (see README, 'Running on YARN or Kubernetes'); from this process use client mode")
+        # Executors and the driver use this interpreter unless the user chose one: local mode then works
+        # from any virtualenv without PYSPARK_PYTHON.
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+        from pyspark import SparkConf, SparkContext  # the only pyspark import in mm2py
+
+        self.master = effective_master(master)
+        spark_conf = SparkConf().setAppName(app_name).setMaster(self.master)
+        defaults = {
+            "spark.ui.enabled": "false",
+            "spark.ui.showConsoleProgress": "false",
+            "spark.python.worker.reuse": "true",
+            "spark.log.level": "WARN",
+            "spark.task.maxFailures": "4",
+        }
+        if self.master.startswith("local"):
+            defaults.update({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"})
+        for key, value in {**defaults, **conf}.items():
+            spark_conf.set(key, value)
+        self.sc: Any = SparkContext.getOrCreate(spark_conf)
+        self.sc.setLogLevel("WARN")
+        if not self.master.startswith("local"):
+            self.sc.addPyFile(_package_zip())
+        log.info("spark started master=%s parallelism=%s", self.master, self.sc.defaultParallelism)
+
+    @property
+    def parallelism(self) -> int:
+        return int(self.sc.defaultParallelism)
+
+    def copy(self, spec: CopySpec, ranges: list[PartitionRange]) -> list[CopyResult]:
+        """Run one copy job: one task per range (at most one range per partition, so order is kept)."""
+        if not ranges:
+            return []
+        self.sc.setLocalProperty("spark.job.description", f"mm2py {spec.flow}: {len(ranges)} partition ranges")
+        rdd = self.sc.parallelize(ranges, len(ranges))
+        try:
+            results: list[CopyResult] = rdd.mapPartitions(functools.partial(copy_partitions, spec)).collect()
+        except Exception as exc:
+            raise ReplicationError(f"flow {spec.flow}: copy job failed: {task_failure(exc)}") from None
+        return results
+
+    def stop(self) -> None:
+        self.sc.stop()
+
+
+def task_failure(exc: BaseException) -> str:
+    """The Python error that failed a Spark task, without the JVM stack around it."""
+    text = str(exc)
+    for line in reversed(text.splitlines()):
+        line = line.strip()
+        if line.startswith(("mm2py.errors.", "ReplicationError", "confluent_kafka.")) or "Error:" in line:
+            return line.split(": ", 1)[1] if line.startswith("mm2py.errors.") else line
+    lines = [x for x in text.splitlines() if x.strip()]
+    return lines[0] if lines else type(exc).__name__

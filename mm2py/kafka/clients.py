@@ -1,0 +1,84 @@
+"""Creating confluent-kafka clients: logging routed through Python, and a per-process cache for executors.
+
+Clients are never pickled. A Spark Python worker is reused across tasks (``spark.python.worker.reuse``), so
+an executor keeps one producer and one consumer per distinct settings and reuses them for every task it
+runs, instead of paying a connection set-up per batch.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from confluent_kafka import Consumer, Producer
+
+librdkafka_log = logging.getLogger("mm2py.librdkafka")
+
+_lock = threading.Lock()
+_producers: dict[tuple[tuple[str, str], ...], Producer] = {}
+_consumers: dict[tuple[tuple[str, str], ...], Consumer] = {}
+
+
+def _with_logger(settings: Mapping[str, str]) -> dict[str, Any]:
+    return {**settings, "logger": librdkafka_log}
+
+
+def new_producer(settings: Mapping[str, str]) -> Producer:
+    return Producer(_with_logger(settings))
+
+
+def new_consumer(settings: Mapping[str, str]) -> Consumer:
+    return Consumer(_with_logger(settings))
+
+
+def _key(settings: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted((k, str(v)) for k, v in settings.items()))
+
+
+def cached_producer(settings: Mapping[str, str]) -> Producer:
+    """This process's producer for these settings (created on first use)."""
+    key = _key(settings)
+    with _lock:
+        producer = _producers.get(key)
+        if producer is None:
+            producer = _producers[key] = new_producer(settings)
+        return producer
+
+
+def drop_producer(settings: Mapping[str, str]) -> None:
+    """Forget a producer that must not be reused (fatal error, or an idempotent epoch that timed out)."""
+    with _lock:
+        producer = _producers.pop(_key(settings), None)
+    if producer is not None:
+        producer.flush(0)
+
+
+def cached_consumer(settings: Mapping[str, str]) -> Consumer:
+    """This process's consumer for these settings; callers assign() what they read."""
+    key = _key(settings)
+    with _lock:
+        consumer = _consumers.get(key)
+        if consumer is None:
+            consumer = _consumers[key] = new_consumer(settings)
+        return consumer
+
+
+def drop_consumer(settings: Mapping[str, str]) -> None:
+    with _lock:
+        consumer = _consumers.pop(_key(settings), None)
+    if consumer is not None:
+        consumer.close()
+
+
+@atexit.register
+def _close_all() -> None:
+    with _lock:
+        for producer in _producers.values():
+            producer.flush(10)
+        for consumer in _consumers.values():
+            consumer.close()
+        _producers.clear()
+        _consumers.clear()

@@ -1,0 +1,127 @@
+"""Topics on the target (driver side): remote topics like MM2 creates them, and MM2's internal topics.
+
+Remote topics get the source's partition count, ``replication.factor`` and the source's topic configs that
+pass the ConfigPropertyFilter (§4.4.2); they grow when the source grows and are never shrunk or deleted.
+Internal topics are compacted and named exactly as MM2 names them (§2), so MM2's own tools read them.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
+
+from mm2py.config.flow import FlowConfig
+from mm2py.errors import KafkaOperationError
+from mm2py.filters import ConfigPropertyFilter, load_config_property_filter
+from mm2py.kafka.admin import ClusterAdmin, TopicConfigValue
+from mm2py.plan import FlowPlan, flow_policy
+from mm2py.progress import progress_topic
+
+log = logging.getLogger(__name__)
+
+COMPACT = {"cleanup.policy": "compact"}
+
+
+@dataclass(frozen=True)
+class InternalTopic:
+    cluster: str
+    name: str
+    partitions: int
+    replication_factor: int
+
+
+def offset_syncs_topic(flow: FlowConfig) -> str:
+    """``mm2-offset-syncs.<other>.internal`` on the cluster ``offset-syncs.topic.location`` names (§2)."""
+    other = flow.target if flow.offset_syncs_topic_location == "source" else flow.source
+    return flow_policy(flow).offset_syncs_topic(other)
+
+
+def checkpoints_topic(flow: FlowConfig) -> str:
+    return flow_policy(flow).checkpoints_topic(flow.source)
+
+
+def internal_topics(flow: FlowConfig) -> list[InternalTopic]:
+    policy = flow_policy(flow)
+    topics = [
+        InternalTopic(flow.target, progress_topic(flow.source), flow.offset_storage_partitions,
+                      flow.offset_storage_replication_factor),
+        InternalTopic(flow.target, policy.heartbeats_topic(), 1, flow.heartbeats_topic_replication_factor),
+    ]
+    if flow.emit_offset_syncs_enabled:
+        topics.append(InternalTopic(flow.offset_syncs_cluster, offset_syncs_topic(flow), 1,
+                                    flow.offset_syncs_topic_replication_factor))
+    if flow.emit_checkpoints_enabled and flow.emit_offset_syncs_enabled:
+        topics.append(InternalTopic(flow.target, checkpoints_topic(flow), 1,
+                                    flow.checkpoints_topic_replication_factor))
+    return topics
+
+
+def ensure_internal_topics(admins: dict[str, ClusterAdmin], topics: Iterable[InternalTopic]) -> None:
+    """Create missing internal topics (compacted). Unlike MM2, which only logs, a failure stops the run:
+    without its progress topic mm2py could not record what it copied."""
+    by_cluster: dict[str, list[InternalTopic]] = {}
+    for topic in topics:
+        by_cluster.setdefault(topic.cluster, []).append(topic)
+    for cluster, wanted in by_cluster.items():
+        admin = admins[cluster]
+        existing = admin.list_topics()
+        missing = [t for t in wanted if t.name not in existing]
+        outcome = admin.create_topics([NewTopic(t.name, t.partitions, t.replication_factor, config=dict(COMPACT))
+                                       for t in missing])
+        for name, error in outcome.items():
+            if error is not None:
+                raise KafkaOperationError(cluster, f"creating internal topic {name}",
+                                          f"{error} (check the *.replication.factor keys for a small cluster)")
+            log.info("created internal topic cluster=%s topic=%s", cluster, name)
+
+
+def config_property_filter(flow: FlowConfig) -> ConfigPropertyFilter:
+    return load_config_property_filter(flow.config_property_filter_class, flow.plugin_config())
+
+
+def remote_topic_configs(flow: FlowConfig, source_configs: Mapping[str, TopicConfigValue]) -> dict[str, str]:
+    """Source topic configs MM2 copies to a remote topic: set on the source topic (or a source default when
+    ``use.defaults.from = source``) and not excluded by ``config.properties.exclude`` (§4.4.2)."""
+    prop_filter = config_property_filter(flow)
+    return {k: v.value for k, v in source_configs.items()
+            if prop_filter.should_replicate_config_property(k)
+            and (not v.is_default or prop_filter.should_replicate_source_default(k))}
+
+
+def ensure_remote_topics(flow: FlowConfig, plan: FlowPlan, source: ClusterAdmin, target: ClusterAdmin) -> None:
+    """Create or grow the remote topics of ``plan`` (§4.4.2); anything but "already exists" fails the run."""
+    to_create = [t for t in plan.topics if t.action == "create"]
+    to_grow = {t.remote_topic: t.partitions for t in plan.topics if t.action == "grow"}
+    configs = source.describe_topic_configs([t.topic for t in to_create])
+    new = [NewTopic(t.remote_topic, t.partitions, flow.replication_factor,
+                    config=remote_topic_configs(flow, configs.get(t.topic, {}))) for t in to_create]
+    for name, error in target.create_topics(new).items():
+        if error is not None:
+            raise KafkaOperationError(flow.target, f"creating remote topic {name}", error)
+        log.info("created remote topic flow=%s topic=%s", flow.name, name)
+    if to_grow:
+        existing = target.list_topics()
+        grow = {name: n for name, n in to_grow.items() if name in existing and existing[name].partitions < n}
+        for name, error in target.create_partitions(grow).items():
+            if error is not None:
+                raise KafkaOperationError(flow.target, f"adding partitions to {name}", error)
+            log.info("grew remote topic flow=%s topic=%s partitions=%d", flow.name, name, grow[name])
+
+
+def sync_topic_configs(flow: FlowConfig, plan: FlowPlan, source: ClusterAdmin, target: ClusterAdmin) -> int:
+    """MM2's periodic config sync (§4.4.4): SET source values of copied properties on remote topics.
+
+    Returns how many topics were altered. Excluded properties are never touched.
+    """
+    pairs = [(t.topic, t.remote_topic) for t in plan.topics]
+    source_configs = source.describe_topic_configs([s for s, _ in pairs])
+    resources = []
+    for topic, remote in pairs:
+        configs = remote_topic_configs(flow, source_configs.get(topic, {}))
+        if configs:
+            entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in configs.items()]
+            resources.append(ConfigResource(ConfigResource.Type.TOPIC, remote, incremental_configs=entries))
+    return target.incremental_alter_configs(resources)

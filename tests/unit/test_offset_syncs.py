@@ -1,0 +1,54 @@
+"""MM2's offset-sync emission rule, with the sequences pinned by MirrorSourceTaskTest (reference §4.5.3)."""
+
+from __future__ import annotations
+
+from mm2py.offset_syncs import PartitionOffsetSyncState, offset_syncs_for
+from mm2py.records import OffsetSync
+
+
+def test_sync_emission_follows_mm2s_pinned_sequence() -> None:
+    # (upstream, downstream, expected, reset-after) with offset.lag.max = 50 (MirrorSourceTaskTest.testOffsetSync)
+    steps = [(0, 100, True, True), (2, 102, True, True), (3, 152, False, True), (4, 153, True, True),
+             (5, 154, False, True), (6, 203, False, True), (7, 204, True, True), (2, 206, True, True),
+             (3, 207, False, True), (4, 3, True, True), (5, 4, False, False), (7, 6, True, False),
+             (7, 6, True, False), (8, 7, True, False), (10, 57, True, True), (11, 58, False, False)]
+    state = PartitionOffsetSyncState()
+    for upstream, downstream, expected, reset in steps:
+        assert state.update(upstream, downstream, 50) is expected, (upstream, downstream)
+        if reset:
+            state.clear()
+
+
+def test_zero_offset_lag_max_syncs_every_record() -> None:
+    state = PartitionOffsetSyncState()
+    results = []
+    for u in range(5):
+        results.append(state.update(u, u + 10, 0))
+        state.clear()
+    assert results == [True] * 5
+
+
+def test_contiguous_batch_syncs_first_every_lag_max_and_the_delayed_last() -> None:
+    pairs = [(u, u + 1000) for u in range(250)]
+    syncs = offset_syncs_for("orders", 3, pairs, 100)
+    assert [(s.upstream_offset, s.downstream_offset) for s in syncs] == [
+        (0, 1000), (101, 1101), (202, 1202), (249, 1249)]  # due once d - (last + 1) >= offset.lag.max
+    assert all(s.topic == "orders" and s.partition == 3 for s in syncs)
+
+
+def test_upstream_gap_forces_a_sync() -> None:
+    syncs = offset_syncs_for("t", 0, [(0, 0), (1, 1), (5, 2), (6, 3)], 100)
+    assert syncs == [OffsetSync("t", 0, 0, 0), OffsetSync("t", 0, 5, 2), OffsetSync("t", 0, 6, 3)]
+
+
+def test_merged_topic_downstream_jumps_trigger_syncs_by_lag() -> None:
+    # Another source's records sit between ours: downstream advances 3 per upstream record.
+    pairs = [(u, 3 * u) for u in range(100)]
+    syncs = offset_syncs_for("t", 0, pairs, 100)
+    downstream = [s.downstream_offset for s in syncs]
+    assert downstream[0] == 0 and downstream[-1] == 297
+    assert all(b - a <= 102 for a, b in zip(downstream, downstream[1:]))
+
+
+def test_empty_batch_has_no_syncs() -> None:
+    assert offset_syncs_for("t", 0, [], 100) == []
