@@ -77,15 +77,17 @@ def mask_value(key: str, value: str) -> str:
 
 # ``key = value`` fragments inside free text. The key may be quoted (dict reprs, JSON) and the value may be
 # double- or single-quoted with backslash escapes (JAAS strings); an unquoted value ends at whitespace or
-# punctuation that commonly follows it in log lines. A value that is already the mask is left alone.
+# punctuation that commonly follows it in log lines. A value that is already the mask is left alone. Whether
+# a match is an assignment at all is decided by :func:`_assigns`.
 _QUOTED = r'"(?:\\.|[^"\\])*"|\'(?:\\.|[^\'\\])*\''
 _INLINE_ASSIGNMENT = re.compile(
-    r"(?P<kq>[\"']?)(?P<key>[A-Za-z_$][\w$.\->]*)(?P=kq)(?P<sep>\s*[=:]\s*)"
+    r"(?P<kq>[\"']?)(?P<key>[A-Za-z_$][\w$.\->]*)(?P=kq)(?P<sep>\s*(?P<op>[=:])\s*)"
     rf"(?!{re.escape(MASK)})(?P<value>{_QUOTED}|[^\s;,'\"}}\])]+)"
 )
 # A whole ``key = value`` properties line: there the value runs to the end of the line, spaces included.
 _PROPERTIES_LINE = re.compile(
-    r"^(?P<head>[ \t]*(?P<key>[A-Za-z_$][\w$.\->]*)[ \t]*[=:][ \t]*)(?P<value>.+?)[ \t]*$", re.MULTILINE
+    r"^(?P<head>[ \t]*(?P<key>[A-Za-z_$][\w$.\->]*)[ \t]*(?P<op>[=:])[ \t]*)(?P<value>.+?)[ \t]*$",
+    re.MULTILINE,
 )
 _URL_CREDENTIALS = re.compile(r"(?P<head>\b[a-zA-Z][\w+.-]*://[^/\s:@]+:)(?P<value>[^/\s@]+)(?=@)")
 # JAAS options (``username="alice"``) for :meth:`Redactor.from_properties`.
@@ -99,8 +101,24 @@ def _unquote(value: str) -> str:
     return value
 
 
+def _assigns(key: str, op: str, quoted: bool = False) -> bool:
+    """Whether ``key`` followed by ``op`` (``=`` or ``:``) in free text assigns a secret value.
+
+    ``=`` is always an assignment, so any secret key before it counts (``sasl.password=x``, ``PASSWORD=x``,
+    JAAS ``password="x"``). ``:`` is also punctuation in prose (``unexpected token: '}'``, ``as PEM: keytool
+    ...``), so before ``:`` a secret key counts only when it is quoted (``"password": "x"`` in dict reprs and
+    JSON), has the shape of a config key (several words: ``ssl.key.pem: ...``, ``sasl_password: x``,
+    ``clientSecret: x``), or is a lowercase password-like word (``password: x``, ``secret: x``). A bare
+    word that is also everyday prose — ``token``, ``PEM``, a capitalised ``Password`` — is not a key before
+    ``:``.
+    """
+    if not is_secret_key(key):
+        return False
+    return op == "=" or quoted or len(_words(key)) > 1 or key in _SECRET_LAST_WORDS
+
+
 def _mask_assignment(match: re.Match[str]) -> str:
-    if not is_secret_key(match["key"]):
+    if not _assigns(match["key"], match["op"], quoted=bool(match["kq"])):
         return match[0]
     value = match["value"]
     masked = value[0] + MASK + value[0] if value[0] in "\"'" else MASK
@@ -114,7 +132,9 @@ class Redactor:
     occurrences of different secrets are merged into one :data:`MASK`, so no tail of one secret survives next
     to another. Then three patterns catch secrets nobody registered: ``<secret key>=value`` / ``<secret key>:
     value`` fragments (JAAS ``password="..."`` or ``clientSecret='...'``, ``sasl.password=...``, dict reprs),
-    whole ``*.password = ...`` properties lines, and ``scheme://user:password@host`` URLs.
+    whole ``*.password = ...`` properties lines, and ``scheme://user:password@host`` URLs. Which keys count
+    before a ``:`` is narrower than before ``=``, so prose such as ``as PEM: keytool`` stays readable; see
+    :func:`_assigns`.
     """
 
     def __init__(self, secret_values: Iterable[str] = ()) -> None:
@@ -138,7 +158,7 @@ class Redactor:
         """``text`` with every known secret and every secret-looking fragment replaced by :data:`MASK`."""
         text = self._remove_known(text)
         text = _PROPERTIES_LINE.sub(
-            lambda m: m["head"] + MASK if is_secret_key(m["key"]) and m["value"] != MASK else m[0], text
+            lambda m: m["head"] + MASK if _assigns(m["key"], m["op"]) and m["value"] != MASK else m[0], text
         )
         text = _INLINE_ASSIGNMENT.sub(_mask_assignment, text)
         return _URL_CREDENTIALS.sub(lambda m: m["head"] + MASK, text)

@@ -103,7 +103,7 @@ def copy_range(spec: CopySpec, rng: PartitionRange) -> CopyResult:
         raise ReplicationError(f"{where}: {len(upstream)} records sent but {len(downstream)} acknowledged")
     syncs = 0
     if spec.syncs_topic is not None and upstream:
-        syncs = _write_offset_syncs(spec, rng, zip(upstream, downstream), where)
+        syncs = _write_offset_syncs(spec, rng, zip(upstream, downstream, strict=True), where)
     if upstream:
         record = progress_record(spec.source, rng.topic, rng.partition, upstream[-1])
         producer.produce(spec.progress_topic, record.value, record.key, on_delivery=on_delivery)

@@ -215,7 +215,7 @@ def run_flows(flows: list[FlowConfig], spark_factory: Callable[[], SparkRunner],
     pool = AdminPool()
     plan: ReplicationPlan = build_plan(flows, pool)
     spark = spark_factory()
-    runners = [FlowRunner(f, p, spark, pool) for f, p in zip(flows, plan.flows)]
+    runners = [FlowRunner(f, p, spark, pool) for f, p in zip(flows, plan.flows, strict=True)]
     errors: list[BaseException] = []
     try:
         for runner in runners:

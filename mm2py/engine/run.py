@@ -5,9 +5,9 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+from collections.abc import Callable
 from types import FrameType
 
-from collections.abc import Callable
 from mm2py.config import LoadedConfig
 from mm2py.engine.driver import FlowStats, run_flows
 from mm2py.engine.spark import SparkRunner

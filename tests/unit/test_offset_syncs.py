@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 from mm2py.offset_syncs import PartitionOffsetSyncState, offset_syncs_for
 from mm2py.records import OffsetSync
 
@@ -47,7 +49,7 @@ def test_merged_topic_downstream_jumps_trigger_syncs_by_lag() -> None:
     syncs = offset_syncs_for("t", 0, pairs, 100)
     downstream = [s.downstream_offset for s in syncs]
     assert downstream[0] == 0 and downstream[-1] == 297
-    assert all(b - a <= 102 for a, b in zip(downstream, downstream[1:]))
+    assert all(b - a <= 102 for a, b in itertools.pairwise(downstream))
 
 
 def test_empty_batch_has_no_syncs() -> None:
