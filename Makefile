@@ -29,5 +29,8 @@ lint: $(STAMP)
 	$(BIN)/ruff check mm2py tests
 	$(BIN)/mypy
 
+demo: $(STAMP)
+	$(BIN)/python examples/demo.py
+
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

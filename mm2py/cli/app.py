@@ -8,6 +8,7 @@ passes through the secret redactor first.
 from __future__ import annotations
 
 import logging
+import re
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -17,7 +18,8 @@ import typer
 from mm2py import __version__
 from mm2py.cli import render
 from mm2py.config import LoadedConfig, MirrorMakerConfig, load, validate
-from mm2py.errors import EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, Mm2pyError, UsageError
+from mm2py.errors import EXIT_CHECK_FAILED, EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, Mm2pyError, UsageError
+from mm2py.filters import PatternError, compile_pattern_list, parse_list
 from mm2py.plan import build_plan
 from mm2py.secrets import RedactingFilter, Redactor
 
@@ -115,6 +117,43 @@ def run_command(
         stats = run(loaded, once=once, master=master, deploy_mode=deploy_mode, spark_conf=spark_conf,
                     on_progress=view)
         view.summary(stats)
+
+
+@app.command("lag")
+def lag_command(
+    file: ConfigFile,
+    flows: FlowsOption = None,
+    topics: Annotated[str | None, typer.Option("--topics", help="Only source topics matching this regex")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print rows as JSON")] = False,
+    max_lag: Annotated[int | None, typer.Option("--max-lag", help="Exit 1 if any partition lags more records")] = None,
+    max_lag_seconds: Annotated[float | None, typer.Option("--max-lag-seconds",
+                                                          help="Exit 1 if any partition lags more seconds")] = None,
+) -> None:
+    """Replication lag per flow, topic and partition, in records and seconds (exit 1 over a threshold)."""
+    from mm2py.lag import breaches, flow_lags
+
+    loaded = _load(file, flows)
+    pattern = _regex("--topics", topics)
+    rows = flow_lags(list(loaded.flows), topics=pattern)
+    if as_json:
+        render.print_json([r.to_json() for r in rows])
+    else:
+        render.print_lag(rows)
+    over = breaches(rows, max_lag, max_lag_seconds)
+    for row in over:
+        render.err.print(f"lag over threshold: flow={row.flow} topic={row.topic} partition={row.partition} "
+                         f"lag_records={row.lag_records} lag_seconds={row.lag_seconds:.1f}", markup=False)
+    if over:
+        raise typer.Exit(EXIT_CHECK_FAILED)
+
+
+def _regex(option: str, text: str | None) -> re.Pattern[str] | None:
+    if text is None:
+        return None
+    try:
+        return compile_pattern_list(parse_list(text))
+    except PatternError as exc:
+        raise UsageError(f"{option} {text}: not a valid regular expression: {exc}") from None
 
 
 def _load(file: Path, flows: str | None) -> LoadedConfig:

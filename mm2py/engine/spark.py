@@ -23,6 +23,7 @@ from mm2py.errors import ReplicationError, UsageError
 
 log = logging.getLogger(__name__)
 
+_LOG4J = Path(__file__).with_name("log4j2.properties")
 _LOCAL = re.compile(r"^local(\[(?P<threads>[^,\]]+)\])?$")
 
 
@@ -62,6 +63,9 @@ class SparkRunner:
         from pyspark import SparkConf, SparkContext  # the only pyspark import in mm2py
 
         self.master = effective_master(master)
+        if self.master.startswith("local"):
+            # Spark would otherwise bind to the address the host name resolves to; a local run stays on loopback.
+            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         spark_conf = SparkConf().setAppName(app_name).setMaster(self.master)
         defaults = {
             "spark.ui.enabled": "false",
@@ -69,6 +73,7 @@ class SparkRunner:
             "spark.python.worker.reuse": "true",
             "spark.log.level": "WARN",
             "spark.task.maxFailures": "4",
+            "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={_LOG4J}",
         }
         if self.master.startswith("local"):
             defaults.update({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"})
