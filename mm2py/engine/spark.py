@@ -81,8 +81,10 @@ class SparkRunner:
             spark_conf.set(key, value)
         self.sc: Any = SparkContext.getOrCreate(spark_conf)
         self.sc.setLogLevel("WARN")
+        self._zip: str | None = None
         if not self.master.startswith("local"):
-            self.sc.addPyFile(_package_zip())
+            self._zip = _package_zip()
+            self.sc.addPyFile(self._zip)
         log.info("spark started master=%s parallelism=%s", self.master, self.sc.defaultParallelism)
 
     @property
@@ -103,6 +105,8 @@ class SparkRunner:
 
     def stop(self) -> None:
         self.sc.stop()
+        if self._zip is not None:  # executors fetched their own copies
+            Path(self._zip).unlink(missing_ok=True)
 
 
 def task_failure(exc: BaseException) -> str:
