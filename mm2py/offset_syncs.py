@@ -15,6 +15,10 @@ from dataclasses import dataclass
 
 from mm2py.records import OffsetSync
 
+# Marks the offset syncs mm2py writes densely (every run boundary); MM2's readers ignore record headers.
+DENSE_SYNC_HEADER = "mm2py.sync"
+DENSE_SYNC_VALUE = b"dense"
+
 
 @dataclass
 class PartitionOffsetSyncState:
@@ -45,24 +49,37 @@ class PartitionOffsetSyncState:
 
 
 def offset_syncs_for(topic: str, partition: int, pairs: Iterable[tuple[int, int]], offset_lag_max: int,
-                     state: PartitionOffsetSyncState | None = None) -> list[OffsetSync]:
+                     state: PartitionOffsetSyncState | None = None, dense: bool = False) -> list[OffsetSync]:
     """The syncs to write for acknowledged (upstream, downstream) pairs of one partition, in order.
 
-    Every due sync is kept (MM2 sends them as they come), and the last pair is added if it was not due
-    (MM2's delayed sync, sent at commit).
+    Every sync MM2's rule makes due is kept (MM2 sends them as they come), and the last pair is added if it was
+    not due (MM2's delayed sync, sent at commit). With ``dense``, the first and last record of every run in
+    which both offsets advance by one are synced too: between two such syncs the mapping is then known
+    exactly, which is what exact offset translation (``mm2py.translation``) relies on. In a topic that only
+    this flow writes, that is two extra syncs per batch; merged topics get two per interleaved run.
     """
+    pairs = list(pairs)
     state = state or PartitionOffsetSyncState()
-    syncs: list[OffsetSync] = []
-    last: tuple[int, int] | None = None
-    delayed = False
-    for upstream, downstream in pairs:
-        last = (upstream, downstream)
+    chosen: list[int] = []
+    for i, (upstream, downstream) in enumerate(pairs):
         if state.update(upstream, downstream, offset_lag_max):
-            syncs.append(OffsetSync(topic, partition, upstream, downstream))
+            chosen.append(i)
             state.clear()
-            delayed = False
-        else:
-            delayed = True
-    if delayed and last is not None:
-        syncs.append(OffsetSync(topic, partition, last[0], last[1]))
-    return syncs
+    if pairs and (not chosen or chosen[-1] != len(pairs) - 1):
+        chosen.append(len(pairs) - 1)
+    if dense:
+        chosen.extend(_run_boundaries(pairs))
+        chosen = sorted(set(chosen))
+    return [OffsetSync(topic, partition, pairs[i][0], pairs[i][1]) for i in chosen]
+
+
+def _run_boundaries(pairs: list[tuple[int, int]]) -> list[int]:
+    """Indexes of the first and last pair of each run where upstream and downstream both step by one."""
+    boundaries = []
+    last = len(pairs) - 1
+    for i, (upstream, downstream) in enumerate(pairs):
+        starts = i == 0 or (upstream - pairs[i - 1][0], downstream - pairs[i - 1][1]) != (1, 1)
+        ends = i == last or (pairs[i + 1][0] - upstream, pairs[i + 1][1] - downstream) != (1, 1)
+        if starts or ends:
+            boundaries.append(i)
+    return boundaries

@@ -147,6 +147,47 @@ def lag_command(
         raise typer.Exit(EXIT_CHECK_FAILED)
 
 
+@app.command("translate-offsets")
+def translate_offsets_command(
+    file: ConfigFile,
+    group: Annotated[str, typer.Option("--group", help="Consumer group on the source cluster")],
+    source: Annotated[str, typer.Option("--source", help="Source cluster alias")],
+    target: Annotated[str, typer.Option("--target", help="Target cluster alias")],
+    topics: Annotated[str | None, typer.Option("--topics", help="Only source topics matching this regex")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print rows as JSON")] = False,
+    as_csv: Annotated[bool, typer.Option("--csv", help="CSV for kafka-consumer-groups --reset-offsets "
+                                                       "--from-file")] = False,
+    execute: Annotated[bool, typer.Option("--execute", help="Commit to the target group (only if it has no "
+                                                            "active members)")] = False,
+) -> None:
+    """Translate a group's committed source offsets to the target: exact where possible (dry run by default)."""
+    from mm2py.checkpoints import FlowTranslator, execute_translation
+    from mm2py.plan import AdminPool, build_plan
+
+    if as_json and as_csv:
+        raise UsageError("--json and --csv exclude each other")
+    loaded = _load(file, f"{source}->{target}")
+    flow = loaded.flows[0]
+    pool = AdminPool()
+    plan = build_plan([flow], pool).flows[0]
+    translator = FlowTranslator(flow, plan, pool.admin(flow.source, flow))
+    pattern = _regex("--topics", topics)
+    wanted = [t.topic for t in plan.topics if pattern is None or pattern.fullmatch(t.topic)]
+    rows = translator.translate(group, wanted)
+    if as_json:
+        render.print_json([r.to_json() for r in rows])
+    elif as_csv:
+        render.print_csv(rows)
+    else:
+        render.print_translation(group, flow.name, rows)
+    if not rows:
+        render.err.print(f"group {group} has no committed offsets on topics that {flow.name} replicates",
+                         markup=False)
+    if execute:
+        committed = execute_translation(pool.admin(flow.target, flow), group, rows)
+        render.err.print(f"committed {committed} offset(s) for group {group} on {flow.target}", markup=False)
+
+
 def _regex(option: str, text: str | None) -> re.Pattern[str] | None:
     if text is None:
         return None

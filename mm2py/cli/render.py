@@ -10,6 +10,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from mm2py.checkpoints import GroupOffset
 from mm2py.config.problems import Problem
 from mm2py.lag import PartitionLag
 from mm2py.plan import ReplicationPlan
@@ -95,4 +96,23 @@ def print_lag(rows: Sequence[PartitionLag]) -> None:
                       str(sum(r.replicated_offset for r in items)), str(sum(r.lag_records for r in items)),
                       f"{max((r.lag_seconds for r in items), default=0.0):.1f}", style="bold")
         out.print(table)
+
+
+def print_csv(rows: Sequence[GroupOffset]) -> None:
+    """topic,partition,offset lines: the file kafka-consumer-groups --reset-offsets --from-file reads."""
+    for r in rows:
+        if r.translation.offset is not None:
+            sys.stdout.write(f"{r.remote_topic},{r.partition},{r.translation.offset}\n")
+    sys.stdout.flush()
+
+
+def print_translation(group: str, flow: str, rows: Sequence[GroupOffset]) -> None:
+    table = Table(title=f"group {group}, {flow}", title_justify="left")
+    for column in ("topic", "partition", "upstream offset", "offset", "method", "note"):
+        table.add_column(column, justify="right" if "offset" in column or column == "partition" else "left")
+    for r in rows:
+        t = r.translation
+        table.add_row(r.remote_topic, str(r.partition), str(r.upstream_offset),
+                      "-" if t.offset is None else str(t.offset), t.method, t.reason)
+    out.print(table)
 

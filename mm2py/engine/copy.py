@@ -20,7 +20,7 @@ from confluent_kafka import KafkaError, TopicPartition
 
 from mm2py.errors import ReplicationError
 from mm2py.kafka.clients import cached_consumer, cached_producer, drop_producer
-from mm2py.offset_syncs import offset_syncs_for
+from mm2py.offset_syncs import DENSE_SYNC_HEADER, DENSE_SYNC_VALUE, offset_syncs_for
 from mm2py.progress import progress_record
 
 _CONSUME_BATCH = 10_000
@@ -42,6 +42,7 @@ class CopySpec:
     syncs_topic: str | None
     progress_topic: str
     offset_lag_max: int
+    dense_offset_syncs: bool = True
     poll_timeout_s: float = 1.0
     stall_timeout_s: float = 120.0
     flush_timeout_s: float = 300.0
@@ -182,7 +183,9 @@ def _raise_delivery_failure(spec: CopySpec, failures: list[KafkaError], where: s
 
 def _write_offset_syncs(spec: CopySpec, rng: PartitionRange, pairs: Any, where: str) -> int:
     assert spec.syncs_producer_settings is not None and spec.syncs_topic is not None
-    syncs = offset_syncs_for(rng.topic, rng.partition, pairs, spec.offset_lag_max)
+    syncs = offset_syncs_for(rng.topic, rng.partition, pairs, spec.offset_lag_max, dense=spec.dense_offset_syncs)
+    headers: list[tuple[str, str | bytes | None]] | None = (
+        [(DENSE_SYNC_HEADER, DENSE_SYNC_VALUE)] if spec.dense_offset_syncs else None)
     producer = cached_producer(spec.syncs_producer_settings)
     failures: list[KafkaError] = []
 
@@ -194,7 +197,7 @@ def _write_offset_syncs(spec: CopySpec, rng: PartitionRange, pairs: Any, where: 
         while True:
             try:
                 producer.produce(spec.syncs_topic, sync.record_value(), sync.record_key(), 0,
-                                 on_delivery=on_delivery)
+                                 on_delivery=on_delivery, headers=headers)
                 break
             except BufferError:
                 producer.poll(0.05)

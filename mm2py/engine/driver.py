@@ -15,6 +15,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from mm2py.checkpoints import (
+    CheckpointWriter,
+    FlowTranslator,
+    GroupOffset,
+    merged_group_offsets,
+    now_ms,
+    sync_group_offsets,
+)
 from mm2py.config.flow import FlowConfig
 from mm2py.engine.copy import CopyResult, CopySpec, PartitionRange
 from mm2py.engine.spark import SparkRunner
@@ -74,6 +82,9 @@ class FlowRunner:
         self.remote: dict[str, str] = {t.topic: t.remote_topic for t in plan.topics}
         self.spec = self._spec()
         self._heartbeats: HeartbeatWriter | None = None
+        self._checkpoints: CheckpointWriter | None = None
+        self.group_offsets: list[GroupOffset] = []  # the latest translation of every group, for group sync
+        self.coordinator: GroupSyncCoordinator | None = None
 
     def _spec(self) -> CopySpec:
         f = self.flow
@@ -88,6 +99,7 @@ class FlowRunner:
             syncs_topic=offset_syncs_topic(f) if f.emit_offset_syncs_enabled else None,
             progress_topic=progress_topic(f.source),
             offset_lag_max=f.offset_lag_max,
+            dense_offset_syncs=f.dense_offset_syncs,
             poll_timeout_s=max(f.consumer_poll_timeout_ms / 1000, 0.1),
         )
 
@@ -101,6 +113,8 @@ class FlowRunner:
         assert f.target_consumer is not None
         progress = read_progress(f.target, f.target_consumer.settings(), f.source)
         self._set_positions(progress)
+        if f.emit_checkpoints_enabled and f.emit_offset_syncs_enabled:
+            self._checkpoints = CheckpointWriter(f)
         if f.emit_heartbeats_enabled:
             assert f.target_producer is not None
             self._heartbeats = HeartbeatWriter(f.source, f.target, flow_policy(f).heartbeats_topic(),
@@ -174,12 +188,26 @@ class FlowRunner:
         while self.copy_round(ends):
             pass
         self.emit_heartbeat()
+        self.checkpoint()
+
+    def checkpoint(self) -> None:
+        """Translate every selected source group and write the checkpoints that moved (§4.9)."""
+        if self._checkpoints is None:
+            return
+        listed_at = now_ms()
+        translator = FlowTranslator(self.flow, self.plan, self.pool.admin(self.flow.source, self.flow))
+        rows = [row for group in translator.groups() for row in translator.translate(group)]
+        written = self._checkpoints.emit(rows, listed_at)
+        self.group_offsets = rows
+        log.info("checkpoints flow=%s groups=%d written=%d", self.flow.name, len({r.group for r in rows}),
+                 len(written))
 
     def run_continuous(self, stop: threading.Event) -> None:
         interval = self.flow.emit_heartbeats_interval_seconds
         refresh = self.flow.refresh_topics_interval_seconds if self.flow.refresh_topics_enabled else None
         next_heartbeat = 0.0
         next_refresh = time.monotonic() + refresh if refresh else None
+        next_checkpoint = time.monotonic() + self.flow.emit_checkpoints_interval_seconds
         idle = max(self.flow.consumer_poll_timeout_ms / 1000, 0.1)
         while not stop.is_set():
             now = time.monotonic()
@@ -189,6 +217,11 @@ class FlowRunner:
             if next_refresh is not None and now >= next_refresh:
                 self.refresh_topics()
                 next_refresh = now + (refresh or 0)
+            if now >= next_checkpoint:
+                self.checkpoint()
+                if self.coordinator is not None:
+                    self.coordinator.maybe_sync(self.flow.target)
+                next_checkpoint = now + self.flow.emit_checkpoints_interval_seconds
             if not self.copy_round(self.end_offsets()):
                 stop.wait(idle)
 
@@ -209,6 +242,38 @@ class FlowRunner:
             self._heartbeats.emit()
 
 
+class GroupSyncCoordinator:
+    """Commits translated group offsets per target cluster, across every flow into it.
+
+    A merged remote topic is fed by several flows; the offset committed for a group must be safe for all
+    of them, so the sync looks at the latest translations of every flow with the same target.
+    """
+
+    def __init__(self, runners: list[FlowRunner], pool: AdminPool) -> None:
+        self.runners = [r for r in runners if r.flow.sync_group_offsets_enabled]
+        self.pool = pool
+        self._lock = threading.Lock()
+        self._next: dict[str, float] = {}
+
+    def maybe_sync(self, target: str, force: bool = False) -> None:
+        runners = [r for r in self.runners if r.flow.target == target]
+        if not runners:
+            return
+        with self._lock:
+            now = time.monotonic()
+            if not force and now < self._next.get(target, 0.0):
+                return
+            self._next[target] = now + runners[0].flow.sync_group_offsets_interval_seconds
+            offsets = merged_group_offsets(row for r in runners for row in r.group_offsets)
+            outcome = sync_group_offsets(self.pool.admin(target, runners[0].flow), offsets)
+        for group, what in outcome.items():
+            log.info("group offset sync target=%s group=%s %s", target, group, what)
+
+    def sync_all(self) -> None:
+        for target in sorted({r.flow.target for r in self.runners}):
+            self.maybe_sync(target, force=True)
+
+
 def run_flows(flows: list[FlowConfig], spark_factory: Callable[[], SparkRunner], *, once: bool,
               stop: threading.Event, on_progress: Callable[[list[FlowStats]], None] | None = None) -> list[FlowStats]:
     """Plan every flow together (to see N->1 merges), then replicate each flow in its own thread."""
@@ -216,6 +281,9 @@ def run_flows(flows: list[FlowConfig], spark_factory: Callable[[], SparkRunner],
     plan: ReplicationPlan = build_plan(flows, pool)
     spark = spark_factory()
     runners = [FlowRunner(f, p, spark, pool) for f, p in zip(flows, plan.flows, strict=True)]
+    coordinator = GroupSyncCoordinator(runners, pool)
+    for runner in runners:
+        runner.coordinator = coordinator
     errors: list[BaseException] = []
     try:
         for runner in runners:
@@ -240,6 +308,8 @@ def run_flows(flows: list[FlowConfig], spark_factory: Callable[[], SparkRunner],
                 thread.join(timeout=1.0)
             if on_progress is not None:
                 on_progress([r.stats for r in runners])
+        if once and not errors:
+            coordinator.sync_all()
     finally:
         spark.stop()
     if errors:

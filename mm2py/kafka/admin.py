@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import ConsumerGroupTopicPartitions, IsolationLevel, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewPartitions, NewTopic, OffsetSpec
 
 from mm2py.errors import ClusterUnreachableError, KafkaOperationError
@@ -173,4 +173,50 @@ class ClusterAdmin:
                 raise wrap_kafka_error(self.alias, f"listing {which} offsets of {tp.topic}-{tp.partition}",
                                        exc) from None
         return result
+
+    def list_groups(self) -> list[str]:
+        """Ids of all consumer groups of the cluster."""
+        future = self.client.list_consumer_groups(request_timeout=self.timeout_s)
+        try:
+            result = future.result(timeout=self.timeout_s)
+        except KafkaException as exc:
+            raise wrap_kafka_error(self.alias, "listing consumer groups", exc) from None
+        return sorted(g.group_id for g in result.valid)
+
+    def group_state(self, group: str) -> str:
+        """The group's state as the broker names it (EMPTY, STABLE, DEAD, ...); DEAD for an unknown group."""
+        futures = self.client.describe_consumer_groups([group], request_timeout=self.timeout_s)
+        try:
+            description = futures[group].result(timeout=self.timeout_s)
+        except KafkaException as exc:
+            err = _error_of(exc)
+            if err is not None and err.code() == KafkaError.GROUP_ID_NOT_FOUND:
+                return "DEAD"
+            raise wrap_kafka_error(self.alias, f"describing consumer group {group}", exc) from None
+        return str(description.state.name)
+
+    def committed_offsets(self, group: str) -> dict[tuple[str, int], int]:
+        """The group's committed offsets per (topic, partition); partitions without a commit are left out."""
+        futures = self.client.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)],
+                                                          request_timeout=self.timeout_s)
+        try:
+            result = futures[group].result(timeout=self.timeout_s)
+        except KafkaException as exc:
+            raise wrap_kafka_error(self.alias, f"fetching committed offsets of group {group}", exc) from None
+        return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions or [] if tp.offset >= 0}
+
+    def alter_group_offsets(self, group: str, offsets: Mapping[tuple[str, int], int]) -> None:
+        """Commit ``offsets`` for ``group``; the broker refuses this while the group has active members."""
+        if not offsets:
+            return
+        request = ConsumerGroupTopicPartitions(group, [TopicPartition(t, p, o) for (t, p), o in offsets.items()])
+        futures = self.client.alter_consumer_group_offsets([request], request_timeout=self.timeout_s)
+        try:
+            result = futures[group].result(timeout=self.timeout_s)
+        except KafkaException as exc:
+            raise wrap_kafka_error(self.alias, f"committing offsets of group {group}", exc) from None
+        failed = [tp for tp in result.topic_partitions or [] if tp.error is not None]
+        if failed:
+            raise KafkaOperationError(self.alias, f"committing offsets of group {group}",
+                                      f"{failed[0].topic}-{failed[0].partition}: {failed[0].error.str()}")
 

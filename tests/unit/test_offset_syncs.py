@@ -54,3 +54,17 @@ def test_merged_topic_downstream_jumps_trigger_syncs_by_lag() -> None:
 
 def test_empty_batch_has_no_syncs() -> None:
     assert offset_syncs_for("t", 0, [], 100) == []
+
+
+def test_dense_syncs_bracket_every_run_of_a_merged_partition() -> None:
+    # ours: u 0..4 at d 0..4, then 3 foreign records, then u 5..7 at d 8..10, then an upstream gap (u 10).
+    pairs = [(0, 0), (1, 1), (2, 2), (3, 3), (4, 4), (5, 8), (6, 9), (7, 10), (10, 11)]
+    syncs = offset_syncs_for("t", 0, pairs, 100, dense=True)
+    assert [(s.upstream_offset, s.downstream_offset) for s in syncs] == [
+        (0, 0), (4, 4), (5, 8), (7, 10), (10, 11)]
+
+
+def test_dense_adds_nothing_to_a_single_contiguous_run_but_its_ends() -> None:
+    pairs = [(u, u + 50) for u in range(10)]
+    assert [(s.upstream_offset, s.downstream_offset) for s in offset_syncs_for("t", 0, pairs, 100, dense=True)] == [
+        (0, 50), (9, 59)]

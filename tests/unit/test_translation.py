@@ -1,0 +1,96 @@
+"""Exact offset translation: resuming at the translated offset loses nothing and re-reads nothing of a source."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from mm2py.offset_syncs import offset_syncs_for
+from mm2py.translation import OffsetMap
+
+
+def simulate_merge(seed: int, ours: int, foreign_runs: int) -> list[tuple[int, int]]:
+    """(upstream, downstream) of our records in a target partition that other sources also write to,
+    with upstream gaps (transaction markers, compaction) on our side."""
+    rng = random.Random(seed)
+    pairs, upstream, downstream = [], 0, 0
+    for _ in range(ours):
+        if rng.random() < 0.05:
+            upstream += rng.randint(1, 3)  # gap upstream
+        if rng.random() < foreign_runs / ours:
+            downstream += rng.randint(1, 40)  # other sources' records in between
+        pairs.append((upstream, downstream))
+        upstream += 1
+        downstream += 1
+    return pairs
+
+
+def oracle(pairs: list[tuple[int, int]], g: int) -> tuple[int, int]:
+    """The range of resume offsets that lose nothing and re-read nothing of this source for group offset g."""
+    before = [d for u, d in pairs if u < g]
+    after = [d for u, d in pairs if u >= g]
+    low = before[-1] + 1 if before else 0
+    high = after[0] if after else pairs[-1][1] + 1
+    return low, high
+
+
+def build(pairs: list[tuple[int, int]], batches: int) -> OffsetMap:
+    offset_map = OffsetMap()
+    size = max(1, len(pairs) // batches)
+    for start in range(0, len(pairs), size):  # one copy task per batch, each with its own sync state
+        for sync in offset_syncs_for("t", 0, pairs[start:start + size], 100, dense=True):
+            offset_map.add(sync.upstream_offset, sync.downstream_offset, dense=True)
+    return offset_map
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_every_offset_of_a_merged_partition_translates_exactly(seed: int) -> None:
+    pairs = simulate_merge(seed, ours=2_000, foreign_runs=150)
+    offset_map = build(pairs, batches=7)
+    last_replicated = pairs[-1][0]
+    for g in range(0, last_replicated + 2):
+        t = offset_map.translate(g, last_replicated)
+        low, high = oracle(pairs, g)
+        assert t.method == "exact", (g, t)
+        assert t.offset is not None and low <= t.offset <= high, (g, t, low, high)
+
+
+def test_lagging_group_far_behind_is_exact_where_mm2_would_reread_a_lot() -> None:
+    pairs = [(u, u + 7) for u in range(5_000)]
+    offset_map = build(pairs, batches=1)
+    t = offset_map.translate(1_234, 4_999)
+    assert (t.offset, t.method) == (1_241, "exact")
+
+
+def test_a_range_copied_twice_after_a_crash_uses_the_latest_copy_and_stays_exact_below_it() -> None:
+    offset_map = OffsetMap()
+    first = [(u, 1000 + u) for u in range(100, 151)]  # copied, then the task crashed before progress
+    second = [(u, 2000 + u) for u in range(120, 200)]  # retried from 120
+    for batch in (first, second):
+        for s in offset_syncs_for("t", 0, batch, 100, dense=True):
+            offset_map.add(s.upstream_offset, s.downstream_offset, True)
+    assert offset_map.translate(110).offset == 1110
+    assert offset_map.translate(119).offset == 1119
+    assert offset_map.translate(120).offset == 2120
+    assert offset_map.translate(199, 199).method == "exact"
+
+
+def test_sparse_mm2_syncs_fall_back_to_the_conservative_rule_and_say_so() -> None:
+    offset_map = OffsetMap()
+    offset_map.add(100, 200, dense=False)
+    offset_map.add(250, 351, dense=False)
+    t = offset_map.translate(150)
+    assert (t.offset, t.method) == (201, "conservative") and "MM2" in t.reason
+    assert offset_map.translate(100).method == "exact"
+
+
+def test_offsets_not_yet_replicated_or_older_than_history_are_labelled() -> None:
+    offset_map = OffsetMap()
+    offset_map.add(100, 10, dense=True)
+    offset_map.add(110, 20, dense=True)
+    assert offset_map.translate(50).method == "unavailable"
+    t = offset_map.translate(500, last_replicated=110)
+    assert (t.offset, t.method) == (21, "conservative") and "not replicated yet" in t.reason
+    assert offset_map.translate(111, last_replicated=110).method == "exact"
+    assert OffsetMap().translate(5).method == "unavailable"
