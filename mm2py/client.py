@@ -179,8 +179,9 @@ class MirrorClient:
     """Reads one cluster's MM2 topics (heartbeats, checkpoints) to answer replication questions, like MM2's
     MirrorClient.
 
-    Runs on the driver (or in any plain Python process). Clients are created per call and closed after it,
-    as ``RemoteClusterUtils`` does, so an instance holds no open consumer and can live as long as needed.
+    Runs on the driver (or in any plain Python process). Each read opens its own consumer and closes it, as
+    ``RemoteClusterUtils`` does, so an instance holds no open consumer; the admin client that lists topics
+    is created on first use and kept. Not picklable by design: never ship it to executors.
     """
 
     def __init__(self, alias: str, consumer_settings: Mapping[str, str], admin_settings: Mapping[str, str],
@@ -310,5 +311,6 @@ class MirrorClient:
             try:
                 yield record_type.from_record(msg.key(), msg.value())
             except RecordFormatError as exc:
+                # str(exc), not exc: a captured log record would keep the traceback, and with it this client.
                 logger.warning("skipping undecodable record cluster=%s topic=%s partition=%s offset=%s: %s",
-                               self.alias, topic, msg.partition(), msg.offset(), exc)
+                               self.alias, topic, msg.partition(), msg.offset(), str(exc))

@@ -4,9 +4,11 @@ the remote topic, inside one Python process. Records never pass through the JVM 
 Order of effects, which is what makes a crash safe at any point:
 1. consume [start, end) and produce every record (key, value, headers, CreateTime, partition kept);
 2. flush: every record is acknowledged by the target (acks=all), or the task fails and Spark retries it;
-3. write the offset syncs of this range (MM2's emission rule) for offset translation;
-4. write progress (the last replicated offset) to ``mm2-offsets.<source>.internal`` and flush it.
-A crash before 4 re-copies at most this range (at-least-once); progress never runs ahead of the data.
+3. write progress (the last replicated offset) to ``mm2-offsets.<source>.internal``;
+4. write the offset syncs of this range (MM2's emission rule, plus run boundaries) for offset translation.
+At-least-once (MM2's default): a crash before 3 re-copies at most this range. Exactly-once
+(``<target>.exactly.once.source.support = enabled``): 1-3 are one producer transaction whose
+``transactional.id`` is fixed per flow, topic and partition, so a retried task fences its predecessor.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import KafkaError, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from mm2py.errors import ReplicationError
 from mm2py.kafka.clients import cached_consumer, cached_producer, drop_producer
@@ -27,6 +29,7 @@ _CONSUME_BATCH = 10_000
 # librdkafka drops a message it cannot deliver within message.timeout.ms; after that the idempotent
 # producer's epoch must be bumped, which some brokers refuse, so a producer that timed out is replaced.
 _RECREATE_PRODUCER = {KafkaError._MSG_TIMED_OUT, KafkaError._FENCED, KafkaError._FATAL}
+PROVENANCE_HEADER = "mm2py.provenance"
 
 
 @dataclass(frozen=True)
@@ -43,9 +46,14 @@ class CopySpec:
     progress_topic: str
     offset_lag_max: int
     dense_offset_syncs: bool = True
+    provenance: bool = False
+    exactly_once: bool = False
     poll_timeout_s: float = 1.0
     stall_timeout_s: float = 120.0
     flush_timeout_s: float = 300.0
+
+    def transactional_id(self, topic: str, partition: int) -> str:
+        return f"mm2py|{self.source}->{self.target}|{topic}-{partition}"
 
 
 @dataclass(frozen=True)
@@ -65,11 +73,29 @@ class CopyResult:
     partition: int
     start: int
     next_offset: int  # where the next range starts (after the last record or marker read)
-    last_offset: int  # offset of the last record copied, -1 if none
+    last_offset: int  # offset of the last record read (copied, or skipped as a cycle), -1 if none
     records: int
     bytes: int
     syncs: int
     seconds: float
+
+
+@dataclass
+class _Batch:
+    """What the hot loop collected for one range."""
+
+    upstream: list[int] = field(default_factory=list)
+    downstream: list[int] = field(default_factory=list)
+    failures: list[KafkaError] = field(default_factory=list)
+    position: int = 0
+    last_read: int = -1
+    bytes: int = 0
+
+    def on_delivery(self, err: KafkaError | None, msg: Any) -> None:
+        if err is not None:
+            self.failures.append(err)
+        else:
+            self.downstream.append(msg.offset())
 
 
 def copy_partitions(spec: CopySpec, ranges: Iterator[PartitionRange]) -> Iterator[CopyResult]:
@@ -82,86 +108,118 @@ def copy_range(spec: CopySpec, rng: PartitionRange) -> CopyResult:
     """Copy one range; raises ReplicationError (the task fails, Spark retries it, progress stays put)."""
     started = time.monotonic()
     where = f"flow={spec.flow} topic={rng.topic} partition={rng.partition}"
+    settings = _producer_settings(spec, rng)
+    producer = cached_producer(settings)
     consumer = cached_consumer(spec.consumer_settings)
-    producer = cached_producer(spec.producer_settings)
-    upstream: list[int] = []
-    downstream: list[int] = []
-    failures: list[KafkaError] = []
-
-    def on_delivery(err: KafkaError | None, msg: Any) -> None:
-        if err is not None:
-            failures.append(err)
-        else:
-            downstream.append(msg.offset())
-
+    batch = _Batch(position=rng.start)
+    if spec.exactly_once:
+        _transaction(producer, settings, where, "begin_transaction")
     consumer.assign([TopicPartition(rng.topic, rng.partition, rng.start)])
     try:
-        position, copied_bytes = _pump(spec, rng, consumer, producer, on_delivery, upstream, failures, where)
+        _pump(spec, rng, consumer, producer, batch, where)
+        _flush(spec, producer, settings, batch.failures, where)
+        if len(batch.downstream) != len(batch.upstream):
+            raise ReplicationError(f"{where}: {len(batch.upstream)} records sent, {len(batch.downstream)} acknowledged")
+        if batch.last_read >= 0:
+            record = progress_record(spec.source, rng.topic, rng.partition, batch.last_read)
+            producer.produce(spec.progress_topic, record.value, record.key, on_delivery=_failures_to(batch))
+        if spec.exactly_once:
+            _transaction(producer, settings, where, "commit_transaction")
+        else:
+            _flush(spec, producer, settings, batch.failures, f"{where} (progress)")
+    except BaseException:
+        if spec.exactly_once:
+            _abort(producer, settings)
+        raise
     finally:
         consumer.unassign()
-    _flush(spec, producer, failures, where)
-    if len(downstream) != len(upstream):
-        raise ReplicationError(f"{where}: {len(upstream)} records sent but {len(downstream)} acknowledged")
     syncs = 0
-    if spec.syncs_topic is not None and upstream:
-        syncs = _write_offset_syncs(spec, rng, zip(upstream, downstream, strict=True), where)
-    if upstream:
-        record = progress_record(spec.source, rng.topic, rng.partition, upstream[-1])
-        producer.produce(spec.progress_topic, record.value, record.key, on_delivery=on_delivery)
-        _flush(spec, producer, failures, f"{where} (progress)")
-    return CopyResult(rng.topic, rng.partition, rng.start, position, upstream[-1] if upstream else -1,
-                      len(upstream), copied_bytes, syncs, time.monotonic() - started)
+    if spec.syncs_topic is not None and batch.upstream:
+        syncs = _write_offset_syncs(spec, rng, zip(batch.upstream, batch.downstream, strict=True), where)
+    return CopyResult(rng.topic, rng.partition, rng.start, batch.position, batch.last_read, len(batch.upstream),
+                      batch.bytes, syncs, time.monotonic() - started)
 
 
-def _pump(spec: CopySpec, rng: PartitionRange, consumer: Any, producer: Any, on_delivery: Any,
-          upstream: list[int], failures: list[KafkaError], where: str) -> tuple[int, int]:
+def _producer_settings(spec: CopySpec, rng: PartitionRange) -> Mapping[str, str]:
+    if not spec.exactly_once:
+        return spec.producer_settings
+    return {**spec.producer_settings, "transactional.id": spec.transactional_id(rng.topic, rng.partition)}
+
+
+def _failures_to(batch: _Batch) -> Any:
+    return lambda err, _msg: batch.failures.append(err) if err is not None else None
+
+
+def _pump(spec: CopySpec, rng: PartitionRange, consumer: Any, producer: Any, batch: _Batch, where: str) -> None:
     """The hot loop: consume a batch, produce each record, repeat until the range's end."""
     produce = producer.produce
     poll = producer.poll
+    on_delivery = batch.on_delivery
     remote, partition, end = rng.remote_topic, rng.partition, rng.end
-    append = upstream.append
-    position = rng.start
-    copied_bytes = 0
+    append = batch.upstream.append
+    origin = f"{spec.source}:{rng.topic}:{partition}:".encode() if spec.provenance else b""
+    cycle_mark = f"{spec.target}:".encode()
     last_progress = time.monotonic()
-    while position < end:
+    while batch.position < end:
         messages = consumer.consume(num_messages=_CONSUME_BATCH, timeout=spec.poll_timeout_s)
         if not messages:
             if time.monotonic() - last_progress > spec.stall_timeout_s:
                 raise ReplicationError(f"{where}: no records from the source for {spec.stall_timeout_s:.0f} s "
-                                       f"at offset {position} (range ends at {end})")
+                                       f"at offset {batch.position} (range ends at {end})")
             continue
         last_progress = time.monotonic()
         for msg in messages:
             err = msg.error()
             if err is not None:
                 if err.code() == KafkaError._PARTITION_EOF:
-                    position = max(position, msg.offset())
+                    batch.position = max(batch.position, msg.offset())
                     continue
                 raise ReplicationError(f"{where}: consuming from {spec.source} failed: {err.str()}")
             offset = msg.offset()
             if offset >= end:
-                position = end
+                batch.position = end
                 break
+            batch.last_read = offset
+            batch.position = offset + 1
+            headers = msg.headers()
+            if origin:
+                if headers and any(k == PROVENANCE_HEADER and v and v.startswith(cycle_mark) for k, v in headers):
+                    continue  # it came from the target: copying it back would loop (Identity cycles)
+                headers = [*(headers or ()), (PROVENANCE_HEADER, origin + str(offset).encode())]
             value = msg.value()
             kind, timestamp = msg.timestamp()
             while True:
                 try:
                     produce(remote, value, msg.key(), partition, on_delivery=on_delivery,
-                            timestamp=timestamp if kind else 0, headers=msg.headers())
+                            timestamp=timestamp if kind else 0, headers=headers)
                     break
                 except BufferError:  # the local queue is full: serve delivery reports, then retry
                     poll(0.05)
             append(offset)
             if value is not None:
-                copied_bytes += len(value)
-            position = offset + 1
+                batch.bytes += len(value)
         poll(0)
-        if failures:
-            _raise_delivery_failure(spec, failures, where)
-    return position, copied_bytes
+        if batch.failures:
+            _raise_delivery_failure(spec, spec.producer_settings, batch.failures, where)
 
 
-def _flush(spec: CopySpec, producer: Any, failures: list[KafkaError], where: str) -> None:
+def _transaction(producer: Any, settings: Mapping[str, str], where: str, step: str) -> None:
+    try:
+        getattr(producer, step)(*(() if step == "begin_transaction" else (60,)))
+    except KafkaException as exc:
+        drop_producer(settings)
+        raise ReplicationError(f"{where}: {step.replace('_', ' ')} failed: {exc.args[0].str()}") from None
+
+
+def _abort(producer: Any, settings: Mapping[str, str]) -> None:
+    try:
+        producer.abort_transaction(30)
+    except KafkaException:
+        drop_producer(settings)
+
+
+def _flush(spec: CopySpec, producer: Any, settings: Mapping[str, str], failures: list[KafkaError],
+           where: str) -> None:
     deadline = time.monotonic() + spec.flush_timeout_s
     while producer.flush(1.0) > 0:
         if failures:
@@ -170,36 +228,33 @@ def _flush(spec: CopySpec, producer: Any, failures: list[KafkaError], where: str
             raise ReplicationError(f"{where}: the target {spec.target} did not acknowledge within "
                                    f"{spec.flush_timeout_s:.0f} s")
     if failures:
-        _raise_delivery_failure(spec, failures, where)
+        _raise_delivery_failure(spec, settings, failures, where)
 
 
-def _raise_delivery_failure(spec: CopySpec, failures: list[KafkaError], where: str) -> None:
+def _raise_delivery_failure(spec: CopySpec, settings: Mapping[str, str], failures: list[KafkaError],
+                            where: str) -> None:
     first = failures[0]
     if first.code() in _RECREATE_PRODUCER or first.fatal():
-        drop_producer(spec.producer_settings)
+        drop_producer(settings)
     raise ReplicationError(f"{where}: producing to {spec.target} failed for {len(failures)} record(s): "
                            f"{first.str()}")
 
 
 def _write_offset_syncs(spec: CopySpec, rng: PartitionRange, pairs: Any, where: str) -> int:
+    """Offset syncs are never transactional (as in MM2): they are written after the range is committed."""
     assert spec.syncs_producer_settings is not None and spec.syncs_topic is not None
     syncs = offset_syncs_for(rng.topic, rng.partition, pairs, spec.offset_lag_max, dense=spec.dense_offset_syncs)
     headers: list[tuple[str, str | bytes | None]] | None = (
         [(DENSE_SYNC_HEADER, DENSE_SYNC_VALUE)] if spec.dense_offset_syncs else None)
     producer = cached_producer(spec.syncs_producer_settings)
     failures: list[KafkaError] = []
-
-    def on_delivery(err: KafkaError | None, _msg: Any) -> None:
-        if err is not None:
-            failures.append(err)
-
     for sync in syncs:
         while True:
             try:
                 producer.produce(spec.syncs_topic, sync.record_value(), sync.record_key(), 0,
-                                 on_delivery=on_delivery, headers=headers)
+                                 on_delivery=lambda err, _m: failures.append(err) if err else None, headers=headers)
                 break
             except BufferError:
                 producer.poll(0.05)
-    _flush(spec, producer, failures, f"{where} (offset syncs)")
+    _flush(spec, producer, spec.syncs_producer_settings, failures, f"{where} (offset syncs)")
     return len(syncs)

@@ -86,20 +86,33 @@ class FlowRunner:
         self.group_offsets: list[GroupOffset] = []  # the latest translation of every group, for group sync
         self.coordinator: GroupSyncCoordinator | None = None
 
+    @property
+    def exactly_once(self) -> bool:
+        """MM2's per-target worker key ``<target>.exactly.once.source.support = enabled``."""
+        return self.flow.exactly_once_source_support == "enabled"
+
     def _spec(self) -> CopySpec:
         f = self.flow
         assert f.source_consumer and f.target_producer and f.offset_syncs_producer
+        consumer = {**CONSUMER_DEFAULTS, **f.source_consumer.settings(), **CONSUMER_FORCED,
+                    "group.id": f"mm2py-{f.source}-{f.target}"}
+        producer = {**PRODUCER_DEFAULTS, **f.target_producer.settings(), **PRODUCER_FORCED}
+        if self.exactly_once:
+            # Only committed source records are copied, and each range commits with its progress.
+            consumer["isolation.level"] = "read_committed"
+            producer.setdefault("transaction.timeout.ms", "300000")
         return CopySpec(
             flow=f.name, source=f.source, target=f.target,
-            consumer_settings={**CONSUMER_DEFAULTS, **f.source_consumer.settings(), **CONSUMER_FORCED,
-                               "group.id": f"mm2py-{f.source}-{f.target}"},
-            producer_settings={**PRODUCER_DEFAULTS, **f.target_producer.settings(), **PRODUCER_FORCED},
+            consumer_settings=consumer,
+            producer_settings=producer,
             syncs_producer_settings=({**PRODUCER_DEFAULTS, **f.offset_syncs_producer.settings()}
                                      if f.emit_offset_syncs_enabled else None),
             syncs_topic=offset_syncs_topic(f) if f.emit_offset_syncs_enabled else None,
             progress_topic=progress_topic(f.source),
             offset_lag_max=f.offset_lag_max,
             dense_offset_syncs=f.dense_offset_syncs,
+            provenance=f.provenance_header_enabled,
+            exactly_once=self.exactly_once,
             poll_timeout_s=max(f.consumer_poll_timeout_ms / 1000, 0.1),
         )
 
@@ -124,8 +137,7 @@ class FlowRunner:
         return [(t.topic, p) for t in self.plan.topics for p in range(t.partitions)]
 
     def _read_committed(self) -> bool:
-        assert self.flow.source_consumer is not None
-        return self.flow.source_consumer.settings().get("isolation.level") == "read_committed"
+        return self.spec.consumer_settings.get("isolation.level") == "read_committed"
 
     def _set_positions(self, progress: dict[tuple[str, int], int]) -> None:
         """Where each partition resumes: after its recorded progress, else where auto.offset.reset says."""

@@ -44,7 +44,10 @@ def cached_producer(settings: Mapping[str, str]) -> Producer:
     with _lock:
         producer = _producers.get(key)
         if producer is None:
-            producer = _producers[key] = new_producer(settings)
+            producer = new_producer(settings)
+            if "transactional.id" in settings:
+                producer.init_transactions(30)  # fences any earlier producer with the same transactional.id
+            _producers[key] = producer
         return producer
 
 

@@ -25,6 +25,7 @@ def read_topic(alias: str, consumer_settings: Mapping[str, str], topic: str, *, 
     Yields confluent-kafka Message objects; raises KafkaOperationError naming the cluster and ``purpose``.
     """
     settings = {**consumer_settings, "group.id": f"mm2py-reader-{alias}", "enable.partition.eof": "true",
+                "fetch.wait.max.ms": "10",
                 "enable.auto.commit": "false", "isolation.level": "read_committed"}
     consumer = new_consumer(settings)
     operation = f"{purpose} ({topic})"
