@@ -84,9 +84,18 @@ class ClusterUnreachableError(KafkaOperationError):
 
 
 class ReplicationError(Mm2pyError):
-    """Copying records failed (a task gave up, progress could not be written)."""
+    """Copying records failed (a task gave up, progress could not be written).
+
+    ``retriable`` is False for failures that cannot go away by waiting (a record larger than the target
+    accepts, a missing topic, a denied authorisation): the run then stops instead of retrying.
+    """
 
     exit_code = EXIT_RUNTIME
+    PERMANENT_MARK = "[permanent]"
+
+    def __init__(self, message: str, retriable: bool = True) -> None:
+        self.retriable = retriable and self.PERMANENT_MARK not in message
+        super().__init__(message)
 
 
 class CheckFailed(Mm2pyError):

@@ -99,6 +99,7 @@ class FlowConfig:
     batch_max_records: int = _key("mm2py.batch.max.records")
     provenance_header_enabled: bool = _key("mm2py.provenance.header.enabled")
     dense_offset_syncs: bool = _key("mm2py.offset-syncs.dense.enabled")
+    retry_timeout_seconds: int = _key("mm2py.retry.timeout.seconds")
     spark_master: str = _key("mm2py.spark.master")
     spark_deploy_mode: str = _key("mm2py.spark.deploy-mode")
     spark_conf: Pairs = field(default=(), repr=False)

@@ -153,6 +153,8 @@ MM2PY_KEYS: dict[str, KeyDef] = {d.name: d for d in (
     _k("mm2py.spark.deploy-mode", S, "client", "Spark deploy mode", "M", choices=("client", "cluster")),
     _k("mm2py.batch.max.records", INT, "500000", "records one copy task moves per partition and batch", "M",
        minimum=1),
+    _k("mm2py.retry.timeout.seconds", INT, "300",
+       "how long a run retries failing batches (broker stalls, task failures) before it gives up", "M", minimum=0),
     _k("mm2py.offset-syncs.dense.enabled", B, "true",
        "also sync the first and last record of every run, for exact offset translation", "M"),
     _k("mm2py.provenance.header.enabled", B, "false",

@@ -29,6 +29,15 @@ _CONSUME_BATCH = 10_000
 # librdkafka drops a message it cannot deliver within message.timeout.ms; after that the idempotent
 # producer's epoch must be bumped, which some brokers refuse, so a producer that timed out is replaced.
 _RECREATE_PRODUCER = {KafkaError._MSG_TIMED_OUT, KafkaError._FENCED, KafkaError._FATAL}
+# Failures that waiting cannot fix; the message carries a mark the driver sees across the Spark boundary.
+_PERMANENT = {KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE, KafkaError.INVALID_RECORD,
+              KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+              KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, KafkaError.UNKNOWN_TOPIC_OR_PART,
+              KafkaError._UNKNOWN_TOPIC, KafkaError._UNKNOWN_PARTITION, KafkaError.SASL_AUTHENTICATION_FAILED}
+
+
+def _mark(err: KafkaError) -> str:
+    return f" {ReplicationError.PERMANENT_MARK}" if err.code() in _PERMANENT else ""
 PROVENANCE_HEADER = "mm2py.provenance"
 
 
@@ -174,7 +183,7 @@ def _pump(spec: CopySpec, rng: PartitionRange, consumer: Any, producer: Any, bat
                 if err.code() == KafkaError._PARTITION_EOF:
                     batch.position = max(batch.position, msg.offset())
                     continue
-                raise ReplicationError(f"{where}: consuming from {spec.source} failed: {err.str()}")
+                raise ReplicationError(f"{where}: consuming from {spec.source} failed: {err.str()}{_mark(err)}")
             offset = msg.offset()
             if offset >= end:
                 batch.position = end
@@ -195,6 +204,10 @@ def _pump(spec: CopySpec, rng: PartitionRange, consumer: Any, producer: Any, bat
                     break
                 except BufferError:  # the local queue is full: serve delivery reports, then retry
                     poll(0.05)
+                except KafkaException as exc:  # refused before sending, e.g. larger than message.max.bytes
+                    err = exc.args[0]
+                    raise ReplicationError(f"{where}: record at offset {offset} cannot be produced to "
+                                           f"{spec.target}: {err.str()}{_mark(err)}") from None
             append(offset)
             if value is not None:
                 batch.bytes += len(value)
@@ -237,7 +250,7 @@ def _raise_delivery_failure(spec: CopySpec, settings: Mapping[str, str], failure
     if first.code() in _RECREATE_PRODUCER or first.fatal():
         drop_producer(settings)
     raise ReplicationError(f"{where}: producing to {spec.target} failed for {len(failures)} record(s): "
-                           f"{first.str()}")
+                           f"{first.str()}{_mark(first)}")
 
 
 def _write_offset_syncs(spec: CopySpec, rng: PartitionRange, pairs: Any, where: str) -> int:

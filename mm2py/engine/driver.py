@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from mm2py.checkpoints import (
     CheckpointWriter,
@@ -26,12 +27,14 @@ from mm2py.checkpoints import (
 from mm2py.config.flow import FlowConfig
 from mm2py.engine.copy import CopyResult, CopySpec, PartitionRange
 from mm2py.engine.spark import SparkRunner
+from mm2py.errors import KafkaOperationError, ReplicationError
 from mm2py.heartbeats import HeartbeatWriter
 from mm2py.plan import AdminPool, FlowPlan, ReplicationPlan, build_plan, flow_policy
 from mm2py.progress import progress_topic, read_progress
 from mm2py.topics import ensure_internal_topics, ensure_remote_topics, internal_topics, offset_syncs_topic
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 # mm2py's throughput defaults; anything the user sets for the client wins.
 # isolation.level: librdkafka defaults to read_committed, Java (and so MM2) to read_uncommitted.
@@ -56,6 +59,7 @@ class FlowStats:
     lag: int = 0
     started: float = field(default_factory=time.monotonic)
     last_rate: float = 0.0
+    retries: int = 0
     last_mb_rate: float = 0.0
 
     def add(self, results: list[CopyResult], seconds: float) -> None:
@@ -195,12 +199,29 @@ class FlowRunner:
         log.info("copied flow=%s ranges=%d records=%d", self.flow.name, len(results), sum(r.records for r in results))
         return len(ranges)
 
-    def run_once(self) -> None:
-        ends = self.end_offsets()
-        while self.copy_round(ends):
+    def run_once(self, stop: threading.Event) -> None:
+        ends = self._retrying(self.end_offsets, stop)
+        while self._retrying(lambda: self.copy_round(ends), stop):
             pass
         self.emit_heartbeat()
         self.checkpoint()
+
+    def _retrying(self, step: Callable[[], T], stop: threading.Event) -> T:
+        """Run ``step``, retrying transient failures (a stalled broker, a failed Spark job) with backoff for up to
+        ``mm2py.retry.timeout.seconds``. Nothing is lost meanwhile: progress only moves after a range is copied."""
+        deadline = time.monotonic() + self.flow.retry_timeout_seconds
+        backoff = 1.0
+        while True:
+            try:
+                return step()
+            except (ReplicationError, KafkaOperationError) as exc:
+                retriable = exc.retriable if isinstance(exc, ReplicationError) else True
+                if not retriable or time.monotonic() + backoff > deadline or stop.is_set():
+                    raise
+                self.stats.retries += 1
+                log.warning("flow=%s will retry in %.0f s: %s", self.flow.name, backoff, exc)
+                stop.wait(backoff)
+                backoff = min(backoff * 2, 30.0)
 
     def checkpoint(self) -> None:
         """Translate every selected source group and write the checkpoints that moved (§4.9)."""
@@ -234,7 +255,7 @@ class FlowRunner:
                 if self.coordinator is not None:
                     self.coordinator.maybe_sync(self.flow.target)
                 next_checkpoint = now + self.flow.emit_checkpoints_interval_seconds
-            if not self.copy_round(self.end_offsets()):
+            if not self._retrying(lambda: self.copy_round(self.end_offsets()), stop):
                 stop.wait(idle)
 
     def refresh_topics(self) -> None:
@@ -304,7 +325,7 @@ def run_flows(flows: list[FlowConfig], spark_factory: Callable[[], SparkRunner],
         def work(runner: FlowRunner) -> None:
             try:
                 if once:
-                    runner.run_once()
+                    runner.run_once(stop)
                 else:
                     runner.run_continuous(stop)
             except BaseException as exc:  # reported by the main thread; other flows stop too
