@@ -32,5 +32,10 @@ lint: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/python examples/demo.py
 
+# mm2py run --once against a tuned one-process consume->produce loop (docs/performance.md);
+# e.g. make bench BENCH_ARGS="--records 100000" for a quick run
+bench: $(STAMP)
+	$(BIN)/python -m bench.run_bench $(BENCH_ARGS)
+
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

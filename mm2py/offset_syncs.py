@@ -10,7 +10,7 @@ quiet partition is still translatable up to its end.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from mm2py.records import OffsetSync
@@ -50,36 +50,49 @@ class PartitionOffsetSyncState:
 
 def offset_syncs_for(topic: str, partition: int, pairs: Iterable[tuple[int, int]], offset_lag_max: int,
                      state: PartitionOffsetSyncState | None = None, dense: bool = False) -> list[OffsetSync]:
-    """The syncs to write for acknowledged (upstream, downstream) pairs of one partition, in order.
+    """:func:`offset_syncs_for_offsets` for (upstream, downstream) pairs."""
+    pairs = list(pairs)
+    return offset_syncs_for_offsets(topic, partition, [u for u, _ in pairs], [d for _, d in pairs],
+                                    offset_lag_max, state, dense)
 
-    Every sync MM2's rule makes due is kept (MM2 sends them as they come), and the last pair is added if it was
-    not due (MM2's delayed sync, sent at commit). With ``dense``, the first and last record of every run in
+
+def offset_syncs_for_offsets(topic: str, partition: int, upstream: Sequence[int], downstream: Sequence[int],
+                             offset_lag_max: int, state: PartitionOffsetSyncState | None = None,
+                             dense: bool = False) -> list[OffsetSync]:
+    """The syncs to write for the acknowledged records of one partition (upstream[i] -> downstream[i]), in order.
+
+    Every sync MM2's rule makes due is kept (MM2 sends them as they come), and the last record is added if it
+    was not due (MM2's delayed sync, sent at commit). With ``dense``, the first and last record of every run in
     which both offsets advance by one are synced too: between two such syncs the mapping is then known
     exactly, which is what exact offset translation (``mm2py.translation``) relies on. In a topic that only
     this flow writes, that is two extra syncs per batch; merged topics get two per interleaved run.
+
+    This runs once per copied range over every record, so it works run by run: inside a run only the
+    ``offset.lag.max`` condition of the rule can fire, at positions that are computed, not searched.
     """
-    pairs = list(pairs)
+    n = len(upstream)
+    if n == 0:
+        return []
     state = state or PartitionOffsetSyncState()
+    up, down = upstream, downstream
+    starts = [0, *(i for i in range(1, n) if up[i] - up[i - 1] != 1 or down[i] - down[i - 1] != 1)]
     chosen: list[int] = []
-    for i, (upstream, downstream) in enumerate(pairs):
-        if state.update(upstream, downstream, offset_lag_max):
-            chosen.append(i)
+    for k, first in enumerate(starts):
+        end = starts[k + 1] if k + 1 < len(starts) else n
+        if state.update(up[first], down[first], offset_lag_max):
+            chosen.append(first)
             state.clear()
-    if pairs and (not chosen or chosen[-1] != len(pairs) - 1):
-        chosen.append(len(pairs) - 1)
-    if dense:
-        chosen.extend(_run_boundaries(pairs))
-        chosen = sorted(set(chosen))
-    return [OffsetSync(topic, partition, pairs[i][0], pairs[i][1]) for i in chosen]
-
-
-def _run_boundaries(pairs: list[tuple[int, int]]) -> list[int]:
-    """Indexes of the first and last pair of each run where upstream and downstream both step by one."""
-    boundaries = []
-    last = len(pairs) - 1
-    for i, (upstream, downstream) in enumerate(pairs):
-        starts = i == 0 or (upstream - pairs[i - 1][0], downstream - pairs[i - 1][1]) != (1, 1)
-        ends = i == last or (pairs[i + 1][0] - upstream, pairs[i + 1][1] - downstream) != (1, 1)
-        if starts or ends:
-            boundaries.append(i)
-    return boundaries
+        i = first
+        while True:  # next index where down - (last_sync + 1) >= offset.lag.max
+            j = max(i + 1, first + (state.last_sync_downstream + 1 + offset_lag_max - down[first]))
+            if j >= end:
+                break
+            chosen.append(j)
+            state.last_sync_downstream = down[j]
+            i = j
+        state.prev_upstream, state.prev_downstream = up[end - 1], down[end - 1]
+        if dense:
+            chosen.append(first)
+            chosen.append(end - 1)
+    chosen.append(n - 1)  # MM2's delayed sync of the newest record (a no-op if it was due anyway)
+    return [OffsetSync(topic, partition, up[i], down[i]) for i in sorted(set(chosen))]

@@ -124,26 +124,43 @@ def lag_command(
     file: ConfigFile,
     flows: FlowsOption = None,
     topics: Annotated[str | None, typer.Option("--topics", help="Only source topics matching this regex")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print rows as JSON")] = False,
-    max_lag: Annotated[int | None, typer.Option("--max-lag", help="Exit 1 if any partition lags more records")] = None,
-    max_lag_seconds: Annotated[float | None, typer.Option("--max-lag-seconds",
-                                                          help="Exit 1 if any partition lags more seconds")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print rows as JSON (a list of rows)")] = False,
+    prometheus: Annotated[bool, typer.Option(
+        "--prometheus", help="Print the Prometheus text format (node_exporter textfile collector)")] = False,
+    groups: Annotated[bool, typer.Option(
+        "--groups", help="Lag of the consumer groups on the target on remote topics, as "
+                         "kafka-consumer-groups --describe shows it")] = False,
+    watch: Annotated[bool, typer.Option(
+        "--watch", help="Refresh every --interval seconds until Ctrl-C, showing per row whether lag "
+                        "grew (↑), shrank (↓) or not (=); thresholds are highlighted, exit code 0")] = False,
+    interval: Annotated[float | None, typer.Option(
+        "--interval", min=0.1, help="Seconds between --watch refreshes (default 5)")] = None,
+    max_lag: Annotated[int | None, typer.Option(
+        "--max-lag", help="Exit 1 if any partition (with --groups: any group partition) lags more "
+                          "records")] = None,
+    max_lag_seconds: Annotated[float | None, typer.Option(
+        "--max-lag-seconds", help="Exit 1 if any partition lags more seconds")] = None,
 ) -> None:
-    """Replication lag per flow, topic and partition, in records and seconds (exit 1 over a threshold)."""
-    from mm2py.lag import breaches, flow_lags
+    """Replication lag per flow, topic and partition, in records and seconds, with each flow's heartbeat and
+    checkpoint age (exit 1 over a threshold)."""
+    from mm2py.cli import lag_view
+    from mm2py.lag import LagCheck
 
+    fmt = lag_view.output_format(as_json, prometheus, watch)
+    if interval is not None and not watch:
+        raise UsageError("--interval needs --watch")
+    if groups and max_lag_seconds is not None:
+        raise UsageError("--max-lag-seconds does not apply to --groups (group lag is in records: "
+                         "use --max-lag)")
     loaded = _load(file, flows)
-    pattern = _regex("--topics", topics)
-    rows = flow_lags(list(loaded.flows), topics=pattern)
-    if as_json:
-        render.print_json([r.to_json() for r in rows])
-    else:
-        render.print_lag(rows)
-    over = breaches(rows, max_lag, max_lag_seconds)
-    for row in over:
-        render.err.print(f"lag over threshold: flow={row.flow} topic={row.topic} partition={row.partition} "
-                         f"lag_records={row.lag_records} lag_seconds={row.lag_seconds:.1f}", markup=False)
-    if over:
+    check = LagCheck(list(loaded.flows), _regex("--topics", topics), groups=groups, max_lag=max_lag,
+                     max_lag_seconds=max_lag_seconds)
+    if watch:
+        lag_view.watch(check, 5.0 if interval is None else interval)
+        return
+    snapshot = check.run()
+    lag_view.show(snapshot, fmt)
+    if lag_view.report_over(snapshot):
         raise typer.Exit(EXIT_CHECK_FAILED)
 
 

@@ -12,7 +12,6 @@ from rich.table import Table
 
 from mm2py.checkpoints import GroupOffset
 from mm2py.config.problems import Problem
-from mm2py.lag import PartitionLag
 from mm2py.plan import ReplicationPlan
 from mm2py.secrets import Redactor
 
@@ -79,23 +78,6 @@ def print_plan(plan: ReplicationPlan) -> None:
     for merge in plan.merges:
         out.print(("warning: " if merge.conflict else "note: ") + merge.describe(),
                   style="yellow" if merge.conflict else None, markup=False)
-
-
-def print_lag(rows: Sequence[PartitionLag]) -> None:
-    flows: dict[str, list[PartitionLag]] = {}
-    for row in rows:
-        flows.setdefault(row.flow, []).append(row)
-    for flow, items in flows.items():
-        table = Table(title=flow, title_justify="left")
-        for column in ("topic", "remote topic", "partition", "end", "replicated", "lag", "lag s"):
-            table.add_column(column, justify="left" if "topic" in column else "right")
-        for r in items:
-            table.add_row(r.topic, r.remote_topic, str(r.partition), str(r.source_end_offset),
-                          str(r.replicated_offset), str(r.lag_records), f"{r.lag_seconds:.1f}")
-        table.add_row("total", "", "", str(sum(r.source_end_offset for r in items)),
-                      str(sum(r.replicated_offset for r in items)), str(sum(r.lag_records for r in items)),
-                      f"{max((r.lag_seconds for r in items), default=0.0):.1f}", style="bold")
-        out.print(table)
 
 
 def print_csv(rows: Sequence[GroupOffset]) -> None:

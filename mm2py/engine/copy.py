@@ -22,7 +22,7 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from mm2py.errors import ReplicationError
 from mm2py.kafka.clients import cached_consumer, cached_producer, drop_producer
-from mm2py.offset_syncs import DENSE_SYNC_HEADER, DENSE_SYNC_VALUE, offset_syncs_for
+from mm2py.offset_syncs import DENSE_SYNC_HEADER, DENSE_SYNC_VALUE, offset_syncs_for_offsets
 from mm2py.progress import progress_record
 
 _CONSUME_BATCH = 10_000
@@ -119,6 +119,8 @@ def copy_range(spec: CopySpec, rng: PartitionRange) -> CopyResult:
     where = f"flow={spec.flow} topic={rng.topic} partition={rng.partition}"
     settings = _producer_settings(spec, rng)
     producer = cached_producer(settings)
+    if spec.syncs_producer_settings is not None:
+        cached_producer(spec.syncs_producer_settings)  # created now, so its producer id arrives in parallel
     consumer = cached_consumer(spec.consumer_settings)
     batch = _Batch(position=rng.start)
     if spec.exactly_once:
@@ -144,7 +146,7 @@ def copy_range(spec: CopySpec, rng: PartitionRange) -> CopyResult:
         consumer.unassign()
     syncs = 0
     if spec.syncs_topic is not None and batch.upstream:
-        syncs = _write_offset_syncs(spec, rng, zip(batch.upstream, batch.downstream, strict=True), where)
+        syncs = _write_offset_syncs(spec, rng, batch, where)
     return CopyResult(rng.topic, rng.partition, rng.start, batch.position, batch.last_read, len(batch.upstream),
                       batch.bytes, syncs, time.monotonic() - started)
 
@@ -169,8 +171,11 @@ def _pump(spec: CopySpec, rng: PartitionRange, consumer: Any, producer: Any, bat
     origin = f"{spec.source}:{rng.topic}:{partition}:".encode() if spec.provenance else b""
     cycle_mark = f"{spec.target}:".encode()
     last_progress = time.monotonic()
+    # consume() returns once it has num_messages events or the timeout passed: ask for no more than the range
+    # still holds, and wait briefly, so the end of a range costs no idle poll.ms.
+    wait = min(spec.poll_timeout_s, 0.1)
     while batch.position < end:
-        messages = consumer.consume(num_messages=_CONSUME_BATCH, timeout=spec.poll_timeout_s)
+        messages = consumer.consume(num_messages=max(1, min(_CONSUME_BATCH, end - batch.position)), timeout=wait)
         if not messages:
             if time.monotonic() - last_progress > spec.stall_timeout_s:
                 raise ReplicationError(f"{where}: no records from the source for {spec.stall_timeout_s:.0f} s "
@@ -253,10 +258,11 @@ def _raise_delivery_failure(spec: CopySpec, settings: Mapping[str, str], failure
                            f"{first.str()}{_mark(first)}")
 
 
-def _write_offset_syncs(spec: CopySpec, rng: PartitionRange, pairs: Any, where: str) -> int:
+def _write_offset_syncs(spec: CopySpec, rng: PartitionRange, batch: _Batch, where: str) -> int:
     """Offset syncs are never transactional (as in MM2): they are written after the range is committed."""
     assert spec.syncs_producer_settings is not None and spec.syncs_topic is not None
-    syncs = offset_syncs_for(rng.topic, rng.partition, pairs, spec.offset_lag_max, dense=spec.dense_offset_syncs)
+    syncs = offset_syncs_for_offsets(rng.topic, rng.partition, batch.upstream, batch.downstream,
+                                     spec.offset_lag_max, dense=spec.dense_offset_syncs)
     headers: list[tuple[str, str | bytes | None]] | None = (
         [(DENSE_SYNC_HEADER, DENSE_SYNC_VALUE)] if spec.dense_offset_syncs else None)
     producer = cached_producer(spec.syncs_producer_settings)

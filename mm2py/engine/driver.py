@@ -31,7 +31,13 @@ from mm2py.errors import KafkaOperationError, ReplicationError
 from mm2py.heartbeats import HeartbeatWriter
 from mm2py.plan import AdminPool, FlowPlan, ReplicationPlan, build_plan, flow_policy
 from mm2py.progress import progress_topic, read_progress
-from mm2py.topics import ensure_internal_topics, ensure_remote_topics, internal_topics, offset_syncs_topic
+from mm2py.topics import (
+    ensure_internal_topics,
+    ensure_remote_topics,
+    internal_topics,
+    offset_syncs_topic,
+    sync_topic_configs,
+)
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -127,6 +133,7 @@ class FlowRunner:
         admins = {f.source: self.pool.admin(f.source, f), f.target: self.pool.admin(f.target, f)}
         ensure_internal_topics(admins, internal_topics(f))
         ensure_remote_topics(f, self.plan, admins[f.source], admins[f.target])
+        self.sync_configs()
         assert f.target_consumer is not None
         progress = read_progress(f.target, f.target_consumer.settings(), f.source)
         self._set_positions(progress)
@@ -241,6 +248,8 @@ class FlowRunner:
         next_heartbeat = 0.0
         next_refresh = time.monotonic() + refresh if refresh else None
         next_checkpoint = time.monotonic() + self.flow.emit_checkpoints_interval_seconds
+        configs = self.flow.sync_topic_configs_interval_seconds if self.flow.sync_topic_configs_enabled else None
+        next_configs = time.monotonic() + configs if configs else None
         idle = max(self.flow.consumer_poll_timeout_ms / 1000, 0.1)
         while not stop.is_set():
             now = time.monotonic()
@@ -250,6 +259,9 @@ class FlowRunner:
             if next_refresh is not None and now >= next_refresh:
                 self.refresh_topics()
                 next_refresh = now + (refresh or 0)
+            if next_configs is not None and now >= next_configs:
+                self._retrying(self.sync_configs, stop)
+                next_configs = now + (configs or 0)
             if now >= next_checkpoint:
                 self.checkpoint()
                 if self.coordinator is not None:
@@ -269,6 +281,14 @@ class FlowRunner:
         self.remote = {t.topic: t.remote_topic for t in plan.topics}
         self._set_positions({})
         log.info("topics refreshed flow=%s topics=%d", self.flow.name, len(plan.topics))
+
+    def sync_configs(self) -> None:
+        """MM2's topic-config sync (``sync.topic.configs.*``): source configs onto the remote topics."""
+        if not self.flow.sync_topic_configs_enabled:
+            return
+        altered = sync_topic_configs(self.flow, self.plan, self.pool.admin(self.flow.source, self.flow),
+                                     self.pool.admin(self.flow.target, self.flow))
+        log.info("topic configs synced flow=%s topics=%d", self.flow.name, altered)
 
     def emit_heartbeat(self) -> None:
         if self._heartbeats is not None:

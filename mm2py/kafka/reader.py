@@ -46,7 +46,7 @@ def read_topic(alias: str, consumer_settings: Mapping[str, str], topic: str, *, 
         while len(at_end) < len(partitions):
             if time.monotonic() > deadline:
                 raise KafkaOperationError(alias, operation, f"did not reach the end within {timeout_s:.0f} s")
-            for msg in consumer.consume(num_messages=10_000, timeout=0.5):
+            for msg in consumer.consume(num_messages=10_000, timeout=0.05):
                 err = msg.error()
                 partition = msg.partition() or 0
                 if err is not None:

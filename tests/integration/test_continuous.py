@@ -112,3 +112,22 @@ def test_sigkill_of_the_process_group_mid_copy_loses_nothing(pair: dict[str, Tan
         source = [r.value for r in records if r.partition == p]
         assert list(dict.fromkeys(values)) == source
     print(f"SIGKILL at {at_kill}/{total} copied; duplicates after resume: {duplicates}")
+
+
+def test_new_source_topics_are_picked_up_every_refresh_interval(pair: dict[str, TansuBroker], tmp_path: Path) -> None:
+    config = write_config(tmp_path / "mm2.properties", pair, (
+        "dc1->target.enabled = true\ntopics = orders.*\nrefresh.topics.interval.seconds = 2\n"
+        "consumer.poll.timeout.ms = 200\n"))
+    produce(pair["dc1"].bootstrap, "orders", make_records(100, partitions=PARTITIONS, seed=1))
+    log = tmp_path / "run.log"
+    proc = start_run(config, log)
+    try:
+        wait_for(lambda: copied(pair["target"], "dc1.orders") == 100, 120, "the first topic", proc, log)
+        create_topic(pair["dc1"].bootstrap, "orders-eu", 2)
+        produce(pair["dc1"].bootstrap, "orders-eu", make_records(40, partitions=2, seed=2))
+        wait_for(lambda: copied(pair["target"], "dc1.orders-eu") == 40, 60, "the new topic", proc, log)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0, log.read_text()
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)

@@ -1,16 +1,45 @@
-"""`mm2py lag`: records and seconds per partition, with cron-friendly thresholds."""
+"""`mm2py lag`: records and seconds per partition, flow ages, Prometheus text, mirrored group lag and
+--watch, with cron-friendly thresholds."""
 
 from __future__ import annotations
 
 import json
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
-from kafka_harness import ClusterFactory, create_topic, make_records, produce
+from confluent_kafka import Consumer, TopicPartition
+from kafka_harness import ClusterFactory, consumer_config, create_topic, make_records, produce
 from mm2py_cli import mm2py, write_config
+from prometheus_client.parser import text_string_to_metric_families
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
+
+IDENTITY = "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"
+
+
+def commit(bootstrap: str, group: str, topic: str, offsets: dict[int, int]) -> None:
+    """A group's commit without subscribing (no JoinGroup wait on tansu)."""
+    consumer = Consumer(consumer_config(bootstrap, **{"group.id": group}))
+    try:
+        consumer.commit(offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()], asynchronous=False)
+    finally:
+        consumer.close()
+
+
+def metrics(text: str) -> dict[str, dict[tuple[tuple[str, str], ...], float]]:
+    """Metric name -> sorted label pairs -> value, parsed back from Prometheus text."""
+    result: dict[str, dict[tuple[tuple[str, str], ...], float]] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            result.setdefault(sample.name, {})[tuple(sorted(sample.labels.items()))] = sample.value
+    return result
 
 
 def test_lag_after_seven_new_records_on_one_partition(kafka_cluster: ClusterFactory, tmp_path: Path) -> None:
@@ -41,3 +70,121 @@ def test_lag_after_seven_new_records_on_one_partition(kafka_cluster: ClusterFact
     assert "flow=dc1->target topic=orders partition=0 lag_records=7" in over.stderr
     assert mm2py("lag", str(config), "--max-lag", "7").returncode == 0
     assert mm2py("lag", str(config), "--max-lag-seconds", "3").returncode == 1
+
+
+def test_lag_reports_flow_ages_and_prometheus_metrics_after_a_run(kafka_cluster: ClusterFactory,
+                                                                   tmp_path: Path) -> None:
+    brokers = kafka_cluster("dc1", "dc2", "target")
+    for dc in ("dc1", "dc2"):
+        create_topic(brokers[dc].bootstrap, "orders", 3)
+        produce(brokers[dc].bootstrap, "orders", make_records(90, partitions=3, seed=len(dc)))
+    commit(brokers["dc1"].bootstrap, "billing", "orders", {0: 10, 1: 20, 2: 30})  # so dc1 gets checkpoints
+    config = write_config(tmp_path / "mm2.properties", brokers,
+                          "dc1->target.enabled = true\ndc2->target.enabled = true\ntopics = orders\n"
+                          f"replication.policy.class = {IDENTITY}\n")
+    assert mm2py("run", str(config), "--once").returncode == 0
+    produce(brokers["dc1"].bootstrap, "orders", make_records(7, partitions=1, seed=99))
+
+    result = mm2py("lag", str(config), "--json")
+    assert result.returncode == 0, result.stderr
+    rows = json.loads(result.stdout)
+    assert len(rows) == 6
+    for row in rows:
+        assert 0 <= row["heartbeat_age_seconds"] < 120, row
+        if row["flow"] == "dc1->target":
+            assert 0 <= row["checkpoint_age_seconds"] < 120, row
+        else:
+            assert row["checkpoint_age_seconds"] is None, row  # no group on dc2, so no checkpoint
+
+    table = mm2py("lag", str(config))
+    assert table.returncode == 0, table.stderr
+    assert "no checkpoint" in table.stdout and table.stdout.count("heartbeat ") == 2
+    assert "s ago, checkpoint " in table.stdout
+
+    started = time.time()
+    prom = mm2py("lag", str(config), "--prometheus", "--max-lag", "6")
+    assert prom.returncode == 1, prom.stderr  # the metrics are printed even when a threshold is exceeded
+    found = metrics(prom.stdout)
+    hot = (("partition", "0"), ("source", "dc1"), ("target", "target"), ("topic", "orders"))
+    assert found["mm2py_replication_lag_records"][hot] == 7
+    assert found["mm2py_source_end_offset"][hot] == 37 and found["mm2py_replicated_offset"][hot] == 30
+    assert found["mm2py_replication_lag_seconds"][hot] >= 0
+    assert len(found["mm2py_replication_lag_records"]) == 6
+    assert sum(found["mm2py_replication_lag_records"].values()) == 7
+    flows = {(("source", dc), ("target", "target")) for dc in ("dc1", "dc2")}
+    assert set(found["mm2py_heartbeat_age_seconds"]) == flows
+    assert set(found["mm2py_checkpoint_age_seconds"]) == {(("source", "dc1"), ("target", "target"))}
+    assert started - 1 <= found["mm2py_lag_check_timestamp_seconds"][()] <= time.time()
+
+
+def test_lag_groups_shows_target_groups_on_remote_topics(kafka_cluster: ClusterFactory, tmp_path: Path) -> None:
+    brokers = kafka_cluster("dc1", "target")
+    create_topic(brokers["dc1"].bootstrap, "orders", 2)
+    create_topic(brokers["target"].bootstrap, "dc1.orders", 2)  # what a run creates (DefaultReplicationPolicy)
+    create_topic(brokers["target"].bootstrap, "local", 1)
+    produce(brokers["target"].bootstrap, "dc1.orders", make_records(20, partitions=2))
+    commit(brokers["target"].bootstrap, "reporting", "dc1.orders", {0: 3})  # failed over, 7 behind
+    commit(brokers["target"].bootstrap, "local-app", "local", {0: 0})  # not on a remote topic: not shown
+    config = write_config(tmp_path / "mm2.properties", brokers, "dc1->target.enabled = true\ntopics = orders\n")
+
+    result = mm2py("lag", str(config), "--groups", "--json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == [{"group": "reporting", "topic": "dc1.orders", "partition": 0,
+                                          "current_offset": 3, "log_end_offset": 10, "lag": 7}]
+    table = mm2py("lag", str(config), "--groups")
+    assert table.returncode == 0, table.stderr
+    assert "consumer groups on target" in table.stdout and "reporting" in table.stdout
+    assert "local-app" not in table.stdout
+
+    prom = mm2py("lag", str(config), "--groups", "--prometheus")
+    assert prom.returncode == 0, prom.stderr
+    assert metrics(prom.stdout)["mm2py_group_lag_records"] == {
+        (("group", "reporting"), ("partition", "0"), ("topic", "dc1.orders")): 7}
+
+    over = mm2py("lag", str(config), "--groups", "--max-lag", "6")
+    assert over.returncode == 1
+    assert "group lag over threshold: group=reporting topic=dc1.orders partition=0 lag=7" in over.stderr
+    assert mm2py("lag", str(config), "--groups", "--max-lag", "7").returncode == 0
+    assert mm2py("lag", str(config), "--groups", "--max-lag-seconds", "1").returncode == 2
+
+
+def test_lag_watch_shows_lag_growing_and_stops_cleanly_on_ctrl_c(kafka_cluster: ClusterFactory,
+                                                                 tmp_path: Path) -> None:
+    brokers = kafka_cluster("dc1", "target")
+    create_topic(brokers["dc1"].bootstrap, "orders", 1)
+    produce(brokers["dc1"].bootstrap, "orders", make_records(10, partitions=1))
+    config = write_config(tmp_path / "mm2.properties", brokers, "dc1->target.enabled = true\ntopics = orders\n")
+    watcher = subprocess.Popen([sys.executable, "-m", "mm2py", "lag", str(config), "--watch", "--interval", "0.5",
+                                "--max-lag", "5"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines: queue.Queue[str] = queue.Queue()
+
+    def pump() -> None:
+        for line in watcher.stdout or []:
+            lines.put(line)
+
+    threading.Thread(target=pump, daemon=True).start()
+
+    def wait_for(pattern: str, timeout: float = 60.0) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                line = lines.get(timeout=0.5)
+            except queue.Empty:
+                continue
+            if re.search(pattern, line):
+                return line
+        raise AssertionError(f"--watch never printed a line matching {pattern!r}")
+
+    row = r"orders\W+dc1\.orders\W+0\W+{end}\W+0\W+{end}\W+[\d.]+\W+{arrow}"  # a partition row and its trend
+    try:
+        wait_for(row.format(end=10, arrow=""))
+        wait_for("1 row\\(s\\) over threshold")  # 10 records behind, threshold 5: highlighted, not an exit
+        produce(brokers["dc1"].bootstrap, "orders", make_records(5, partitions=1, seed=7))
+        wait_for(row.format(end=15, arrow="↑"))
+        wait_for(row.format(end=15, arrow="="))
+        watcher.send_signal(signal.SIGINT)
+        assert watcher.wait(timeout=30) == 0, watcher.stderr.read() if watcher.stderr else ""
+    finally:
+        if watcher.poll() is None:
+            watcher.kill()
+            watcher.wait()

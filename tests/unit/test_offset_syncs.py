@@ -68,3 +68,43 @@ def test_dense_adds_nothing_to_a_single_contiguous_run_but_its_ends() -> None:
     pairs = [(u, u + 50) for u in range(10)]
     assert [(s.upstream_offset, s.downstream_offset) for s in offset_syncs_for("t", 0, pairs, 100, dense=True)] == [
         (0, 50), (9, 59)]
+
+
+def reference_syncs(pairs: list[tuple[int, int]], lag: int, dense: bool) -> list[tuple[int, int]]:
+    """MM2's rule applied record by record (the obvious, slow way), plus run boundaries when dense."""
+    state = PartitionOffsetSyncState()
+    chosen = set()
+    for i, (u, d) in enumerate(pairs):
+        if state.update(u, d, lag):
+            chosen.add(i)
+            state.clear()
+        if dense:
+            prev_break = i == 0 or (u - pairs[i - 1][0], d - pairs[i - 1][1]) != (1, 1)
+            next_break = i == len(pairs) - 1 or (pairs[i + 1][0] - u, pairs[i + 1][1] - d) != (1, 1)
+            if prev_break or next_break:
+                chosen.add(i)
+    if pairs:
+        chosen.add(len(pairs) - 1)
+    return [pairs[i] for i in sorted(chosen)]
+
+
+def test_run_by_run_computation_equals_mm2s_record_by_record_rule() -> None:
+    import random
+
+    rng = random.Random(42)
+    for _ in range(300):
+        pairs, u, d = [], rng.randint(0, 5), rng.randint(0, 5)
+        for _ in range(rng.randint(0, 400)):
+            roll = rng.random()
+            if roll < 0.03:
+                u += rng.randint(1, 4)
+            elif roll < 0.06:
+                d += rng.randint(1, 30)
+            elif roll < 0.065:
+                u -= rng.randint(1, 3)  # a rewind upstream
+            pairs.append((u, d))
+            u, d = u + 1, d + 1
+        lag = rng.choice([0, 1, 5, 50, 100])
+        for dense in (False, True):
+            got = [(s.upstream_offset, s.downstream_offset) for s in offset_syncs_for("t", 0, pairs, lag, dense=dense)]
+            assert got == reference_syncs(pairs, lag, dense), (lag, dense, pairs[:20])
