@@ -5,6 +5,7 @@ Clients are created on first use and never pickled; only the driver uses admin c
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -47,8 +48,16 @@ def _error_of(exc: BaseException) -> KafkaError | None:
     return None
 
 
-def wrap_kafka_error(alias: str, operation: str, exc: BaseException) -> KafkaOperationError:
-    """Turn a client exception into our error type; unreachable clusters get their own type (exit 3)."""
+def wrap_kafka_error(alias: str, operation: str, exc: BaseException,
+                     detail: KafkaError | None = None) -> KafkaOperationError:
+    """Turn a client exception into our error type; unreachable clusters get their own type (exit 3).
+
+    ``detail`` is the client's own last error event, when known: a failed TLS handshake or login shows up
+    as "transport failure" on the call, and only the event says why.
+    """
+    if detail is not None and detail.code() in _AUTH:
+        what = "TLS handshake failed" if detail.code() == KafkaError._SSL else "authentication failed"
+        return KafkaOperationError(alias, operation, f"{what}: {detail.str()}")
     err = _error_of(exc)
     if err is not None and err.code() in _UNREACHABLE:
         return ClusterUnreachableError(alias, operation, f"no broker answered ({err.str()})")
@@ -66,13 +75,23 @@ class ClusterAdmin:
         self._settings: dict[str, Any] = dict(settings)
         self.timeout_s = min(timeout_s, MAX_CALL_TIMEOUT_S)
         self._client: AdminClient | None = None
+        self._last_error: KafkaError | None = None
 
     @property
     def client(self) -> AdminClient:
         if self._client is None:
-            settings: dict[str, Any] = {**self._settings, "logger": librdkafka_log}
+            settings: dict[str, Any] = {**self._settings, "logger": librdkafka_log, "error_cb": self._on_error}
             self._client = AdminClient(settings)
         return self._client
+
+    def _on_error(self, err: KafkaError) -> None:
+        self._last_error = err
+
+    def _wrap(self, operation: str, exc: BaseException) -> KafkaOperationError:
+        """Our error for a failed call, with the client's own reason when it has one (TLS, login)."""
+        with contextlib.suppress(Exception):  # the reason is a nicety; never hide the original failure
+            self.client.poll(0)  # error events are delivered only when the client is polled
+        return wrap_kafka_error(self.alias, operation, exc, self._last_error)
 
     def list_topics(self) -> dict[str, TopicInfo]:
         """All topics with their partition counts."""
@@ -80,7 +99,7 @@ class ClusterAdmin:
         try:
             metadata = self.client.list_topics(timeout=self.timeout_s)
         except KafkaException as exc:
-            raise wrap_kafka_error(self.alias, operation, exc) from None
+            raise self._wrap(operation, exc) from None
         result: dict[str, TopicInfo] = {}
         for name, topic in metadata.topics.items():
             if topic.error is not None and topic.error.code() != KafkaError.NO_ERROR:
@@ -99,7 +118,7 @@ class ClusterAdmin:
             try:
                 entries = future.result(timeout=self.timeout_s)
             except KafkaException as exc:
-                raise wrap_kafka_error(self.alias, f"describing configs of {resource.name}", exc) from None
+                raise self._wrap(f"describing configs of {resource.name}", exc) from None
             result[resource.name] = {
                 name: TopicConfigValue(entry.value, entry.source == ConfigSource.DEFAULT_CONFIG.value)
                 for name, entry in entries.items()
@@ -123,7 +142,7 @@ class ClusterAdmin:
                 if err is not None and err.code() == KafkaError.TOPIC_ALREADY_EXISTS:
                     outcome[name] = None
                 elif err is not None and err.code() in _UNREACHABLE:
-                    raise wrap_kafka_error(self.alias, f"creating topic {name}", exc) from None
+                    raise self._wrap(f"creating topic {name}", exc) from None
                 else:
                     outcome[name] = err.str() if err is not None else str(exc)
         return outcome
@@ -153,7 +172,7 @@ class ClusterAdmin:
             try:
                 future.result(timeout=self.timeout_s)
             except KafkaException as exc:
-                raise wrap_kafka_error(self.alias, f"altering configs of {resource.name}", exc) from None
+                raise self._wrap(f"altering configs of {resource.name}", exc) from None
         return len(resources)
 
     def list_offsets(self, partitions: list[tuple[str, int]], which: str,
@@ -170,7 +189,7 @@ class ClusterAdmin:
             try:
                 result[(tp.topic, tp.partition)] = future.result(timeout=self.timeout_s).offset
             except KafkaException as exc:
-                raise wrap_kafka_error(self.alias, f"listing {which} offsets of {tp.topic}-{tp.partition}",
+                raise self._wrap(f"listing {which} offsets of {tp.topic}-{tp.partition}",
                                        exc) from None
         return result
 
@@ -180,7 +199,7 @@ class ClusterAdmin:
         try:
             result = future.result(timeout=self.timeout_s)
         except KafkaException as exc:
-            raise wrap_kafka_error(self.alias, "listing consumer groups", exc) from None
+            raise self._wrap("listing consumer groups", exc) from None
         return sorted(g.group_id for g in result.valid)
 
     def group_state(self, group: str) -> str:
@@ -192,7 +211,7 @@ class ClusterAdmin:
             err = _error_of(exc)
             if err is not None and err.code() == KafkaError.GROUP_ID_NOT_FOUND:
                 return "DEAD"
-            raise wrap_kafka_error(self.alias, f"describing consumer group {group}", exc) from None
+            raise self._wrap(f"describing consumer group {group}", exc) from None
         return str(description.state.name)
 
     def committed_offsets(self, group: str) -> dict[tuple[str, int], int]:
@@ -202,7 +221,7 @@ class ClusterAdmin:
         try:
             result = futures[group].result(timeout=self.timeout_s)
         except KafkaException as exc:
-            raise wrap_kafka_error(self.alias, f"fetching committed offsets of group {group}", exc) from None
+            raise self._wrap(f"fetching committed offsets of group {group}", exc) from None
         return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions or [] if tp.offset >= 0}
 
     def alter_group_offsets(self, group: str, offsets: Mapping[tuple[str, int], int]) -> None:
@@ -214,7 +233,7 @@ class ClusterAdmin:
         try:
             result = futures[group].result(timeout=self.timeout_s)
         except KafkaException as exc:
-            raise wrap_kafka_error(self.alias, f"committing offsets of group {group}", exc) from None
+            raise self._wrap(f"committing offsets of group {group}", exc) from None
         failed = [tp for tp in result.topic_partitions or [] if tp.error is not None]
         if failed:
             raise KafkaOperationError(self.alias, f"committing offsets of group {group}",
