@@ -164,6 +164,32 @@ def lag_command(
         raise typer.Exit(EXIT_CHECK_FAILED)
 
 
+@app.command("verify")
+def verify_command(
+    file: ConfigFile,
+    flows: FlowsOption = None,
+    topics: Annotated[str | None, typer.Option("--topics", help="Only source topics matching this regex")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print rows as JSON")] = False,
+    window_records: Annotated[int, typer.Option(
+        "--window-records", min=1, help="Records per side held at once: bounds memory, and how far from its "
+                                        "original a duplicate is still recognised")] = 50_000,
+) -> None:
+    """Compare source and target record by record over the replicated range (exit 1 on any mismatch)."""
+    from mm2py.cli import verify_view
+    from mm2py.verify import verify_flows
+
+    loaded = _load(file, flows)
+    pattern = _regex("--topics", topics)
+    rows = verify_flows(list(loaded.flows), topics=pattern, window_records=window_records)
+    if as_json:
+        render.print_json([r.to_json() for r in rows])
+    else:
+        verify_view.print_verification(rows)
+    verify_view.print_problems(rows)
+    if any(r.status == "mismatch" for r in rows):
+        raise typer.Exit(EXIT_CHECK_FAILED)
+
+
 @app.command("translate-offsets")
 def translate_offsets_command(
     file: ConfigFile,
