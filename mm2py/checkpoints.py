@@ -50,6 +50,18 @@ class GroupOffset:
                 **({"reason": self.translation.reason} if self.translation.reason else {})}
 
 
+def read_offset_maps(flow: FlowConfig) -> dict[tuple[str, int], OffsetMap]:
+    """Every offset sync of the flow, read from the cluster ``offset-syncs.topic.location`` names."""
+    assert flow.target_consumer is not None and flow.source_consumer is not None
+    settings = (flow.source_consumer if flow.offset_syncs_topic_location == "source" else flow.target_consumer)
+    messages = read_topic(flow.offset_syncs_cluster, settings.settings(), offset_syncs_topic(flow),
+                          purpose="reading offset syncs")
+    maps, skipped = offset_maps((m.key(), m.value(), dict(m.headers() or [])) for m in messages)
+    if skipped:
+        log.warning("flow=%s skipped %d undecodable offset-sync records", flow.name, skipped)
+    return maps
+
+
 class FlowTranslator:
     """Everything needed to translate one flow's group offsets, loaded once per use."""
 
@@ -58,14 +70,8 @@ class FlowTranslator:
         self.source = source
         self.remote = {t.topic: t.remote_topic for t in plan.topics}
         self.group_filter: GroupFilter = load_group_filter(flow.group_filter_class, flow.plugin_config())
-        assert flow.target_consumer is not None and flow.source_consumer is not None
-        syncs_settings = (flow.source_consumer if flow.offset_syncs_topic_location == "source"
-                          else flow.target_consumer).settings()
-        messages = read_topic(flow.offset_syncs_cluster, syncs_settings, offset_syncs_topic(flow),
-                              purpose="reading offset syncs")
-        self.maps, skipped = offset_maps((m.key(), m.value(), dict(m.headers() or [])) for m in messages)
-        if skipped:
-            log.warning("flow=%s skipped %d undecodable offset-sync records", flow.name, skipped)
+        assert flow.target_consumer is not None
+        self.maps = read_offset_maps(flow)
         self.progress = read_progress(flow.target, flow.target_consumer.settings(), flow.source)
 
     def groups(self) -> list[str]:
