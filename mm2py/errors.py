@@ -95,7 +95,7 @@ class ReplicationError(Mm2pyError):
 
     def __init__(self, message: str, retriable: bool = True) -> None:
         self.retriable = retriable and self.PERMANENT_MARK not in message
-        super().__init__(message)
+        super().__init__(message.replace(f" {self.PERMANENT_MARK}", ""))
 
 
 class CheckFailed(Mm2pyError):

@@ -28,7 +28,9 @@ from mm2py.config.mirror_maker import Flow, MirrorMakerConfig
 from mm2py.config.problems import Problem, ProblemSink
 from mm2py.config.values import ValueProblem, parse_value
 from mm2py.filters import PatternError, compile_pattern_list, parse_list
+from mm2py.kafka.client_keys import RDKAFKA_PROPERTIES, RENAMES
 from mm2py.policy import PluginError, load_replication_policy
+from mm2py.secrets import MASK, is_secret_key
 
 _INLINE_COMMENT = re.compile(r"\s[#!]")
 _REGEX_KEYS = ("topics", "topics.exclude", "groups", "groups.exclude", "config.properties.exclude")
@@ -117,6 +119,10 @@ class _Validator:
         elif key in FLOW_LEVEL_ONLY_KEYS:
             self.problem("warning", key, "is read only at flow level; MM2 drops it at the top level",
                          f"A->B.{key}")
+        elif key in CONNECTOR_KEYS:  # before the client prefixes: admin.timeout.ms, consumer.poll.timeout.ms
+            self.check_typed_value(key, key)
+        elif key.startswith(("ssl.", "sasl.")) and not _is_client_key(key):
+            self.unknown(key, sorted(_SECURITY_NAMES))
         elif key.startswith(CLIENT_PREFIXES):
             kind = key.split(".", 1)[0]
             self.problem("warning", key, f"MM2 ignores {kind}.* keys at the top level",
@@ -132,6 +138,10 @@ class _Validator:
                 self.unknown(key, all_top_level_names())
 
     def check_cluster_key(self, key: str, alias: str, rest: str) -> None:
+        if rest.startswith(("ssl.", "sasl.")) and not _is_client_key(rest):
+            # A misspelt security key would silently leave a keystore without its password.
+            self.unknown(key, [f"{alias}.{n}" for n in sorted(_SECURITY_NAMES)])
+            return
         if rest in CONNECTION_KEYS or rest.startswith(CLIENT_PREFIXES) or rest.startswith(("ssl.", "sasl.")):
             if rest == "security.protocol" and self.mm.raw.values()[key].strip().upper() not in SECURITY_PROTOCOLS:
                 self.problem("error", key, "is not a security protocol", ", ".join(SECURITY_PROTOCOLS))
@@ -198,8 +208,11 @@ class _Validator:
 
     def unknown(self, key: str, candidates: list[str]) -> None:
         close = difflib.get_close_matches(key, candidates, n=1, cutoff=0.8)
+        # A misspelt secret key is not recognised as secret by its name: judge it by what it resembles.
+        secretish = (bool(close) and is_secret_key(close[0])) or any(
+            w in key.lower() for w in ("pass", "secret", "jaas", "token", "credential", "auth"))
         self.problem("warning", key, "is not an MM2 key, so it has no effect",
-                     f"did you mean {close[0]}?" if close else None)
+                     f"did you mean {close[0]}?" if close else None, value=MASK if secretish else None)
 
     # -- flows --------------------------------------------------------------------------------------
 
@@ -220,6 +233,14 @@ class _Validator:
         # heartbeats would use it.
         for flow in mm.cluster_pairs():
             build_flow_config(mm, flow, self.sink)
+
+
+_SECURITY_NAMES = frozenset(k for k in (*CONNECTION_KEYS, *RDKAFKA_PROPERTIES) if k.startswith(("ssl.", "sasl.")))
+
+
+def _is_client_key(name: str) -> bool:
+    """A Java client key MM2 passes to clients, or a librdkafka property given directly."""
+    return name in CONNECTION_KEYS or name in RDKAFKA_PROPERTIES or name in RENAMES
 
 
 def _alias_prefix(key: str, clusters: tuple[str, ...]) -> str | None:

@@ -13,6 +13,7 @@ At-least-once (MM2's default): a crash before 3 re-copies at most this range. Ex
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ from mm2py.errors import ReplicationError
 from mm2py.kafka.clients import cached_consumer, cached_producer, drop_producer
 from mm2py.offset_syncs import DENSE_SYNC_HEADER, DENSE_SYNC_VALUE, offset_syncs_for_offsets
 from mm2py.progress import progress_record
+from mm2py.secrets import RedactingFilter, Redactor
 
 _CONSUME_BATCH = 10_000
 # librdkafka drops a message it cannot deliver within message.timeout.ms; after that the idempotent
@@ -87,6 +89,11 @@ class CopyResult:
     bytes: int
     syncs: int
     seconds: float
+    error: str | None = None  # a failure retrying cannot fix, reported instead of raised
+
+
+def _failed(rng: PartitionRange, exc: ReplicationError) -> CopyResult:
+    return CopyResult(rng.topic, rng.partition, rng.start, rng.start, -1, 0, 0, 0, 0.0, str(exc))
 
 
 @dataclass
@@ -108,9 +115,39 @@ class _Batch:
 
 
 def copy_partitions(spec: CopySpec, ranges: Iterator[PartitionRange]) -> Iterator[CopyResult]:
-    """Spark ``mapPartitions`` body (executor side): copy each range in turn."""
+    """Spark ``mapPartitions`` body (executor side): copy each range in turn.
+
+    Transient failures raise, so Spark retries the task; permanent ones (a record larger than the target
+    accepts, a missing topic) are returned, because three more attempts would fail the same way.
+    """
+    _executor_logging(spec)
     for rng in ranges:
-        yield copy_range(spec, rng)
+        try:
+            yield copy_range(spec, rng)
+        except ReplicationError as exc:
+            if exc.retriable:
+                raise
+            yield _failed(rng, exc)
+
+
+_logging_ready = False
+
+
+def _executor_logging(spec: CopySpec) -> None:
+    """Executor-side log lines (librdkafka's among them) go to stderr redacted, whoever collects them."""
+    global _logging_ready
+    if _logging_ready:
+        return
+    redactor = Redactor.from_properties({**spec.consumer_settings, **spec.producer_settings,
+                                         **(spec.syncs_producer_settings or {})})
+    handler = logging.StreamHandler()
+    handler.addFilter(RedactingFilter(redactor))
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s %(message)s"))
+    root = logging.getLogger("mm2py")
+    root.addHandler(handler)
+    root.setLevel(logging.WARNING)
+    root.propagate = False
+    _logging_ready = True
 
 
 def copy_range(spec: CopySpec, rng: PartitionRange) -> CopyResult:
@@ -211,7 +248,14 @@ def _pump(spec: CopySpec, rng: PartitionRange, consumer: Any, producer: Any, bat
                     poll(0.05)
                 except KafkaException as exc:  # refused before sending, e.g. larger than message.max.bytes
                     err = exc.args[0]
-                    raise ReplicationError(f"{where}: record at offset {offset} cannot be produced to "
+                    if err.code() == KafkaError.MSG_SIZE_TOO_LARGE:
+                        limit = spec.producer_settings.get("message.max.bytes", "1000000")
+                        raise ReplicationError(
+                            f"{where}: the record at offset {offset} is too large for the target producer: "
+                            f"{len(value or b'')}-byte value, {len(msg.key() or b'')}-byte key, message.max.bytes "
+                            f"= {limit}; raise {spec.target}.producer.message.max.bytes (and the topic's "
+                            "max.message.bytes)", retriable=False) from None
+                    raise ReplicationError(f"{where}: the record at offset {offset} cannot be produced to "
                                            f"{spec.target}: {err.str()}{_mark(err)}") from None
             append(offset)
             if value is not None:

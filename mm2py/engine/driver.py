@@ -193,6 +193,7 @@ class FlowRunner:
 
     def copy_round(self, ends: dict[tuple[str, int], int]) -> int:
         """One Spark job; returns how many ranges it copied (0 = nothing left below ``ends``)."""
+        self._check_truncation(ends)
         ranges = self.ranges(ends)
         self.stats.lag = sum(max(0, end - self.positions.get(tp, end)) for tp, end in ends.items())
         if not ranges:
@@ -205,6 +206,19 @@ class FlowRunner:
         self.stats.lag = sum(max(0, end - self.positions.get(tp, end)) for tp, end in ends.items())
         log.info("copied flow=%s ranges=%d records=%d", self.flow.name, len(results), sum(r.records for r in results))
         return len(ranges)
+
+    def _check_truncation(self, ends: dict[tuple[str, int], int]) -> None:
+        """A source partition that now ends below what was replicated was deleted, re-created or truncated:
+        say so, and replicate it again from its start rather than skip what it holds now."""
+        shrunk = {tp: end for tp, end in ends.items() if end < self.positions.get(tp, 0)}
+        if not shrunk:
+            return
+        earliest = self.pool.admin(self.flow.source, self.flow).list_offsets(list(shrunk), "earliest")
+        for tp, end in shrunk.items():
+            log.warning("flow=%s topic=%s partition=%d: the source partition ends at %d, below the replicated "
+                        "position %d: the topic was deleted, re-created or truncated; replicating it again from "
+                        "offset %d", self.flow.name, tp[0], tp[1], end, self.positions[tp], earliest[tp])
+            self.positions[tp] = earliest[tp]
 
     def run_once(self, stop: threading.Event) -> None:
         ends = self._retrying(self.end_offsets, stop)
@@ -275,6 +289,9 @@ class FlowRunner:
         plan = build_plan([self.flow], self.pool, refresh=True).flows[0]
         if plan == self.plan:
             return
+        for gone in sorted(set(self.remote) - {t.topic for t in plan.topics}):
+            log.warning("flow=%s: source topic %s is gone (deleted, or no longer selected); its replication "
+                        "stops and its remote topic %s is kept, as MM2 does", self.flow.name, gone, self.remote[gone])
         ensure_remote_topics(self.flow, plan, self.pool.admin(self.flow.source, self.flow),
                              self.pool.admin(self.flow.target, self.flow))
         self.plan = plan

@@ -11,8 +11,10 @@ import functools
 import logging
 import os
 import re
+import subprocess
 import sys
 import tempfile
+import threading
 import zipfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -79,7 +81,14 @@ class SparkRunner:
             defaults.update({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"})
         for key, value in {**defaults, **conf}.items():
             spark_conf.set(key, value)
-        self.sc: Any = SparkContext.getOrCreate(spark_conf)
+        # The JVM's stderr is relayed through Python logging, so it is redacted like every other line, and the
+        # JVM's one-off notice about incubator modules is dropped.
+        from pyspark.java_gateway import launch_gateway
+
+        gateway = launch_gateway(spark_conf, popen_kwargs={"stderr": subprocess.PIPE})  # type: ignore[no-untyped-call]
+        threading.Thread(target=_relay_jvm_output, args=(gateway.proc.stderr,), name="spark-jvm-stderr",
+                         daemon=True).start()
+        self.sc: Any = SparkContext(conf=spark_conf, gateway=gateway)
         self.sc.setLogLevel("WARN")
         self._zip: str | None = None
         if not self.master.startswith("local"):
@@ -92,6 +101,13 @@ class SparkRunner:
         return int(self.sc.defaultParallelism)
 
     def copy(self, spec: CopySpec, ranges: list[PartitionRange]) -> list[CopyResult]:
+        results = self._run(spec, ranges)
+        failed = [r for r in results if r.error is not None]
+        if failed:  # a task reported a failure that retrying cannot fix (see copy_partitions)
+            raise ReplicationError(f"flow {spec.flow}: {failed[0].error}", retriable=False)
+        return results
+
+    def _run(self, spec: CopySpec, ranges: list[PartitionRange]) -> list[CopyResult]:
         """Run one copy job: one task per range (at most one range per partition, so order is kept)."""
         if not ranges:
             return []
@@ -107,6 +123,14 @@ class SparkRunner:
         self.sc.stop()
         if self._zip is not None:  # executors fetched their own copies
             Path(self._zip).unlink(missing_ok=True)
+
+
+def _relay_jvm_output(stream: Any) -> None:
+    jvm_log = logging.getLogger("mm2py.spark")
+    for raw in iter(stream.readline, b""):
+        line = raw.decode("utf-8", "replace").rstrip()
+        if line and not line.startswith("WARNING: Using incubator modules"):
+            jvm_log.warning("%s", line)
 
 
 def task_failure(exc: BaseException) -> str:

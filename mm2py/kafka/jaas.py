@@ -91,8 +91,9 @@ def parse_jaas(text: str) -> tuple[str, dict[str, str]]:
         options: dict[str, str] = {}
         while position < len(tokens) and tokens[position][0] != ";":
             if [kind for kind, _ in tokens[position : position + 3]] != ["string", "=", "string"]:
-                name = tokens[position][1] if tokens[position][0] == "string" else tokens[position][0]
-                raise JaasSyntaxError(f"expected name=value at {name}")
+                # Never quote the token itself: after a broken option it may be part of a password.
+                after = f" after option {list(options)[-1]!r}" if options else " as the first option"
+                raise JaasSyntaxError(f"expected name=value{after} (quote values that contain spaces)")
             options[tokens[position][1]] = tokens[position + 2][1]
             position += 3
         if position >= len(tokens):
