@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +25,8 @@ librdkafka_log = logging.getLogger("mm2py.librdkafka")
 # An unreachable cluster must be named within 30 s (the brief); librdkafka retries connections until the
 # call's timeout, so every call is bounded by this even when admin.timeout.ms (60 s in MM2) is larger.
 MAX_CALL_TIMEOUT_S = 15.0
+# How long every broker of a cluster must have been reported down before a metadata request gives up early.
+_DOWN_GRACE_S = 3.0
 
 _UNREACHABLE = {KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN,
                 KafkaError._RESOLVE}
@@ -75,7 +78,8 @@ class ClusterAdmin:
         self._settings: dict[str, Any] = dict(settings)
         self.timeout_s = min(timeout_s, MAX_CALL_TIMEOUT_S)
         self._client: AdminClient | None = None
-        self._last_error: KafkaError | None = None
+        self._last_error: KafkaError | None = None  # the first TLS/login failure wins over later noise
+        self._down_since: float | None = None
 
     @property
     def client(self) -> AdminClient:
@@ -85,7 +89,11 @@ class ClusterAdmin:
         return self._client
 
     def _on_error(self, err: KafkaError) -> None:
-        self._last_error = err
+        # librdkafka reports "all brokers down" once, then only the individual connection failures.
+        if err.code() == KafkaError._ALL_BROKERS_DOWN and self._down_since is None:
+            self._down_since = time.monotonic()
+        if self._last_error is None or self._last_error.code() not in _AUTH:
+            self._last_error = err
 
     def _wrap(self, operation: str, exc: BaseException) -> KafkaOperationError:
         """Our error for a failed call, with the client's own reason when it has one (TLS, login)."""
@@ -96,16 +104,36 @@ class ClusterAdmin:
     def list_topics(self) -> dict[str, TopicInfo]:
         """All topics with their partition counts."""
         operation = "listing topics"
-        try:
-            metadata = self.client.list_topics(timeout=self.timeout_s)
-        except KafkaException as exc:
-            raise self._wrap(operation, exc) from None
+        metadata = self._metadata(operation)
         result: dict[str, TopicInfo] = {}
         for name, topic in metadata.topics.items():
             if topic.error is not None and topic.error.code() != KafkaError.NO_ERROR:
                 raise KafkaOperationError(self.alias, operation, f"topic {name}: {topic.error.str()}")
             result[name] = TopicInfo(name, len(topic.partitions))
         return result
+
+    def _metadata(self, operation: str) -> Any:
+        """A Metadata answer, asked for in short slices so a cluster that is clearly down fails fast.
+
+        librdkafka keeps retrying until the call's timeout; but once it reports every broker down for a few
+        seconds (connection refused, unknown host), or a failed TLS handshake or login, waiting longer only
+        delays the answer a cron job needs.
+        """
+        started = time.monotonic()
+        deadline = started + self.timeout_s
+        while True:
+            try:
+                metadata = self.client.list_topics(timeout=max(0.1, min(1.0, deadline - time.monotonic())))
+                self._down_since = None
+                return metadata
+            except KafkaException as exc:
+                with contextlib.suppress(Exception):
+                    self.client.poll(0)
+                now = time.monotonic()
+                auth_failed = self._last_error is not None and self._last_error.code() in _AUTH
+                down = self._down_since is not None and now - max(self._down_since, started) >= _DOWN_GRACE_S
+                if auth_failed or down or now >= deadline:
+                    raise self._wrap(operation, exc) from None
 
     def describe_topic_configs(self, topics: list[str]) -> dict[str, dict[str, TopicConfigValue]]:
         """Topic configs as MM2's config sync sees them: read-only, sensitive and static-broker entries dropped."""
