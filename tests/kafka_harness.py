@@ -467,3 +467,22 @@ def end_offsets(bootstrap: str, topic: str, partitions: list[int] | None = None,
         return dict(sorted(ends.items()))
     finally:
         consumer.close()
+
+
+def commit_group(bootstrap: str, group: str, topic: str, offsets: dict[int, int]) -> None:
+    """Commit ``offsets`` for ``group`` without subscribing (no JoinGroup wait on tansu, test-broker.md §5)."""
+    consumer = Consumer(consumer_config(bootstrap, **{"group.id": group}))
+    try:
+        consumer.commit(offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()], asynchronous=False)
+    finally:
+        consumer.close()
+
+
+def committed_group(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
+    """The group's committed offset per partition of ``topic`` (-1001 where none)."""
+    consumer = Consumer(consumer_config(bootstrap, **{"group.id": group}))
+    try:
+        return {tp.partition: tp.offset for tp in
+                consumer.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=10)}
+    finally:
+        consumer.close()

@@ -5,8 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
-from kafka_harness import ClusterFactory, consumer_config, create_topic, make_records, produce, read_all
+from kafka_harness import ClusterFactory, commit_group, committed_group, create_topic, make_records, produce, read_all
 from mm2py_cli import mm2py, write_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
@@ -14,21 +13,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.spark]
 IDENTITY = "replication.policy.class = org.apache.kafka.connect.mirror.IdentityReplicationPolicy\n"
 
 
-def commit(bootstrap: str, group: str, topic: str, offsets: dict[int, int]) -> None:
-    consumer = Consumer(consumer_config(bootstrap, **{"group.id": group}))
-    try:
-        consumer.commit(offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()], asynchronous=False)
-    finally:
-        consumer.close()
-
-
-def committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
-    consumer = Consumer(consumer_config(bootstrap, **{"group.id": group}))
-    try:
-        return {tp.partition: tp.offset for tp in
-                consumer.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=10)}
-    finally:
-        consumer.close()
 
 
 def test_merged_group_sync_commits_an_offset_that_loses_nothing_of_either_source(
@@ -37,15 +21,15 @@ def test_merged_group_sync_commits_an_offset_that_loses_nothing_of_either_source
     for seed, dc in enumerate(("dc1", "dc2")):
         create_topic(brokers[dc].bootstrap, "orders", 1)
         produce(brokers[dc].bootstrap, "orders", make_records(300, partitions=1, seed=seed + 1, with_headers=False))
-    commit(brokers["dc1"].bootstrap, "billing", "orders", {0: 250})
-    commit(brokers["dc2"].bootstrap, "billing", "orders", {0: 40})
+    commit_group(brokers["dc1"].bootstrap, "billing", "orders", {0: 250})
+    commit_group(brokers["dc2"].bootstrap, "billing", "orders", {0: 40})
     config = write_config(tmp_path / "mm2.properties", brokers, (
         "dc1->target.enabled = true\ndc2->target.enabled = true\ntopics = orders\n" + IDENTITY +
         "sync.group.offsets.enabled = true\nmm2py.batch.max.records = 50\n"))
     result = mm2py("run", str(config), "--once")
     assert result.returncode == 0, result.stderr
 
-    offset = committed(brokers["target"].bootstrap, "billing", "orders", 1)[0]
+    offset = committed_group(brokers["target"].bootstrap, "billing", "orders", 1)[0]
     target = read_all(brokers["target"].bootstrap, "orders")
     for dc, position in (("dc1", 250), ("dc2", 40)):
         source = read_all(brokers[dc].bootstrap, "orders")
@@ -63,13 +47,13 @@ def test_sync_never_rewinds_a_target_group_and_skips_active_ones(kafka_cluster: 
     brokers = kafka_cluster("dc1", "target")
     create_topic(brokers["dc1"].bootstrap, "orders", 1)
     produce(brokers["dc1"].bootstrap, "orders", make_records(100, partitions=1, seed=3, with_headers=False))
-    commit(brokers["dc1"].bootstrap, "billing", "orders", {0: 30})
+    commit_group(brokers["dc1"].bootstrap, "billing", "orders", {0: 30})
     config = write_config(tmp_path / "mm2.properties", brokers, (
         "dc1->target.enabled = true\ntopics = orders\n" + IDENTITY + "sync.group.offsets.enabled = true\n"))
     create_topic(brokers["target"].bootstrap, "orders", 1)
-    commit(brokers["target"].bootstrap, "billing", "orders", {0: 80})  # already further on the target
+    commit_group(brokers["target"].bootstrap, "billing", "orders", {0: 80})  # already further on the target
     assert mm2py("run", str(config), "--once").returncode == 0
-    assert committed(brokers["target"].bootstrap, "billing", "orders", 1) == {0: 80}
+    assert committed_group(brokers["target"].bootstrap, "billing", "orders", 1) == {0: 80}
 
 
 def test_identity_active_active_with_provenance_does_not_loop(kafka_cluster: ClusterFactory, tmp_path: Path) -> None:

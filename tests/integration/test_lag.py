@@ -14,8 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
-from kafka_harness import ClusterFactory, consumer_config, create_topic, make_records, produce
+from kafka_harness import ClusterFactory, commit_group, create_topic, make_records, produce
 from mm2py_cli import mm2py, write_config
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -23,14 +22,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
 IDENTITY = "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"
 
-
-def commit(bootstrap: str, group: str, topic: str, offsets: dict[int, int]) -> None:
-    """A group's commit without subscribing (no JoinGroup wait on tansu)."""
-    consumer = Consumer(consumer_config(bootstrap, **{"group.id": group}))
-    try:
-        consumer.commit(offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()], asynchronous=False)
-    finally:
-        consumer.close()
 
 
 def metrics(text: str) -> dict[str, dict[tuple[tuple[str, str], ...], float]]:
@@ -78,7 +69,7 @@ def test_lag_reports_flow_ages_and_prometheus_metrics_after_a_run(kafka_cluster:
     for dc in ("dc1", "dc2"):
         create_topic(brokers[dc].bootstrap, "orders", 3)
         produce(brokers[dc].bootstrap, "orders", make_records(90, partitions=3, seed=len(dc)))
-    commit(brokers["dc1"].bootstrap, "billing", "orders", {0: 10, 1: 20, 2: 30})  # so dc1 gets checkpoints
+    commit_group(brokers["dc1"].bootstrap, "billing", "orders", {0: 10, 1: 20, 2: 30})  # so dc1 gets checkpoints
     config = write_config(tmp_path / "mm2.properties", brokers,
                           "dc1->target.enabled = true\ndc2->target.enabled = true\ntopics = orders\n"
                           f"replication.policy.class = {IDENTITY}\n")
@@ -123,8 +114,8 @@ def test_lag_groups_shows_target_groups_on_remote_topics(kafka_cluster: ClusterF
     create_topic(brokers["target"].bootstrap, "dc1.orders", 2)  # what a run creates (DefaultReplicationPolicy)
     create_topic(brokers["target"].bootstrap, "local", 1)
     produce(brokers["target"].bootstrap, "dc1.orders", make_records(20, partitions=2))
-    commit(brokers["target"].bootstrap, "reporting", "dc1.orders", {0: 3})  # failed over, 7 behind
-    commit(brokers["target"].bootstrap, "local-app", "local", {0: 0})  # not on a remote topic: not shown
+    commit_group(brokers["target"].bootstrap, "reporting", "dc1.orders", {0: 3})  # failed over, 7 behind
+    commit_group(brokers["target"].bootstrap, "local-app", "local", {0: 0})  # not on a remote topic: not shown
     config = write_config(tmp_path / "mm2.properties", brokers, "dc1->target.enabled = true\ntopics = orders\n")
 
     result = mm2py("lag", str(config), "--groups", "--json")

@@ -14,6 +14,7 @@ from kafka_harness import (
     ClusterFactory,
     Record,
     TansuBroker,
+    commit_group,
     consumer_config,
     create_topic,
     make_records,
@@ -33,13 +34,6 @@ def _string(buf: bytes, pos: int) -> tuple[str, int]:
     (n,) = struct.unpack_from(">h", buf, pos)
     return buf[pos + 2:pos + 2 + n].decode(), pos + 2 + n
 
-
-def commit(bootstrap: str, group: str, offsets: dict[int, int]) -> None:
-    consumer = Consumer(consumer_config(bootstrap, **{"group.id": group}))
-    try:
-        consumer.commit(offsets=[TopicPartition("orders", p, o) for p, o in offsets.items()], asynchronous=False)
-    finally:
-        consumer.close()
 
 
 def assert_exact(source: list[Record], target: list[Record], partition: int, g: int, d: int) -> None:
@@ -70,7 +64,7 @@ def test_translation_is_exact_for_a_group_at_the_end_and_one_far_behind(
     # dc2's records land first, then both flows run together: dc1's records sit behind and between dc2's.
     assert mm2py("run", str(config), "--once", "--flows", "dc2->target").returncode == 0
     produce(brokers["dc2"].bootstrap, "orders", make_records(200, partitions=2, seed=9, with_headers=False))
-    commit(brokers["dc1"].bootstrap, "billing", {0: 300, 1: 17})  # 300 = end of partition 0
+    commit_group(brokers["dc1"].bootstrap, "billing", "orders", {0: 300, 1: 17})  # 300 = end of partition 0
     result = mm2py("run", str(config), "--once")
     assert result.returncode == 0, result.stderr
 
@@ -111,7 +105,7 @@ def test_translation_is_exact_for_a_group_at_the_end_and_one_far_behind(
 def test_execute_refuses_an_active_group_and_commits_to_an_idle_one(
         merged: tuple[dict[str, TansuBroker], Path]) -> None:
     brokers, config = merged
-    commit(brokers["dc1"].bootstrap, "billing", {0: 120, 1: 17})
+    commit_group(brokers["dc1"].bootstrap, "billing", "orders", {0: 120, 1: 17})
     assert mm2py("run", str(config), "--once").returncode == 0
     args = ("translate-offsets", str(config), "--group", "billing", "--source", "dc1", "--target", "target")
 
