@@ -9,6 +9,7 @@ job in flight finish so its progress is recorded.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -268,18 +269,18 @@ class FlowRunner:
         while not stop.is_set():
             now = time.monotonic()
             if self._heartbeats is not None and now >= next_heartbeat:
-                self.emit_heartbeat()
+                self._retrying(self.emit_heartbeat, stop)
                 next_heartbeat = now + interval
             if next_refresh is not None and now >= next_refresh:
-                self.refresh_topics()
+                self._retrying(self.refresh_topics, stop)
                 next_refresh = now + (refresh or 0)
             if next_configs is not None and now >= next_configs:
                 self._retrying(self.sync_configs, stop)
                 next_configs = now + (configs or 0)
             if now >= next_checkpoint:
-                self.checkpoint()
+                self._retrying(self.checkpoint, stop)
                 if self.coordinator is not None:
-                    self.coordinator.maybe_sync(self.flow.target)
+                    self._retrying(functools.partial(self.coordinator.maybe_sync, self.flow.target), stop)
                 next_checkpoint = now + self.flow.emit_checkpoints_interval_seconds
             if not self._retrying(lambda: self.copy_round(self.end_offsets()), stop):
                 stop.wait(idle)

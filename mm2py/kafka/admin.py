@@ -9,6 +9,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Mapping
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,6 +62,8 @@ def wrap_kafka_error(alias: str, operation: str, exc: BaseException,
     if detail is not None and detail.code() in _AUTH:
         what = "TLS handshake failed" if detail.code() == KafkaError._SSL else "authentication failed"
         return KafkaOperationError(alias, operation, f"{what}: {detail.str()}")
+    if isinstance(exc, FutureTimeout):
+        return ClusterUnreachableError(alias, operation, "no answer before the call's timeout")
     err = _error_of(exc)
     if err is not None and err.code() in _UNREACHABLE:
         return ClusterUnreachableError(alias, operation, f"no broker answered ({err.str()})")
@@ -126,7 +129,7 @@ class ClusterAdmin:
                 metadata = self.client.list_topics(timeout=max(0.1, min(1.0, deadline - time.monotonic())))
                 self._down_since = None
                 return metadata
-            except KafkaException as exc:
+            except (KafkaException, FutureTimeout) as exc:
                 with contextlib.suppress(Exception):
                     self.client.poll(0)
                 now = time.monotonic()
@@ -145,7 +148,7 @@ class ClusterAdmin:
         for resource, future in futures.items():
             try:
                 entries = future.result(timeout=self.timeout_s)
-            except KafkaException as exc:
+            except (KafkaException, FutureTimeout) as exc:
                 raise self._wrap(f"describing configs of {resource.name}", exc) from None
             result[resource.name] = {
                 name: TopicConfigValue(entry.value, entry.source == ConfigSource.DEFAULT_CONFIG.value)
@@ -165,8 +168,10 @@ class ClusterAdmin:
             try:
                 future.result(timeout=self.timeout_s)
                 outcome[name] = None
-            except KafkaException as exc:
+            except (KafkaException, FutureTimeout) as exc:
                 err = _error_of(exc)
+                if isinstance(exc, FutureTimeout):
+                    raise self._wrap(f"creating topic {name}", exc) from None
                 if err is not None and err.code() == KafkaError.TOPIC_ALREADY_EXISTS:
                     outcome[name] = None
                 elif err is not None and err.code() in _UNREACHABLE:
@@ -186,7 +191,9 @@ class ClusterAdmin:
             try:
                 future.result(timeout=self.timeout_s)
                 outcome[name] = None
-            except KafkaException as exc:
+            except (KafkaException, FutureTimeout) as exc:
+                if isinstance(exc, FutureTimeout):
+                    raise self._wrap(f"adding partitions to {name}", exc) from None
                 err = _error_of(exc)
                 outcome[name] = err.str() if err is not None else str(exc)
         return outcome
@@ -199,7 +206,7 @@ class ClusterAdmin:
         for resource, future in futures.items():
             try:
                 future.result(timeout=self.timeout_s)
-            except KafkaException as exc:
+            except (KafkaException, FutureTimeout) as exc:
                 raise self._wrap(f"altering configs of {resource.name}", exc) from None
         return len(resources)
 
@@ -216,7 +223,7 @@ class ClusterAdmin:
         for tp, future in futures.items():
             try:
                 result[(tp.topic, tp.partition)] = future.result(timeout=self.timeout_s).offset
-            except KafkaException as exc:
+            except (KafkaException, FutureTimeout) as exc:
                 raise self._wrap(f"listing {which} offsets of {tp.topic}-{tp.partition}",
                                        exc) from None
         return result
@@ -226,7 +233,7 @@ class ClusterAdmin:
         future = self.client.list_consumer_groups(request_timeout=self.timeout_s)
         try:
             result = future.result(timeout=self.timeout_s)
-        except KafkaException as exc:
+        except (KafkaException, FutureTimeout) as exc:
             raise self._wrap("listing consumer groups", exc) from None
         return sorted(g.group_id for g in result.valid)
 
@@ -235,7 +242,7 @@ class ClusterAdmin:
         futures = self.client.describe_consumer_groups([group], request_timeout=self.timeout_s)
         try:
             description = futures[group].result(timeout=self.timeout_s)
-        except KafkaException as exc:
+        except (KafkaException, FutureTimeout) as exc:
             err = _error_of(exc)
             if err is not None and err.code() == KafkaError.GROUP_ID_NOT_FOUND:
                 return "DEAD"
@@ -248,7 +255,7 @@ class ClusterAdmin:
                                                           request_timeout=self.timeout_s)
         try:
             result = futures[group].result(timeout=self.timeout_s)
-        except KafkaException as exc:
+        except (KafkaException, FutureTimeout) as exc:
             raise self._wrap(f"fetching committed offsets of group {group}", exc) from None
         return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions or [] if tp.offset >= 0}
 
@@ -260,7 +267,7 @@ class ClusterAdmin:
         futures = self.client.alter_consumer_group_offsets([request], request_timeout=self.timeout_s)
         try:
             result = futures[group].result(timeout=self.timeout_s)
-        except KafkaException as exc:
+        except (KafkaException, FutureTimeout) as exc:
             raise self._wrap(f"committing offsets of group {group}", exc) from None
         failed = [tp for tp in result.topic_partitions or [] if tp.error is not None]
         if failed:
