@@ -3,34 +3,15 @@ to librdkafka (or refused with a reason that never echoes the secret string)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 
 import confluent_kafka
 import pytest
+from translation_helpers import KRB5, OAUTH, PASSWORD, PLAIN, SCRAM, only_issue, sasl, translate
 
 from mm2py.kafka import settings
 from mm2py.kafka.jaas import JaasSyntaxError, parse_jaas
-from mm2py.kafka.settings import ClientKind, TranslationIssue, translate_client_config
 from mm2py.secrets import MASK
-
-PASSWORD = "S3cr3t-Pa55word"
-PLAIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
-SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"
-OAUTH = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
-KRB5 = "com.sun.security.auth.module.Krb5LoginModule"
-
-
-def translate(java: Mapping[str, str], kind: ClientKind = "producer") -> tuple[dict[str, str], list[TranslationIssue]]:
-    return translate_client_config({"bootstrap.servers": "b1:9092", **java}, kind)
-
-
-def sasl(mechanism: str, jaas: str, **extra: str) -> dict[str, str]:
-    return {"security.protocol": "SASL_SSL", "sasl.mechanism": mechanism, "sasl.jaas.config": jaas, **extra}
-
-
-def only_issue(issues: list[TranslationIssue]) -> TranslationIssue:
-    assert len(issues) == 1, issues
-    return issues[0]
 
 
 @pytest.fixture

@@ -5,29 +5,11 @@ accepts every emitted key in test_client_keys.py."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 import pytest
+from translation_helpers import OAUTH, PASSWORD, PLAIN, only_issue, sasl, translate
 
-from mm2py.kafka.settings import ClientKind, TranslationIssue, masked, translate_client_config
+from mm2py.kafka.settings import ClientKind, masked
 from mm2py.secrets import MASK
-
-PASSWORD = "S3cr3t-Pa55word"
-PLAIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
-OAUTH = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
-
-
-def translate(java: Mapping[str, str], kind: ClientKind = "producer") -> tuple[dict[str, str], list[TranslationIssue]]:
-    return translate_client_config({"bootstrap.servers": "b1:9092", **java}, kind)
-
-
-def sasl(mechanism: str, jaas: str, **extra: str) -> dict[str, str]:
-    return {"security.protocol": "SASL_SSL", "sasl.mechanism": mechanism, "sasl.jaas.config": jaas, **extra}
-
-
-def only_issue(issues: list[TranslationIssue]) -> TranslationIssue:
-    assert len(issues) == 1, issues
-    return issues[0]
 
 
 # --- pass-through and renames -------------------------------------------------------------------------------
