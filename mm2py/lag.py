@@ -165,14 +165,6 @@ class LagCheck:
                            over=tuple(breaches(rows, self.max_lag, self.max_lag_seconds)))
 
 
-def flow_lags(flows: list[FlowConfig], pool: AdminPool | None = None, topics: re.Pattern[str] | None = None,
-              now_ms: int | None = None) -> list[PartitionLag]:
-    """Lag of every replicated partition of ``flows`` (optionally only source topics matching ``topics``)."""
-    pool = pool or AdminPool()
-    now = int(time.time() * 1000) if now_ms is None else now_ms
-    return partition_lags(flows, build_plan(flows, pool), pool, topics, now)
-
-
 def partition_lags(flows: list[FlowConfig], plan: ReplicationPlan, pool: AdminPool,
                    topics: re.Pattern[str] | None, now_ms: int) -> list[PartitionLag]:
     rows: list[PartitionLag] = []

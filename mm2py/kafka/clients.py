@@ -69,13 +69,6 @@ def cached_consumer(settings: Mapping[str, str]) -> Consumer:
         return consumer
 
 
-def drop_consumer(settings: Mapping[str, str]) -> None:
-    with _lock:
-        consumer = _consumers.pop(_key(settings), None)
-    if consumer is not None:
-        consumer.close()
-
-
 @atexit.register
 def _close_all() -> None:
     with _lock:
