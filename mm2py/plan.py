@@ -27,7 +27,9 @@ class TopicPlan:
     remote_topic: str
     partitions: int  # source partitions
     action: Action
-    target_partitions: int  # the remote topic's partition count once run has acted
+    # The remote topic's partition count once run has acted: the largest of every source feeding it (N->1) and
+    # of what the target already has (topics are never shrunk).
+    target_partitions: int
     merged_from: tuple[str, ...] = ()  # every source alias feeding remote_topic on this target (N->1)
 
     def to_json(self) -> dict[str, Any]:
@@ -158,11 +160,13 @@ def build_plan(flows: list[FlowConfig], pool: AdminPool | None = None, refresh: 
         for topic, remote, partitions in rows:
             sources = wanted[(flow.target, remote)]
             existing = target_topics.get(remote)
+            # A merged remote topic must hold the partitions of its widest source, whichever flow creates it
+            # first: every source partition p lands in remote partition p.
             final = max([*sources.values(), existing.partitions if existing else 0])
             action: Action
             if existing is None:
                 action = "create"
-            elif existing.partitions < partitions:
+            elif existing.partitions < final:
                 action = "grow"
             else:
                 action = "up to date"

@@ -92,23 +92,35 @@ def remote_topic_configs(flow: FlowConfig, source_configs: Mapping[str, TopicCon
 
 
 def ensure_remote_topics(flow: FlowConfig, plan: FlowPlan, source: ClusterAdmin, target: ClusterAdmin) -> None:
-    """Create or grow the remote topics of ``plan`` (§4.4.2); anything but "already exists" fails the run."""
+    """Create or grow the remote topics of ``plan``; anything but "already exists" fails the run.
+
+    A remote topic gets ``target_partitions``: for a topic several sources merge into, the largest source's
+    count, so the first flow to create it does not leave the others' high partitions out. Another flow or host
+    may create the same topic at the same moment with fewer partitions ("already exists"), so the counts are
+    checked again after creation and any shortfall is grown.
+    """
     to_create = [t for t in plan.topics if t.action == "create"]
-    to_grow = {t.remote_topic: t.partitions for t in plan.topics if t.action == "grow"}
     configs = source.describe_topic_configs([t.topic for t in to_create])
-    new = [NewTopic(t.remote_topic, t.partitions, flow.replication_factor,
+    new = [NewTopic(t.remote_topic, t.target_partitions, flow.replication_factor,
                     config=remote_topic_configs(flow, configs.get(t.topic, {}))) for t in to_create]
     for name, error in target.create_topics(new).items():
         if error is not None:
             raise KafkaOperationError(flow.target, f"creating remote topic {name}", error)
         log.info("created remote topic flow=%s topic=%s", flow.name, name)
-    if to_grow:
-        existing = target.list_topics()
-        grow = {name: n for name, n in to_grow.items() if name in existing and existing[name].partitions < n}
-        for name, error in target.create_partitions(grow).items():
-            if error is not None:
-                raise KafkaOperationError(flow.target, f"adding partitions to {name}", error)
-            log.info("grew remote topic flow=%s topic=%s partitions=%d", flow.name, name, grow[name])
+    wanted = remote_partition_counts(plan)
+    if not wanted:
+        return
+    existing = target.list_topics()
+    grow = {name: n for name, n in wanted.items() if name in existing and existing[name].partitions < n}
+    for name, error in target.create_partitions(grow).items():
+        if error is not None:
+            raise KafkaOperationError(flow.target, f"adding partitions to {name}", error)
+        log.info("grew remote topic flow=%s topic=%s partitions=%d", flow.name, name, grow[name])
+
+
+def remote_partition_counts(plan: FlowPlan) -> dict[str, int]:
+    """The partition count each remote topic of ``plan`` must have at least (never fewer than its source's)."""
+    return {t.remote_topic: max(t.target_partitions, t.partitions) for t in plan.topics}
 
 
 def sync_topic_configs(flow: FlowConfig, plan: FlowPlan, source: ClusterAdmin, target: ClusterAdmin) -> int:
