@@ -26,10 +26,12 @@ from confluent_kafka import KafkaError, TopicPartition
 
 from mm2py.config.flow import FlowConfig
 from mm2py.errors import KafkaOperationError
+from mm2py.kafka.client_defaults import copy_consumer_settings
 from mm2py.kafka.clients import new_consumer
 from mm2py.plan import AdminPool, ReplicationPlan, build_plan, flow_policy
 from mm2py.progress import read_progress
 from mm2py.records import Checkpoint, Heartbeat, RecordFormatError
+from mm2py.resume import resume_position
 from mm2py.topics import checkpoints_topic
 
 # Records read from the end of each partition of heartbeats/checkpoints to find the newest one; heartbeats
@@ -174,13 +176,14 @@ def partition_lags(flows: list[FlowConfig], plan: ReplicationPlan, pool: AdminPo
         if not partitions:
             continue
         admin = pool.admin(flow.source, flow)
-        assert flow.source_consumer is not None and flow.target_consumer is not None
-        read_committed = flow.source_consumer.settings().get("isolation.level") == "read_committed"
+        # The same reads and the same resume rule as `run`, so lag is exactly what a run started now copies.
+        consumer = copy_consumer_settings(flow.source_consumer.settings(), "", exactly_once=flow.exactly_once)
+        read_committed = consumer.get("isolation.level") == "read_committed"
         ends = admin.list_offsets(partitions, "latest", read_committed)
         starts = admin.list_offsets(partitions, "earliest")
         progress = read_progress(flow.target, flow.target_consumer.settings(), flow.source)
-        positions = {tp: min(max(progress[tp] + 1, starts[tp]), ends[tp]) if tp in progress else starts[tp]
-                     for tp in partitions}
+        reset = consumer.get("auto.offset.reset", "earliest")
+        positions = {tp: resume_position(progress.get(tp), starts[tp], ends[tp], reset).start for tp in partitions}
         lagging = {tp: pos for tp, pos in positions.items() if ends[tp] > pos}
         ages = _record_ages(flow, lagging, now_ms) if lagging else {}
         remote = {t.topic: t.remote_topic for t in selected}

@@ -11,6 +11,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from confluent_kafka import KafkaError
+
+from mm2py.errors import KafkaOperationError
+from mm2py.kafka.clients import new_producer
 from mm2py.kafka.reader import read_topic
 from mm2py.records import parse_source_offset_key, parse_source_offset_value, source_offset_key, source_offset_value
 
@@ -57,3 +61,21 @@ def read_progress(target_alias: str, consumer_settings: Mapping[str, str], sourc
         else:
             result[(topic, partition)] = offset
     return result
+
+
+def write_progress(target_alias: str, producer_settings: Mapping[str, str], source_alias: str,
+                   last_offsets: Mapping[tuple[str, int], int], timeout_s: float = 30.0) -> None:
+    """Record ``last_offsets`` as replicated (driver side): positions taken from ``auto.offset.reset`` or a
+    restart after truncation, so the next run resumes there too. Raises KafkaOperationError if not acknowledged."""
+    if not last_offsets:
+        return
+    producer = new_producer({**producer_settings, "partitioner": PROGRESS_PARTITIONER})
+    failures: list[KafkaError] = []
+    for (topic, partition), offset in sorted(last_offsets.items()):
+        record = progress_record(source_alias, topic, partition, offset)
+        producer.produce(progress_topic(source_alias), record.value, record.key,
+                         on_delivery=lambda err, _msg: failures.append(err) if err else None)
+    if producer.flush(timeout_s) > 0 or failures:
+        cause = failures[0].str() if failures else f"not acknowledged within {timeout_s:.0f} s"
+        raise KafkaOperationError(target_alias, f"recording starting positions in {progress_topic(source_alias)}",
+                                  cause)
