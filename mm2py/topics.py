@@ -23,6 +23,8 @@ from mm2py.progress import progress_topic
 log = logging.getLogger(__name__)
 
 COMPACT = {"cleanup.policy": "compact"}
+# mm2py's own: the lease of every flow into this target (mm2py.engine.lease); MM2's filters never replicate it.
+LEASE_TOPIC = "mm2py-leases.internal"
 
 
 @dataclass(frozen=True)
@@ -56,7 +58,20 @@ def internal_topics(flow: FlowConfig) -> list[InternalTopic]:
     if flow.emit_checkpoints_enabled and flow.emit_offset_syncs_enabled:
         topics.append(InternalTopic(flow.target, checkpoints_topic(flow), 1,
                                     flow.checkpoints_topic_replication_factor))
+    if flow.lease_enabled:
+        topics.append(lease_topic(flow))
     return topics
+
+
+def heartbeats_topics(pair: FlowConfig) -> list[InternalTopic]:
+    """The ``heartbeats`` topic a herder pair writes to, on the pair's target (MM2 creates it for every pair)."""
+    return [InternalTopic(pair.target, flow_policy(pair).heartbeats_topic(), 1,
+                          pair.heartbeats_topic_replication_factor)]
+
+
+def lease_topic(flow: FlowConfig) -> InternalTopic:
+    """mm2py's lease topic on the target: one partition, the holder records compacted by flow."""
+    return InternalTopic(flow.target, LEASE_TOPIC, 1, flow.offset_storage_replication_factor)
 
 
 def ensure_internal_topics(admins: dict[str, ClusterAdmin], topics: Iterable[InternalTopic]) -> None:

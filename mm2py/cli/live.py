@@ -52,6 +52,10 @@ class ProgressView:
 
     def summary(self, stats: list[FlowStats]) -> None:
         for s in stats:
+            if s.held_by is not None:
+                out.print(f"flow={s.flow} copied=0 held_by={s.held_by}: another run holds this flow's lease",
+                          markup=False)
+                continue
             elapsed = max(time.monotonic() - s.started, 1e-9)
             out.print(f"flow={s.flow} copied={s.records} bytes={s.bytes} jobs={s.jobs} lag_records={s.lag} "
                       f"seconds={elapsed:.1f}", markup=False)

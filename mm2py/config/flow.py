@@ -56,6 +56,12 @@ class FlowConfig:
     source: str
     target: str
     source_file: str
+    source_consumer: ClientConfig
+    source_admin: ClientConfig
+    target_admin: ClientConfig
+    target_consumer: ClientConfig
+    target_producer: ClientConfig  # writes replicated records, checkpoints, heartbeats
+    offset_syncs_producer: ClientConfig
     enabled: bool = _key("enabled")
     topics: tuple[str, ...] = _key("topics")
     topics_exclude: tuple[str, ...] = _key("topics.exclude")
@@ -100,16 +106,13 @@ class FlowConfig:
     provenance_header_enabled: bool = _key("mm2py.provenance.header.enabled")
     dense_offset_syncs: bool = _key("mm2py.offset-syncs.dense.enabled")
     retry_timeout_seconds: int = _key("mm2py.retry.timeout.seconds")
+    lease_enabled: bool = _key("mm2py.lease.enabled")
+    lease_session_timeout_ms: int = _key("mm2py.lease.session.timeout.ms")
+    dense_offset_syncs_retention_ms: int = _key("mm2py.offset-syncs.dense.retention.ms")
     spark_master: str = _key("mm2py.spark.master")
     spark_deploy_mode: str = _key("mm2py.spark.deploy-mode")
     spark_conf: Pairs = field(default=(), repr=False)
     connector_config: Pairs = field(default=(), repr=False)  # MM2's flattened map, for user plugins
-    source_consumer: ClientConfig | None = None
-    source_admin: ClientConfig | None = None
-    target_admin: ClientConfig | None = None
-    target_consumer: ClientConfig | None = None
-    target_producer: ClientConfig | None = None  # writes replicated records, checkpoints, heartbeats
-    offset_syncs_producer: ClientConfig | None = None
 
     @property
     def flow(self) -> Flow:
@@ -121,6 +124,11 @@ class FlowConfig:
 
     def plugin_config(self) -> dict[str, str]:
         return dict(self.connector_config)
+
+    @property
+    def exactly_once(self) -> bool:
+        """MM2's worker key of the target, ``<target>.exactly.once.source.support = enabled``."""
+        return self.exactly_once_source_support == "enabled"
 
     @property
     def offset_syncs_cluster(self) -> str:

@@ -1,40 +1,38 @@
-"""The driver loop of ``mm2py run`` (runs on the driver, never touches records).
+"""The driver of ``mm2py run`` (runs on the driver, never touches records).
 
-Per flow: plan topics, create what is missing on the target, read progress from the target, then run
-copy jobs. Each job takes at most one offset range per source partition (so per-partition order holds and
-progress never goes backwards) of at most ``mm2py.batch.max.records`` records. ``--once`` copies what the
-source partitions held when the run started; continuous mode keeps going until asked to stop, then lets the
+Per flow: plan topics, create what is missing on the target, take the flow's lease, read progress from the
+target, then run copy jobs. Each job takes at most one offset range per source partition (so per-partition order
+holds and progress never goes backwards) of at most ``mm2py.batch.max.records`` records. ``--once`` copies what
+the source partitions held when the run started; continuous mode keeps going until asked to stop, then lets the
 job in flight finish so its progress is recorded.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from mm2py.checkpoints import (
-    CheckpointWriter,
-    FlowTranslator,
-    GroupOffset,
-    merged_group_offsets,
-    now_ms,
-    sync_group_offsets,
-)
+from mm2py.checkpoints import CheckpointWriter, FlowTranslator, GroupOffset, now_ms
 from mm2py.config.flow import FlowConfig
 from mm2py.engine.copy import CopyResult, CopySpec, PartitionRange
+from mm2py.engine.group_sync import GroupSyncCoordinator
+from mm2py.engine.lease import FlowLease
+from mm2py.engine.schedule import Periodic, Schedule
 from mm2py.engine.spark import SparkRunner
 from mm2py.errors import KafkaOperationError, ReplicationError
-from mm2py.heartbeats import HeartbeatWriter
-from mm2py.plan import AdminPool, FlowPlan, ReplicationPlan, build_plan, flow_policy
-from mm2py.progress import progress_topic, read_progress
+from mm2py.heartbeats import HeartbeatEmitter
+from mm2py.kafka.client_defaults import copy_consumer_settings, copy_producer_settings, syncs_producer_settings
+from mm2py.plan import AdminPool, FlowPlan, ReplicationPlan, build_plan
+from mm2py.progress import progress_topic, read_progress, write_progress
+from mm2py.resume import resume_position
 from mm2py.topics import (
     ensure_internal_topics,
     ensure_remote_topics,
+    heartbeats_topics,
     internal_topics,
     offset_syncs_topic,
     sync_topic_configs,
@@ -42,17 +40,6 @@ from mm2py.topics import (
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-
-# mm2py's throughput defaults; anything the user sets for the client wins.
-# isolation.level: librdkafka defaults to read_committed, Java (and so MM2) to read_uncommitted.
-CONSUMER_DEFAULTS = {"isolation.level": "read_uncommitted", "fetch.queue.backoff.ms": "10",
-                     "queued.max.messages.kbytes": "65536", "fetch.wait.max.ms": "100"}
-PRODUCER_DEFAULTS = {"acks": "all", "enable.idempotence": "true", "linger.ms": "10", "batch.size": "1000000",
-                     "batch.num.messages": "10000", "queue.buffering.max.messages": "200000"}
-# Forced: the copy task relies on partition EOF to finish ranges that end in transaction markers, and the
-# progress record needs Connect's key->partition mapping.
-CONSUMER_FORCED = {"enable.partition.eof": "true", "enable.auto.commit": "false"}
-PRODUCER_FORCED = {"partitioner": "murmur2_random"}
 
 
 @dataclass
@@ -68,6 +55,7 @@ class FlowStats:
     last_rate: float = 0.0
     retries: int = 0
     last_mb_rate: float = 0.0
+    held_by: str | None = None  # another run holds this flow's lease: nothing was copied
 
     def add(self, results: list[CopyResult], seconds: float) -> None:
         records = sum(r.records for r in results)
@@ -80,70 +68,59 @@ class FlowStats:
             self.last_mb_rate = nbytes / seconds / 1e6
 
 
+def copy_spec(f: FlowConfig) -> CopySpec:
+    """What every copy task of flow ``f`` needs (plain and picklable)."""
+    exactly_once = f.exactly_once
+    return CopySpec(
+        flow=f.name, source=f.source, target=f.target,
+        consumer_settings=copy_consumer_settings(f.source_consumer.settings(), f"mm2py-{f.source}-{f.target}",
+                                                 exactly_once=exactly_once),
+        producer_settings=copy_producer_settings(f.target_producer.settings(), exactly_once=exactly_once),
+        syncs_producer_settings=(syncs_producer_settings(f.offset_syncs_producer.settings())
+                                 if f.emit_offset_syncs_enabled else None),
+        syncs_topic=offset_syncs_topic(f) if f.emit_offset_syncs_enabled else None,
+        progress_topic=progress_topic(f.source),
+        offset_lag_max=f.offset_lag_max,
+        dense_offset_syncs=f.dense_offset_syncs,
+        provenance=f.provenance_header_enabled,
+        exactly_once=exactly_once,
+        poll_timeout_s=max(f.consumer_poll_timeout_ms / 1000, 0.1),
+    )
+
+
 class FlowRunner:
     """Replicates one flow ``source->target`` through a shared SparkRunner."""
 
-    def __init__(self, flow: FlowConfig, plan: FlowPlan, spark: SparkRunner, pool: AdminPool) -> None:
+    def __init__(self, flow: FlowConfig, plan: FlowPlan, spark: SparkRunner | None, pool: AdminPool,
+                 coordinator: GroupSyncCoordinator | None = None) -> None:
         self.flow = flow
         self.plan = plan
         self.spark = spark
         self.pool = pool
+        self.coordinator = coordinator
         self.stats = FlowStats(flow.name)
         self.positions: dict[tuple[str, int], int] = {}
         self.remote: dict[str, str] = {t.topic: t.remote_topic for t in plan.topics}
-        self.spec = self._spec()
-        self._heartbeats: HeartbeatWriter | None = None
+        self.spec = copy_spec(flow)
         self._checkpoints: CheckpointWriter | None = None
         self.group_offsets: list[GroupOffset] = []  # the latest translation of every group, for group sync
-        self.coordinator: GroupSyncCoordinator | None = None
-
-    @property
-    def exactly_once(self) -> bool:
-        """MM2's per-target worker key ``<target>.exactly.once.source.support = enabled``."""
-        return self.flow.exactly_once_source_support == "enabled"
-
-    def _spec(self) -> CopySpec:
-        f = self.flow
-        assert f.source_consumer and f.target_producer and f.offset_syncs_producer
-        consumer = {**CONSUMER_DEFAULTS, **f.source_consumer.settings(), **CONSUMER_FORCED,
-                    "group.id": f"mm2py-{f.source}-{f.target}"}
-        producer = {**PRODUCER_DEFAULTS, **f.target_producer.settings(), **PRODUCER_FORCED}
-        if self.exactly_once:
-            # Only committed source records are copied, and each range commits with its progress.
-            consumer["isolation.level"] = "read_committed"
-            producer.setdefault("transaction.timeout.ms", "300000")
-        return CopySpec(
-            flow=f.name, source=f.source, target=f.target,
-            consumer_settings=consumer,
-            producer_settings=producer,
-            syncs_producer_settings=({**PRODUCER_DEFAULTS, **f.offset_syncs_producer.settings()}
-                                     if f.emit_offset_syncs_enabled else None),
-            syncs_topic=offset_syncs_topic(f) if f.emit_offset_syncs_enabled else None,
-            progress_topic=progress_topic(f.source),
-            offset_lag_max=f.offset_lag_max,
-            dense_offset_syncs=f.dense_offset_syncs,
-            provenance=f.provenance_header_enabled,
-            exactly_once=self.exactly_once,
-            poll_timeout_s=max(f.consumer_poll_timeout_ms / 1000, 0.1),
-        )
 
     # -- preparation (driver, admin calls only) ---------------------------------------------------------
 
-    def prepare(self) -> None:
+    def ensure_topics(self) -> None:
         f = self.flow
         admins = {f.source: self.pool.admin(f.source, f), f.target: self.pool.admin(f.target, f)}
         ensure_internal_topics(admins, internal_topics(f))
         ensure_remote_topics(f, self.plan, admins[f.source], admins[f.target])
+
+    def prepare(self) -> None:
+        """Once this run holds the flow: sync configs, and resume every partition from the stored progress."""
+        f = self.flow
         self.sync_configs()
-        assert f.target_consumer is not None
-        progress = read_progress(f.target, f.target_consumer.settings(), f.source)
-        self._set_positions(progress)
+        self.positions = {}
+        self._set_positions(read_progress(f.target, f.target_consumer.settings(), f.source))
         if f.emit_checkpoints_enabled and f.emit_offset_syncs_enabled:
             self._checkpoints = CheckpointWriter(f)
-        if f.emit_heartbeats_enabled:
-            assert f.target_producer is not None
-            self._heartbeats = HeartbeatWriter(f.source, f.target, flow_policy(f).heartbeats_topic(),
-                                               {**f.target_producer.settings()})
 
     def _partitions(self) -> list[tuple[str, int]]:
         return [(t.topic, p) for t in self.plan.topics for p in range(t.partitions)]
@@ -152,30 +129,23 @@ class FlowRunner:
         return self.spec.consumer_settings.get("isolation.level") == "read_committed"
 
     def _set_positions(self, progress: dict[tuple[str, int], int]) -> None:
-        """Where each partition resumes: after its recorded progress, else where auto.offset.reset says."""
+        """Where each partition not placed yet resumes (``mm2py.resume``); starts that are not stored progress
+        yet are recorded at once, so the next run continues from them."""
         admin = self.pool.admin(self.flow.source, self.flow)
         partitions = [tp for tp in self._partitions() if tp not in self.positions]
         earliest = admin.list_offsets(partitions, "earliest")
         latest = admin.list_offsets(partitions, "latest", self._read_committed())
-        assert self.flow.source_consumer is not None
         reset = self.flow.source_consumer.settings().get("auto.offset.reset", "earliest")
+        record: dict[tuple[str, int], int] = {}
         for tp in partitions:
-            low, high = earliest[tp], latest[tp]
-            where = f"flow={self.flow.name} topic={tp[0]} partition={tp[1]}"
-            if tp not in progress:
-                self.positions[tp] = high if reset in ("latest", "largest", "end") else low
-                continue
-            start = progress[tp] + 1
-            if start < low:
-                log.warning("%s: offsets %d..%d were deleted from the source before they were replicated; "
-                            "resuming at %d", where, start, low - 1, low)
-                start = low
-            elif start > high:
-                log.warning("%s: the source partition ends at %d, before the recorded progress %d: the topic was "
-                            "re-created or truncated; replicating it again from offset %d", where, high,
-                            start - 1, low)
-                start = low
-            self.positions[tp] = start
+            resume = resume_position(progress.get(tp), earliest[tp], latest[tp], reset)
+            if resume.warning:
+                log.warning("flow=%s topic=%s partition=%d: %s", self.flow.name, tp[0], tp[1],
+                            resume.warning.format(start=resume.start))
+            if resume.record:
+                record[tp] = resume.start - 1
+            self.positions[tp] = resume.start
+        write_progress(self.flow.target, self.spec.producer_settings, self.flow.source, record)
 
     # -- copying -----------------------------------------------------------------------------------------
 
@@ -200,6 +170,8 @@ class FlowRunner:
         if not ranges:
             return 0
         started = time.monotonic()
+        if self.spark is None:
+            raise RuntimeError(f"flow {self.flow.name}: copy round before Spark was started")
         results = self.spark.copy(self.spec, ranges)
         for r in results:
             self.positions[(r.topic, r.partition)] = max(self.positions.get((r.topic, r.partition), 0), r.next_offset)
@@ -210,23 +182,18 @@ class FlowRunner:
 
     def _check_truncation(self, ends: dict[tuple[str, int], int]) -> None:
         """A source partition that now ends below what was replicated was deleted, re-created or truncated:
-        say so, and replicate it again from its start rather than skip what it holds now."""
+        place it again by the resume rule, as if its progress were stored (mid-run, it is)."""
         shrunk = {tp: end for tp, end in ends.items() if end < self.positions.get(tp, 0)}
         if not shrunk:
             return
-        earliest = self.pool.admin(self.flow.source, self.flow).list_offsets(list(shrunk), "earliest")
-        for tp, end in shrunk.items():
-            log.warning("flow=%s topic=%s partition=%d: the source partition ends at %d, below the replicated "
-                        "position %d: the topic was deleted, re-created or truncated; replicating it again from "
-                        "offset %d", self.flow.name, tp[0], tp[1], end, self.positions[tp], earliest[tp])
-            self.positions[tp] = earliest[tp]
+        progress = {tp: self.positions.pop(tp) - 1 for tp in shrunk}
+        self._set_positions(progress)
 
     def run_once(self, stop: threading.Event) -> None:
         ends = self._retrying(self.end_offsets, stop)
         while self._retrying(lambda: self.copy_round(ends), stop):
             pass
-        self.emit_heartbeat()
-        self.checkpoint()
+        self._retrying(self.checkpoint, stop)
 
     def _retrying(self, step: Callable[[], T], stop: threading.Event) -> T:
         """Run ``step``, retrying transient failures (a stalled broker, a failed Spark job) with backoff for up to
@@ -246,7 +213,7 @@ class FlowRunner:
                 backoff = min(backoff * 2, 30.0)
 
     def checkpoint(self) -> None:
-        """Translate every selected source group and write the checkpoints that moved (§4.9)."""
+        """Translate every selected source group and write the checkpoints that moved (MM2's checkpoint rule)."""
         if self._checkpoints is None:
             return
         listed_at = now_ms()
@@ -257,31 +224,34 @@ class FlowRunner:
         log.info("checkpoints flow=%s groups=%d written=%d", self.flow.name, len({r.group for r in rows}),
                  len(written))
 
-    def run_continuous(self, stop: threading.Event) -> None:
-        interval = self.flow.emit_heartbeats_interval_seconds
-        refresh = self.flow.refresh_topics_interval_seconds if self.flow.refresh_topics_enabled else None
-        next_heartbeat = 0.0
-        next_refresh = time.monotonic() + refresh if refresh else None
-        next_checkpoint = time.monotonic() + self.flow.emit_checkpoints_interval_seconds
-        configs = self.flow.sync_topic_configs_interval_seconds if self.flow.sync_topic_configs_enabled else None
-        next_configs = time.monotonic() + configs if configs else None
+    def schedule(self) -> Schedule:
+        """MM2's periodic jobs of this flow, with MM2's intervals and first-run delays."""
+        f = self.flow
+        jobs = []
+        if f.refresh_topics_enabled:
+            jobs.append(Periodic("refresh topics", f.refresh_topics_interval_seconds, self.refresh_topics,
+                                 first_after_s=f.refresh_topics_interval_seconds))
+        if f.sync_topic_configs_enabled:
+            jobs.append(Periodic("sync topic configs", f.sync_topic_configs_interval_seconds, self.sync_configs,
+                                 first_after_s=f.sync_topic_configs_interval_seconds))
+        jobs.append(Periodic("checkpoints", f.emit_checkpoints_interval_seconds, self.checkpoint_and_sync,
+                             first_after_s=f.emit_checkpoints_interval_seconds))
+        return Schedule(jobs)
+
+    def latest_group_offsets(self) -> list[GroupOffset]:
+        return self.group_offsets
+
+    def checkpoint_and_sync(self) -> None:
+        self.checkpoint()
+        if self.coordinator is not None:
+            self.coordinator.maybe_sync(self.flow.target)
+
+    def run_continuous(self, stop: threading.Event, lost: threading.Event) -> None:
+        """Copy until ``stop`` (a signal) or ``lost`` (the lease went to another run) is set."""
         idle = max(self.flow.consumer_poll_timeout_ms / 1000, 0.1)
-        while not stop.is_set():
-            now = time.monotonic()
-            if self._heartbeats is not None and now >= next_heartbeat:
-                self._retrying(self.emit_heartbeat, stop)
-                next_heartbeat = now + interval
-            if next_refresh is not None and now >= next_refresh:
-                self._retrying(self.refresh_topics, stop)
-                next_refresh = now + (refresh or 0)
-            if next_configs is not None and now >= next_configs:
-                self._retrying(self.sync_configs, stop)
-                next_configs = now + (configs or 0)
-            if now >= next_checkpoint:
-                self._retrying(self.checkpoint, stop)
-                if self.coordinator is not None:
-                    self._retrying(functools.partial(self.coordinator.maybe_sync, self.flow.target), stop)
-                next_checkpoint = now + self.flow.emit_checkpoints_interval_seconds
+        schedule = self.schedule()
+        while not stop.is_set() and not lost.is_set():
+            schedule.run_due(lambda action: self._retrying(action, stop))
             if not self._retrying(lambda: self.copy_round(self.end_offsets()), stop):
                 stop.wait(idle)
 
@@ -308,81 +278,106 @@ class FlowRunner:
                                      self.pool.admin(self.flow.target, self.flow))
         log.info("topic configs synced flow=%s topics=%d", self.flow.name, altered)
 
-    def emit_heartbeat(self) -> None:
-        if self._heartbeats is not None:
-            self._heartbeats.emit()
+
+def _lease(flow: FlowConfig) -> FlowLease | None:
+    if not flow.lease_enabled:
+        return None
+    return FlowLease(flow.source, flow.target, flow.target_consumer.settings(), flow.target_producer.settings(),
+                     flow.lease_session_timeout_ms)
 
 
-class GroupSyncCoordinator:
-    """Commits translated group offsets per target cluster, across every flow into it.
-
-    A merged remote topic is fed by several flows; the offset committed for a group must be safe for all
-    of them, so the sync looks at the latest translations of every flow with the same target.
-    """
-
-    def __init__(self, runners: list[FlowRunner], pool: AdminPool) -> None:
-        self.runners = [r for r in runners if r.flow.sync_group_offsets_enabled]
-        self.pool = pool
-        self._lock = threading.Lock()
-        self._next: dict[str, float] = {}
-
-    def maybe_sync(self, target: str, force: bool = False) -> None:
-        runners = [r for r in self.runners if r.flow.target == target]
-        if not runners:
+def _work(runner: FlowRunner, lease: FlowLease | None, once: bool, stop: threading.Event,
+          active: threading.Event) -> None:
+    """One flow's thread: take the lease (or stand by for it), then copy; back to standby if it is lost."""
+    never_lost = threading.Event()
+    while not stop.is_set():
+        if lease is not None and not lease.acquire(stop, wait=not once):
             return
-        with self._lock:
-            now = time.monotonic()
-            if not force and now < self._next.get(target, 0.0):
-                return
-            self._next[target] = now + runners[0].flow.sync_group_offsets_interval_seconds
-            offsets = merged_group_offsets(row for r in runners for row in r.group_offsets)
-            outcome = sync_group_offsets(self.pool.admin(target, runners[0].flow), offsets)
-        for group, what in outcome.items():
-            log.info("group offset sync target=%s group=%s %s", target, group, what)
+        active.set()
+        runner._retrying(runner.prepare, stop)
+        if once:
+            runner.run_once(stop)
+            return
+        runner.run_continuous(stop, lease.lost if lease is not None else never_lost)
+        if lease is not None and lease.lost.is_set():
+            log.warning("flow=%s: lease lost; standing by until it can be taken again", runner.flow.name)
 
-    def sync_all(self) -> None:
-        for target in sorted({r.flow.target for r in self.runners}):
-            self.maybe_sync(target, force=True)
+
+def _skip_held(runners: list[FlowRunner], leases: dict[str, FlowLease | None],
+               stop: threading.Event) -> list[FlowRunner]:
+    """``--once``: take each flow's lease before Spark starts; a flow another run holds is reported, not copied."""
+    free = []
+    for runner in runners:
+        lease = leases[runner.flow.name]
+        if lease is None or lease.acquire(stop, wait=False):
+            free.append(runner)
+            continue
+        holder = lease.current_holder()
+        runner.stats.held_by = holder.describe() if holder else "another run"
+        log.warning("flow=%s is being replicated by %s; this run copies nothing for it", runner.flow.name,
+                    runner.stats.held_by)
+        lease.release()
+    return free
 
 
 def run_flows(flows: list[FlowConfig], spark_factory: Callable[[], SparkRunner], *, once: bool,
-              stop: threading.Event, on_progress: Callable[[list[FlowStats]], None] | None = None) -> list[FlowStats]:
-    """Plan every flow together (to see N->1 merges), then replicate each flow in its own thread."""
+              stop: threading.Event, on_progress: Callable[[list[FlowStats]], None] | None = None,
+              heartbeat_pairs: Sequence[FlowConfig] = ()) -> list[FlowStats]:
+    """Plan every flow together (to see N->1 merges), then replicate each flow in its own thread.
+
+    Continuous runs start Spark first and wait for their leases as hot standbys; ``--once`` takes the leases
+    first, so a run whose flows are all held elsewhere exits at once without starting Spark.
+    """
     pool = AdminPool()
     plan: ReplicationPlan = build_plan(flows, pool)
-    spark = spark_factory()
-    runners = [FlowRunner(f, p, spark, pool) for f, p in zip(flows, plan.flows, strict=True)]
-    coordinator = GroupSyncCoordinator(runners, pool)
-    for runner in runners:
-        runner.coordinator = coordinator
+    runners = [FlowRunner(f, p, None, pool) for f, p in zip(flows, plan.flows, strict=True)]
+    coordinator = GroupSyncCoordinator([(r.flow, r.latest_group_offsets) for r in runners], pool)
+    leases = {r.flow.name: _lease(r.flow) for r in runners}
+    heartbeats = HeartbeatEmitter(heartbeat_pairs)
+    active = threading.Event()  # some flow of this run holds its lease: heartbeats are this run's to write
     errors: list[BaseException] = []
+    spark: SparkRunner | None = None
     try:
         for runner in runners:
-            runner.prepare()
+            runner.coordinator = coordinator
+            runner.ensure_topics()
+        for pair in heartbeat_pairs:
+            ensure_internal_topics({pair.target: pool.admin(pair.target, pair)}, heartbeats_topics(pair))
+        working = _skip_held(runners, leases, stop) if once else runners
+        if not working:
+            return [r.stats for r in runners]
+        spark = spark_factory()
+        for runner in working:
+            runner.spark = spark
 
         def work(runner: FlowRunner) -> None:
             try:
-                if once:
-                    runner.run_once(stop)
-                else:
-                    runner.run_continuous(stop)
+                _work(runner, leases[runner.flow.name], once, stop, active)
             except BaseException as exc:  # reported by the main thread; other flows stop too
                 errors.append(exc)
                 stop.set()
 
         threads = [threading.Thread(target=work, args=(r,), name=f"flow {r.flow.name}", daemon=True)
-                   for r in runners]
+                   for r in working]
         for thread in threads:
             thread.start()
         while any(t.is_alive() for t in threads):
             for thread in threads:
-                thread.join(timeout=1.0)
+                thread.join(timeout=0.2)
+            if active.is_set() and not heartbeats.started:
+                heartbeats.start()
             if on_progress is not None:
                 on_progress([r.stats for r in runners])
         if once and not errors:
             coordinator.sync_all()
     finally:
-        spark.stop()
+        if heartbeats.started:
+            heartbeats.stop()
+        for lease in leases.values():
+            if lease is not None:
+                lease.release()
+        if spark is not None:
+            spark.stop()
     if errors:
         raise errors[0]
     return [r.stats for r in runners]

@@ -11,6 +11,7 @@ from types import FrameType
 from mm2py.config import LoadedConfig
 from mm2py.engine.driver import FlowStats, run_flows
 from mm2py.engine.spark import SparkRunner
+from mm2py.heartbeats import heartbeat_flows
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +34,8 @@ def run(loaded: LoadedConfig, *, once: bool, master: str | None, deploy_mode: st
             list(loaded.flows),
             lambda: SparkRunner(f"mm2py {names}", master or first.spark_master,
                                 deploy_mode or first.spark_deploy_mode, conf),
-            once=once, stop=stop, on_progress=on_progress)
+            once=once, stop=stop, on_progress=on_progress,
+            heartbeat_pairs=heartbeat_flows(loaded.mm, loaded.flows))
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

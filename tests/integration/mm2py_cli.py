@@ -17,6 +17,8 @@ offset-syncs.topic.replication.factor = 1
 offset.storage.replication.factor = 1
 offset.storage.partitions = 5
 mm2py.spark.master = local[2]
+# tansu holds every JoinGroup for session.timeout.ms / 2 (test-broker bug), which each run's lease join pays.
+mm2py.lease.session.timeout.ms = 3000
 """
 
 

@@ -43,7 +43,8 @@ def test_config_properties_exclude_is_honoured() -> None:
 def test_internal_topic_names_and_homes_follow_mm2() -> None:
     default = {(t.cluster, t.name, t.partitions) for t in internal_topics(flow())}
     assert default == {("b", "mm2-offsets.a.internal", 25), ("b", "heartbeats", 1),
-                       ("a", "mm2-offset-syncs.b.internal", 1), ("b", "a.checkpoints.internal", 1)}
+                       ("a", "mm2-offset-syncs.b.internal", 1), ("b", "a.checkpoints.internal", 1),
+                       ("b", "mm2py-leases.internal", 1)}
     assert offset_syncs_topic(flow("offset-syncs.topic.location = target\n")) == "mm2-offset-syncs.a.internal"
     custom = {t.name for t in internal_topics(flow("replication.policy.separator = __\n"))}
     assert {"a__checkpoints__internal", "mm2-offset-syncs__b__internal", "mm2-offsets.a.internal"} <= custom
