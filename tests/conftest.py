@@ -113,7 +113,8 @@ def kafka_runtime() -> KafkaRuntime:
     try:
         return KafkaRuntime.locate()
     except KafkaJarsMissing as exc:
-        pytest.fail(str(exc), pytrace=False)
+        problem = str(exc)
+    pytest.fail(problem, pytrace=False)  # outside the except: one line, no chained traceback
 
 
 @pytest.fixture(scope="session")

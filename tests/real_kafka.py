@@ -81,6 +81,13 @@ def poll_until(condition: Callable[[], Any], timeout: float, what: str, interval
         time.sleep(interval)  # poll interval of a condition with a deadline
 
 
+def _cluster_id() -> str:
+    """A random Kafka Uuid in its base64 form; like Kafka's own, never starting with '-' (read as an option)."""
+    while (cluster_id := base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()).startswith("-"):
+        pass
+    return cluster_id
+
+
 @dataclass(frozen=True)
 class KafkaRuntime:
     """The java binary and the Kafka + MirrorMaker 2 classpath; builds JVM command lines for both."""
@@ -225,7 +232,7 @@ class KafkaCluster:
             raise ValueError(f"unknown listeners {sorted(unknown)}; known: PLAINTEXT, {', '.join(CLIENT_LISTENERS)}")
         self.broker_config = dict(broker_config or {})
         self.security = Security(work_dir / "security", self.runtime.java)
-        self.cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        self.cluster_id = _cluster_id()
         self.nodes = [self._new_node(node_id) for node_id in range(1, size + 1)]
         self.log4j = work_dir / "log4j2.properties"
 
@@ -253,8 +260,33 @@ class KafkaCluster:
         return client_config(self.bootstrap_for(listener), **{**security, **overrides})
 
     def start(self, timeout: float = START_TIMEOUT) -> None:
-        """Format every node's storage, start all nodes, return once Metadata lists every broker."""
+        """Format every node's storage, start all nodes, return once Metadata lists every broker.
+
+        A port can be taken by another process between choosing it and the JVM binding it; then the
+        whole cluster starts again on new ports from freshly formatted storage (up to 3 attempts).
+        """
         started = time.monotonic()
+        for attempt in range(1, 4):
+            self._prepare()
+            try:
+                for node in self.nodes:
+                    node.spawn(self.runtime, self.log4j, self._take_dump_slot())
+                self.await_brokers([n.node_id for n in self.nodes], started + timeout)
+                break
+            except (RuntimeError, TimeoutError):
+                self.stop()
+                if attempt == 3 or not any("Address already in use" in n.log_tail(50_000) for n in self.nodes):
+                    raise
+                for node in self.nodes:
+                    node.ports = {name: free_port() for name in node.ports}
+                    shutil.rmtree(node.work_dir)
+            except BaseException:
+                self.stop()
+                raise
+        _log.info("kafka %s: %d node(s) ready in %.1f s at %s", self.runtime.version, self.size,
+                  time.monotonic() - started, self.bootstrap)
+
+    def _prepare(self) -> None:
         self.work_dir.mkdir(parents=True, exist_ok=True)
         self.log4j.write_text(_LOG4J)
         for node in self.nodes:
@@ -262,15 +294,6 @@ class KafkaCluster:
             node.config_path.write_text(self._properties(node))
         with ThreadPoolExecutor(self.size) as pool:
             list(pool.map(self._format, self.nodes))  # the JVMs start in parallel; list() re-raises errors
-        try:
-            for node in self.nodes:
-                node.spawn(self.runtime, self.log4j, self._take_dump_slot())
-            self.await_brokers([n.node_id for n in self.nodes], started + timeout)
-        except BaseException:
-            self.stop()
-            raise
-        _log.info("kafka %s: %d node(s) ready in %.1f s at %s", self.runtime.version, self.size,
-                  time.monotonic() - started, self.bootstrap)
 
     def stop(self, timeout: float = STOP_TIMEOUT) -> None:
         """SIGTERM every node at once, SIGKILL what is left after ``timeout`` s. Idempotent."""
