@@ -5,8 +5,12 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# Apache Kafka + MirrorMaker 2 jars for tests/real_kafka.py, resolved once from Maven Central
+KAFKA_LIBS       := .kafka-libs
+KAFKA_LIBS_STAMP := $(KAFKA_LIBS)/.resolved
+KAFKA_LIBS_POM   := tests/kafka-libs/pom.xml
 
-.PHONY: install test unit integration lint demo bench clean
+.PHONY: install test unit integration lint demo bench clean kafka-libs
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -14,9 +18,18 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[test,dev]'
 	@touch $(STAMP)
 
-install: $(STAMP)
+# A changed pom starts from an empty directory, so no jar of an old version stays on the classpath.
+$(KAFKA_LIBS_STAMP): $(KAFKA_LIBS_POM)
+	rm -rf $(KAFKA_LIBS)
+	mvn -B -q -f $(KAFKA_LIBS_POM) dependency:copy-dependencies -DincludeScope=runtime \
+		-DoutputDirectory=$(CURDIR)/$(KAFKA_LIBS)/jars
+	@touch $@
 
-test: $(STAMP)
+kafka-libs: $(KAFKA_LIBS_STAMP)
+
+install: $(STAMP) $(KAFKA_LIBS_STAMP)
+
+test: $(STAMP) $(KAFKA_LIBS_STAMP)
 	$(BIN)/pytest tests
 
 unit: $(STAMP)

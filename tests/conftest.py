@@ -78,3 +78,84 @@ def unique_topic(request: pytest.FixtureRequest) -> Callable[..., str]:
         return f"{prefix}-{test_part}-{token}-{next(counter)}"
 
     return make
+
+
+# --- Real Apache Kafka (KRaft) from the jars `make install` resolves: tests/real_kafka.py -----------------
+
+from real_kafka import KafkaCluster, KafkaJarsMissing, KafkaRuntime  # noqa: E402
+from real_kafka_security import CLIENT_LISTENERS  # noqa: E402
+
+
+class _RealKafkaLogTails:
+    """Appends the node log tails of every real-Kafka cluster a failed test used to its report."""
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item,
+                                  call: pytest.CallInfo[None]) -> Generator[None, object, object]:
+        report = yield
+        assert isinstance(report, pytest.TestReport)
+        if report.failed:
+            for value in getattr(item, "funcargs", {}).values():
+                if isinstance(value, KafkaCluster):
+                    for node in value.nodes:
+                        report.sections.append((f"kafka node {node.node_id} ({node.address()}) log tail",
+                                                node.log_tail()))
+        return report
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(_RealKafkaLogTails(), "real-kafka-log-tails")
+
+
+@pytest.fixture(scope="session")
+def kafka_runtime() -> KafkaRuntime:
+    """Java and the Kafka jars; missing jars fail every real-Kafka test with the fix (`make install`)."""
+    try:
+        return KafkaRuntime.locate()
+    except KafkaJarsMissing as exc:
+        problem = str(exc)
+    pytest.fail(problem, pytrace=False)  # outside the except: one line, no chained traceback
+
+
+@pytest.fixture(scope="session")
+def real_kafka(kafka_runtime: KafkaRuntime, tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
+    """One real Kafka node (broker + KRaft controller) for the whole session; tests use unique topics.
+
+    Clients connect on PLAINTEXT, or as user ``admin``/``alice`` (PLAIN or SCRAM-SHA-512) on SASL_PLAINTEXT
+    and SASL_SSL, or on SSL: ``real_kafka.client_config("SASL_SSL", user="alice", mechanism="PLAIN")``.
+    """
+    with KafkaCluster(tmp_path_factory.mktemp("real-kafka"), 1, runtime=kafka_runtime,
+                      listeners=CLIENT_LISTENERS) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="session")
+def real_kafka_cluster(kafka_runtime: KafkaRuntime,
+                       tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
+    """Three real Kafka nodes, started only if a test asks for them.
+
+    A test that kills or stops a node must restart it before it ends (``restart_node`` in a ``finally``).
+    """
+    cluster = KafkaCluster(tmp_path_factory.mktemp("real-kafka-cluster"), 3, runtime=kafka_runtime)
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        # The brokers finish a graceful shutdown in well under a second; the last KRaft leader then waits
+        # ~5 s for followers that are already gone. Nothing is kept, so cut that wait short.
+        cluster.stop(timeout=3.0)
+
+
+@pytest.fixture
+def compacted_topic(unique_topic: Callable[..., str]) -> Callable[..., str]:
+    """Factory: ``compacted_topic(cluster, partitions=1, replication_factor=1, config=None)`` -> topic name.
+
+    The topic carries real_kafka_compaction.COMPACTED_TOPIC_CONFIG, so the log cleaner compacts it within
+    seconds; real_kafka_compaction.await_compaction drives it to the fully compacted state.
+    """
+
+    def make(cluster: KafkaCluster, partitions: int = 1, replication_factor: int = 1,
+             config: dict[str, str] | None = None) -> str:
+        return cluster.create_compacted_topic(unique_topic("compacted"), partitions, replication_factor, config)
+
+    return make

@@ -1,0 +1,134 @@
+"""Credentials and TLS stores for the real-Kafka test clusters (``real_kafka.KafkaCluster``).
+
+Why its own module: listeners differ only in these settings, and the broker side (JAAS, keystores,
+SCRAM users written at format time) must agree with the client side (librdkafka settings, and Java client
+settings for MirrorMaker 2 started by later tests). Keeping both halves here makes that agreement visible.
+
+Listener names equal their security protocols. Inter-broker traffic and the KRaft quorum stay on
+PLAINTEXT, so a SASL or TLS listener only ever serves clients. Passwords are random per cluster and are
+never put into messages or logs; they live only in the cluster's temp directory and in this object.
+"""
+
+from __future__ import annotations
+
+import secrets
+import subprocess
+from collections.abc import Iterable
+from pathlib import Path
+
+CLIENT_LISTENERS = ("SASL_PLAINTEXT", "SSL", "SASL_SSL")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-512")
+USERS = ("admin", "alice")  # both exist for PLAIN and SCRAM-SHA-512; no authorizer, so both may do anything
+_PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
+_SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
+
+
+def _sasl(listener: str) -> bool:
+    return listener.startswith("SASL_")
+
+
+def _tls(listener: str) -> bool:
+    return listener in ("SSL", "SASL_SSL")
+
+
+class Security:
+    """Users and TLS material of one cluster; the JKS stores are made by keytool on first need."""
+
+    def __init__(self, directory: Path, java: Path) -> None:
+        self.directory = directory
+        self.keytool = java.parent / "keytool"
+        self.passwords = {user: secrets.token_urlsafe(12) for user in USERS}
+        self._store_password = secrets.token_urlsafe(12)
+
+    @property
+    def keystore(self) -> Path:
+        return self.directory / "broker.keystore.jks"
+
+    @property
+    def truststore(self) -> Path:
+        return self.directory / "client.truststore.jks"
+
+    @property
+    def ca_pem(self) -> Path:
+        """The broker's self-signed certificate, the trust anchor for librdkafka (``ssl.ca.location``)."""
+        return self.directory / "broker-cert.pem"
+
+    def broker_settings(self, listeners: Iterable[str]) -> dict[str, str]:
+        """server.properties entries for the SASL and TLS listeners among ``listeners``."""
+        listeners = list(listeners)
+        settings: dict[str, str] = {}
+        sasl_listeners = [name for name in listeners if _sasl(name)]
+        if sasl_listeners:
+            settings["sasl.enabled.mechanisms"] = ",".join(SASL_MECHANISMS)
+            plain_users = " ".join(f'user_{user}="{password}"' for user, password in self.passwords.items())
+            for name in sasl_listeners:
+                prefix = f"listener.name.{name.lower()}"
+                settings[f"{prefix}.plain.sasl.jaas.config"] = f"{_PLAIN_MODULE} required {plain_users};"
+                settings[f"{prefix}.scram-sha-512.sasl.jaas.config"] = f"{_SCRAM_MODULE} required;"
+        if any(_tls(name) for name in listeners):
+            self._make_stores()
+            settings.update({"ssl.keystore.type": "JKS", "ssl.keystore.location": str(self.keystore),
+                             "ssl.keystore.password": self._store_password,
+                             "ssl.key.password": self._store_password, "ssl.client.auth": "none"})
+        return settings
+
+    def format_args(self, listeners: Iterable[str]) -> list[str]:
+        """StorageTool ``format`` arguments that create the SCRAM users in the bootstrap metadata."""
+        if not any(_sasl(name) for name in listeners):
+            return []
+        args: list[str] = []
+        for user, password in self.passwords.items():
+            args += ["--add-scram", f"SCRAM-SHA-512=[name={user},password={password}]"]
+        return args
+
+    def client_settings(self, listener: str, user: str = "admin",
+                        mechanism: str = "SCRAM-SHA-512") -> dict[str, str]:
+        """librdkafka settings to connect to ``listener`` as ``user``."""
+        if listener == "PLAINTEXT":
+            return {}
+        settings = {"security.protocol": listener}
+        if _sasl(listener):
+            settings.update({"sasl.mechanism": mechanism, "sasl.username": user,
+                             "sasl.password": self.passwords[user]})
+        if _tls(listener):
+            settings["ssl.ca.location"] = str(self.ca_pem)
+        return settings
+
+    def java_client_settings(self, listener: str, user: str = "admin",
+                             mechanism: str = "SCRAM-SHA-512") -> dict[str, str]:
+        """The same connection for a Java client (e.g. MirrorMaker 2 in dedicated mode)."""
+        if listener == "PLAINTEXT":
+            return {}
+        settings = {"security.protocol": listener}
+        if _sasl(listener):
+            module = _PLAIN_MODULE if mechanism == "PLAIN" else _SCRAM_MODULE
+            settings.update({"sasl.mechanism": mechanism, "sasl.jaas.config":
+                             f'{module} required username="{user}" password="{self.passwords[user]}";'})
+        if _tls(listener):
+            settings.update({"ssl.truststore.type": "JKS", "ssl.truststore.location": str(self.truststore),
+                             "ssl.truststore.password": self._store_password})
+        return settings
+
+    def _make_stores(self) -> None:
+        """Broker keystore (self-signed, SAN 127.0.0.1 and localhost), its PEM, and a Java truststore."""
+        if self.keystore.is_file():
+            return
+        self.directory.mkdir(parents=True, exist_ok=True)
+        password = self._store_password
+        # An EC key: keytool makes it in a fraction of the time an RSA key takes.
+        self._keytool("-genkeypair", "-alias", "broker", "-keyalg", "EC", "-groupname", "secp256r1", "-validity", "7",
+                      "-dname", "CN=localhost", "-ext", "SAN=ip:127.0.0.1,dns:localhost", "-storetype", "JKS",
+                      "-keystore", str(self.keystore), "-storepass", password, "-keypass", password)
+        self._keytool("-exportcert", "-rfc", "-alias", "broker", "-keystore", str(self.keystore),
+                      "-storepass", password, "-file", str(self.ca_pem))
+        self._keytool("-importcert", "-noprompt", "-alias", "broker", "-file", str(self.ca_pem),
+                      "-storetype", "JKS", "-keystore", str(self.truststore), "-storepass", password)
+
+    def _keytool(self, *args: str) -> None:
+        fast_start = ("-J-XX:TieredStopAtLevel=1", "-J-XX:+UseSerialGC")
+        done = subprocess.run([str(self.keytool), *fast_start, *args], stdin=subprocess.DEVNULL, capture_output=True,
+                              timeout=60, check=False)
+        if done.returncode != 0:
+            # The command line holds the store password; report only the action and keytool's output.
+            output = (done.stdout + done.stderr).decode(errors="replace")[-2000:]
+            raise RuntimeError(f"keytool {args[0]} failed ({done.returncode}): {output}")
