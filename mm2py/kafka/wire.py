@@ -216,7 +216,7 @@ class WireClient:
         by_topic: dict[str, list[Any]] = {}
         partition_type = ProduceRequest.TopicProduceData.PartitionProduceData
         for (topic, partition), records in record_sets.items():
-            by_topic.setdefault(topic, []).append(partition_type(index=partition, records=bytes(records)))
+            by_topic.setdefault(topic, []).append(partition_type(index=partition, records=records))
         request = ProduceRequest(
             transactional_id=None, acks=-1, timeout_ms=timeout_ms,
             topic_data=[ProduceRequest.TopicProduceData(name=t, partition_data=ps) for t, ps in by_topic.items()],
