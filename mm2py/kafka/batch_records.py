@@ -1,0 +1,245 @@
+"""The records inside a v2 batch: decode them (decompressing), and encode a new batch from records.
+
+Why: most batches are forwarded as they are (:mod:`mm2py.kafka.record_batch`), but some must be rebuilt —
+the batch that straddles the start of a range (only the records from the first wanted offset are copied),
+a compacted batch whose offsets have holes (a real broker refuses a batch whose offset range and record
+count disagree), and a LogAppendTime batch (a broker refuses a produced batch of that type). A rebuilt
+batch holds its records at offset deltas 0..n-1, so record i lands at the target's base offset + i and the
+upstream->downstream mapping stays exact record by record.
+
+Codecs come from ``cramjam`` (Rust, maintained, one wheel for all four; no system libraries):
+gzip; snappy both raw and in the xerial framing the Java producer writes (``\\x82SNAPPY\\x00``, then
+length-prefixed raw blocks); lz4 frames with independent blocks (Java's reader refuses linked blocks);
+zstd. A rebuilt batch is compressed with its source batch's codec.
+
+Record layout: length varint, attributes int8, timestampDelta varlong, offsetDelta varint, key (varint
+length, -1 = null), value (same), header count varint, then per header: key (varint length, UTF-8) and
+value (varint length, -1 = null). Varints are zigzag-encoded.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import cramjam
+
+from mm2py.kafka.record_batch import (
+    CODEC_MASK,
+    DELETE_HORIZON_FLAG,
+    HEADER_SIZE,
+    LOG_APPEND_TIME_FLAG,
+    LOG_OVERHEAD,
+    MAGIC_V2,
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    TRANSACTIONAL_FLAG,
+    Codec,
+    RecordBatch,
+    RecordBatchError,
+    set_crc,
+)
+
+Header = tuple[str, "bytes | None"]
+
+_XERIAL_MAGIC = b"\x82SNAPPY\x00"
+_XERIAL_BLOCK = 32 * 1024  # the Java client's block size
+_BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")
+_INT32 = struct.Struct(">i")
+
+
+@dataclass(frozen=True)
+class Record:
+    """One record with absolute offset and timestamp (what a consumer sees)."""
+
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[Header, ...] = ()
+
+
+# --- compression -------------------------------------------------------------------------------------------
+def decompress(codec: Codec, data: bytes | memoryview) -> bytes:
+    if codec is Codec.NONE:
+        return bytes(data)
+    if codec is Codec.GZIP:
+        return bytes(cramjam.gzip.decompress(data))
+    if codec is Codec.SNAPPY:
+        return _snappy_decompress(bytes(data))
+    if codec is Codec.LZ4:
+        return bytes(cramjam.lz4.decompress(data))
+    if codec is Codec.ZSTD:
+        return bytes(cramjam.zstd.decompress(data))
+    raise RecordBatchError(f"unknown compression codec {codec}")
+
+
+def compress(codec: Codec, data: bytes) -> bytes:
+    if codec is Codec.NONE:
+        return data
+    if codec is Codec.GZIP:
+        return bytes(cramjam.gzip.compress(data))
+    if codec is Codec.SNAPPY:
+        return _snappy_compress_xerial(data)
+    if codec is Codec.LZ4:
+        compressor = cramjam.lz4.Compressor(block_linked=False)
+        compressor.compress(data)
+        return bytes(compressor.finish())
+    if codec is Codec.ZSTD:
+        return bytes(cramjam.zstd.compress(data))
+    raise RecordBatchError(f"unknown compression codec {codec}")
+
+
+def _snappy_decompress(data: bytes) -> bytes:
+    if not data.startswith(_XERIAL_MAGIC):
+        return bytes(cramjam.snappy.decompress_raw(data))
+    position, parts = 16, []  # magic (8), version (4), compatible version (4)
+    while position < len(data):
+        if position + 4 > len(data):
+            raise RecordBatchError("truncated xerial snappy block length")
+        (length,) = _INT32.unpack_from(data, position)
+        position += 4
+        if length < 0 or position + length > len(data):
+            raise RecordBatchError("truncated xerial snappy block")
+        parts.append(bytes(cramjam.snappy.decompress_raw(data[position:position + length])))
+        position += length
+    return b"".join(parts)
+
+
+def _snappy_compress_xerial(data: bytes) -> bytes:
+    parts = [_XERIAL_MAGIC, _INT32.pack(1), _INT32.pack(1)]
+    for start in range(0, len(data), _XERIAL_BLOCK):
+        block = bytes(cramjam.snappy.compress_raw(data[start:start + _XERIAL_BLOCK]))
+        parts += [_INT32.pack(len(block)), block]
+    return b"".join(parts)
+
+
+# --- varints -----------------------------------------------------------------------------------------------
+def _read_varint(buf: bytes, position: int) -> tuple[int, int]:
+    shift = result = 0
+    while True:
+        if position >= len(buf):
+            raise RecordBatchError("record data ends inside a varint")
+        byte = buf[position]
+        position += 1
+        result |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return (result >> 1) ^ -(result & 1), position
+        shift += 7
+        if shift > 63:
+            raise RecordBatchError("varint longer than 10 bytes")
+
+
+def _write_varint(out: bytearray, value: int) -> None:
+    value = (value << 1) ^ (value >> 63)  # zigzag (64-bit, so varlongs and varints alike)
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+
+
+def _read_bytes(buf: bytes, position: int) -> tuple[bytes | None, int]:
+    length, position = _read_varint(buf, position)
+    if length < 0:
+        return None, position
+    if position + length > len(buf):
+        raise RecordBatchError("record data ends inside a key, value or header")
+    return buf[position:position + length], position + length
+
+
+def _write_bytes(out: bytearray, data: bytes | None) -> None:
+    if data is None:
+        _write_varint(out, -1)
+    else:
+        _write_varint(out, len(data))
+        out += data
+
+
+# --- decoding ----------------------------------------------------------------------------------------------
+def decode_records(batch: RecordBatch) -> list[Record]:
+    """Every record of a batch with absolute offsets and timestamps (LogAppendTime: the batch's max)."""
+    data = decompress(batch.codec, batch.buffer[HEADER_SIZE:])
+    log_append = batch.max_timestamp if batch.is_log_append_time else None
+    records: list[Record] = []
+    position = 0
+    for _ in range(batch.record_count):
+        length, position = _read_varint(data, position)
+        end = position + length
+        if length < 0 or end > len(data):
+            raise RecordBatchError(f"record of batch {batch.base_offset} runs past the batch's data")
+        position += 1  # record attributes: unused
+        timestamp_delta, position = _read_varint(data, position)
+        offset_delta, position = _read_varint(data, position)
+        key, position = _read_bytes(data, position)
+        value, position = _read_bytes(data, position)
+        count, position = _read_varint(data, position)
+        headers: list[Header] = []
+        for _h in range(count):
+            name, position = _read_bytes(data, position)
+            header_value, position = _read_bytes(data, position)
+            if name is None:
+                raise RecordBatchError(f"null header key in batch {batch.base_offset}")
+            headers.append((name.decode("utf-8"), header_value))
+        if position != end:
+            raise RecordBatchError(f"record length of batch {batch.base_offset} disagrees with its fields")
+        timestamp = log_append if log_append is not None else batch.base_timestamp + timestamp_delta
+        records.append(Record(batch.base_offset + offset_delta, timestamp, key, value, tuple(headers)))
+    return records
+
+
+# --- encoding ----------------------------------------------------------------------------------------------
+def encode_batch(records: Sequence[Record], *, codec: Codec = Codec.NONE, base_offset: int = 0,
+                 producer_id: int = NO_PRODUCER_ID, producer_epoch: int = NO_PRODUCER_EPOCH,
+                 base_sequence: int = NO_SEQUENCE, transactional: bool = False,
+                 partition_leader_epoch: int = -1) -> bytearray:
+    """A CreateTime batch holding ``records`` at offset deltas 0..n-1, whatever their own offsets were.
+
+    Timestamps are kept record by record (base = the first record's, as the Java producer writes it).
+    """
+    if not records:
+        raise RecordBatchError("a record batch needs at least one record")
+    base_timestamp = records[0].timestamp
+    body = bytearray()
+    for delta, record in enumerate(records):
+        fields = bytearray(b"\x00")  # attributes
+        _write_varint(fields, record.timestamp - base_timestamp)
+        _write_varint(fields, delta)
+        _write_bytes(fields, record.key)
+        _write_bytes(fields, record.value)
+        _write_varint(fields, len(record.headers))
+        for name, value in record.headers:
+            _write_bytes(fields, name.encode("utf-8"))
+            _write_bytes(fields, value)
+        _write_varint(body, len(fields))
+        body += fields
+    payload = compress(codec, bytes(body))
+    attributes = int(codec) | (TRANSACTIONAL_FLAG if transactional else 0)
+    out = bytearray(HEADER_SIZE)
+    _BATCH_HEADER.pack_into(out, 0, base_offset, HEADER_SIZE - LOG_OVERHEAD + len(payload), partition_leader_epoch,
+                            MAGIC_V2, 0, attributes, len(records) - 1, base_timestamp,
+                            max(record.timestamp for record in records), producer_id, producer_epoch,
+                            base_sequence, len(records))
+    out += payload
+    return set_crc(out)
+
+
+def needs_rebuild(batch: RecordBatch, first_wanted: int) -> bool:
+    """Whether ``batch`` cannot be forwarded as it is: it starts before ``first_wanted``, its offsets have
+    holes (compaction), its timestamps are LogAppendTime (a producer may not send that type), or the log
+    cleaner marked it with a delete horizon (which would mean nothing, or the wrong thing, on the target)."""
+    return (batch.base_offset < first_wanted or not batch.is_contiguous
+            or bool(batch.attributes & (LOG_APPEND_TIME_FLAG | DELETE_HORIZON_FLAG)))
+
+
+def rebuild(batch: RecordBatch, first_wanted: int) -> tuple[bytearray | None, list[int]]:
+    """The batch to send in place of ``batch``, and the source offset of each of its records, in order.
+
+    Keeps the records at or after ``first_wanted``, re-encoded contiguously with the source codec.
+    ``(None, [])`` when no record is left to copy.
+    """
+    kept = [record for record in decode_records(batch) if record.offset >= first_wanted]
+    if not kept:
+        return None, []
+    return encode_batch(kept, codec=Codec(batch.attributes & CODEC_MASK)), [record.offset for record in kept]
