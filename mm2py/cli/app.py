@@ -97,6 +97,9 @@ def run_command(
     file: ConfigFile,
     once: Annotated[bool, typer.Option("--once", help="Copy what the sources hold now, then exit (for cron)")] = False,
     flows: FlowsOption = None,
+    clusters: Annotated[list[str] | None, typer.Option(
+        "--clusters", help="Run only the flows whose target is one of these aliases (repeat the option or "
+                           "separate with commas), as connect-mirror-maker.sh --clusters does")] = None,
     master: Annotated[str | None, typer.Option("--master", help="Spark master (default mm2py.spark.master, "
                                                                   "else local[*])")] = None,
     deploy_mode: Annotated[str | None, typer.Option("--deploy-mode", help="client or cluster")] = None,
@@ -106,7 +109,7 @@ def run_command(
     from mm2py.cli.live import ProgressView
     from mm2py.engine.run import run  # the engine (and pyspark) load only for this command
 
-    loaded = _load(file, flows)
+    loaded = _load(file, flows, clusters)
     spark_conf: dict[str, str] = {}
     for item in conf or []:
         key, sep, value = item.partition("=")
@@ -240,10 +243,10 @@ def _regex(option: str, text: str | None) -> re.Pattern[str] | None:
         raise UsageError(f"{option} {text}: not a valid regular expression: {exc}") from None
 
 
-def _load(file: Path, flows: str | None) -> LoadedConfig:
+def _load(file: Path, flows: str | None, clusters: list[str] | None = None) -> LoadedConfig:
     mm = MirrorMakerConfig.from_file(file)
     _learn_secrets(mm)
-    loaded = load(file, flows=_split_flows(flows))
+    loaded = load(file, flows=_split_flows(flows), clusters=clusters)
     render.print_warnings(loaded.warnings)
     return loaded
 
