@@ -102,6 +102,8 @@ class FlowConfig:
     retry_timeout_seconds: int = _key("mm2py.retry.timeout.seconds")
     spark_master: str = _key("mm2py.spark.master")
     spark_deploy_mode: str = _key("mm2py.spark.deploy-mode")
+    metrics_port: int = _key("mm2py.metrics.port")
+    metrics_host: str = _key("mm2py.metrics.host")
     spark_conf: Pairs = field(default=(), repr=False)
     connector_config: Pairs = field(default=(), repr=False)  # MM2's flattened map, for user plugins
     source_consumer: ClientConfig | None = None
