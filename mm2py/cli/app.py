@@ -102,8 +102,9 @@ def run_command(
     once: Annotated[bool, typer.Option("--once", help="Copy what the sources hold now, then exit (for cron)")] = False,
     flows: FlowsOption = None,
     clusters: Annotated[list[str] | None, typer.Option(
-        "--clusters", help="Run only the flows whose target is one of these aliases (repeat the option or "
-                           "separate with commas), as connect-mirror-maker.sh --clusters does")] = None,
+        "--clusters", metavar="ALIAS[,ALIAS]",
+        help="Run only the flows whose target is one of these aliases (repeat the option or separate with commas), "
+             "as connect-mirror-maker.sh --clusters does")] = None,
     master: Annotated[str | None, typer.Option("--master", help="Spark master (default mm2py.spark.master, "
                                                                   "else local[*])")] = None,
     deploy_mode: Annotated[str | None, typer.Option("--deploy-mode", help="client or cluster")] = None,
