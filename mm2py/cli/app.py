@@ -7,21 +7,25 @@ passes through the secret redactor first.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from mm2py import __version__
 from mm2py.cli import render
 from mm2py.config import LoadedConfig, MirrorMakerConfig, load, validate
-from mm2py.errors import EXIT_CHECK_FAILED, EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, Mm2pyError, UsageError
+from mm2py.errors import EXIT_CHECK_FAILED, EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, ConfigError, Mm2pyError, UsageError
 from mm2py.filters import PatternError, compile_pattern_list, parse_list
 from mm2py.plan import build_plan
 from mm2py.secrets import RedactingFilter, Redactor
+
+if TYPE_CHECKING:
+    from mm2py.metrics import RunMetrics
 
 app = typer.Typer(
     name="mm2py",
@@ -97,26 +101,56 @@ def run_command(
     file: ConfigFile,
     once: Annotated[bool, typer.Option("--once", help="Copy what the sources hold now, then exit (for cron)")] = False,
     flows: FlowsOption = None,
+    clusters: Annotated[list[str] | None, typer.Option(
+        "--clusters", metavar="ALIAS[,ALIAS]",
+        help="Run only the flows whose target is one of these aliases (repeat the option or separate with commas), "
+             "as connect-mirror-maker.sh --clusters does")] = None,
     master: Annotated[str | None, typer.Option("--master", help="Spark master (default mm2py.spark.master, "
                                                                   "else local[*])")] = None,
     deploy_mode: Annotated[str | None, typer.Option("--deploy-mode", help="client or cluster")] = None,
     conf: Annotated[list[str] | None, typer.Option("--conf", help="Spark setting key=value (repeatable)")] = None,
+    metrics_port: Annotated[int | None, typer.Option(
+        "--metrics-port", min=1, max=65535, help="Serve Prometheus /metrics on this port while running "
+                                                 "(default mm2py.metrics.port; 0 there means none)")] = None,
 ) -> None:
     """Replicate every enabled flow, one Spark job per flow: --once for cron, else until SIGTERM/SIGINT."""
     from mm2py.cli.live import ProgressView
     from mm2py.engine.run import run  # the engine (and pyspark) load only for this command
+    from mm2py.metrics import RunMetrics
 
-    loaded = _load(file, flows)
+    loaded = _load(file, flows, clusters)
     spark_conf: dict[str, str] = {}
     for item in conf or []:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise UsageError(f"--conf {item}: write key=value")
         spark_conf[key.strip()] = value.strip()
-    with ProgressView() as view:
+    metrics = RunMetrics()
+    with _metrics_endpoint(loaded, metrics_port, metrics), ProgressView() as view:
         stats = run(loaded, once=once, master=master, deploy_mode=deploy_mode, spark_conf=spark_conf,
                     on_progress=view)
         view.summary(stats)
+
+
+def _metrics_endpoint(loaded: LoadedConfig, option: int | None,
+                      metrics: RunMetrics) -> contextlib.AbstractContextManager[object]:
+    """The /metrics server for the run's lifetime (``--metrics-port`` wins over ``mm2py.metrics.port``);
+    a port that cannot be listened on is a usage error, named where it came from."""
+    first = loaded.flows[0]
+    port = first.metrics_port if option is None else option
+    if port == 0:
+        return contextlib.nullcontext()
+    where = f"--metrics-port {port}" if option is not None else f"mm2py.metrics.port = {port}"
+    if port > 65535:
+        raise ConfigError("is not a TCP port", source=loaded.mm.source, line=loaded.mm.line_of("mm2py.metrics.port"),
+                          key="mm2py.metrics.port", value=str(port), allowed="1 to 65535, or 0 for no endpoint")
+    try:
+        endpoint = metrics.serve(first.metrics_host, port)
+    except OSError as exc:
+        raise UsageError(f"{where}: cannot serve /metrics on {first.metrics_host}:{port}: "
+                         f"{exc.strerror or exc}") from None
+    log.info("serving Prometheus metrics on http://%s:%d/metrics", first.metrics_host, endpoint.port)
+    return endpoint
 
 
 @app.command("lag")
@@ -240,10 +274,10 @@ def _regex(option: str, text: str | None) -> re.Pattern[str] | None:
         raise UsageError(f"{option} {text}: not a valid regular expression: {exc}") from None
 
 
-def _load(file: Path, flows: str | None) -> LoadedConfig:
+def _load(file: Path, flows: str | None, clusters: list[str] | None = None) -> LoadedConfig:
     mm = MirrorMakerConfig.from_file(file)
     _learn_secrets(mm)
-    loaded = load(file, flows=_split_flows(flows))
+    loaded = load(file, flows=_split_flows(flows), clusters=clusters)
     render.print_warnings(loaded.warnings)
     return loaded
 

@@ -27,14 +27,21 @@ class LoadedConfig:
     warnings: tuple[Problem, ...]
 
 
-def select_flows(mm: MirrorMakerConfig, wanted: Sequence[str] | None) -> list[Flow]:
-    """The enabled flows, or those of ``wanted`` (``--flows``), which must all be enabled."""
+def select_flows(mm: MirrorMakerConfig, wanted: Sequence[str] | None,
+                 clusters: Sequence[str] | None = None) -> list[Flow]:
+    """The enabled flows, or those of ``wanted`` (``--flows``), which must all be enabled.
+
+    ``clusters`` (``--clusters``, as connect-mirror-maker.sh has it) keeps only flows whose *target* is one
+    of them: a node placed near some clusters replicates into those. Given together, a flow named in
+    ``--flows`` must also target one of ``--clusters``; saying both and getting neither is a usage error.
+    """
     enabled = mm.enabled_flows()
     if not enabled:
         raise ConfigError("no flow is enabled, so there is nothing to do", source=mm.source,
                           allowed="enable one with A->B.enabled = true")
+    targets = _target_clusters(mm, clusters, enabled)
     if not wanted:
-        return enabled
+        return [f for f in enabled if targets is None or f.target in targets]
     chosen: list[Flow] = []
     for text in wanted:
         try:
@@ -44,12 +51,33 @@ def select_flows(mm: MirrorMakerConfig, wanted: Sequence[str] | None) -> list[Fl
         if flow not in enabled:
             raise UsageError(f"--flows: {flow} is not an enabled flow of {mm.source} "
                              f"(enabled: {', '.join(map(str, enabled))})")
+        if targets is not None and flow.target not in targets:
+            raise UsageError(f"--flows: {flow} targets {flow.target}, which is not among --clusters "
+                             f"{', '.join(targets)}")
         chosen.append(flow)
     return chosen
 
 
+def _target_clusters(mm: MirrorMakerConfig, clusters: Sequence[str] | None,
+                     enabled: list[Flow]) -> tuple[str, ...] | None:
+    """The aliases of ``--clusters`` (each may be a comma list), checked; None when not given."""
+    if clusters is None:
+        return None
+    names = tuple(dict.fromkeys(n for text in clusters for n in (x.strip() for x in text.split(",")) if n))
+    if not names:
+        raise UsageError(f"--clusters: name at least one cluster (clusters: {', '.join(mm.clusters)})")
+    for name in names:
+        if name not in mm.clusters:
+            raise UsageError(f"--clusters {name}: not a cluster of {mm.source} (clusters: {', '.join(mm.clusters)})")
+    if not any(f.target in names for f in enabled):
+        # MM2 stops with "No source->target replication flows." here; say which flows there are.
+        raise UsageError(f"--clusters {', '.join(names)}: no enabled flow targets "
+                         f"{'it' if len(names) == 1 else 'them'} (enabled: {', '.join(map(str, enabled))})")
+    return names
+
+
 def load(path: str | os.PathLike[str], *, flows: Sequence[str] | None = None,
-         environ: Mapping[str, str] | None = None) -> LoadedConfig:
+         clusters: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> LoadedConfig:
     """Read, validate and type the file; raises ConfigError (exit 2) on the first error."""
     mm = MirrorMakerConfig.from_file(path, environ)
     problems = validate(mm)
@@ -59,6 +87,6 @@ def load(path: str | os.PathLike[str], *, flows: Sequence[str] | None = None,
         if len(errors) > 1:
             first.reason += f" (and {len(errors) - 1} more errors: run mm2py validate {mm.source})"
         raise first
-    chosen = select_flows(mm, flows)
+    chosen = select_flows(mm, flows, clusters)
     return LoadedConfig(mm, tuple(build_flow_config(mm, f) for f in chosen),
                         tuple(p for p in problems if p.severity == "warning"))

@@ -111,6 +111,8 @@ class FlowConfig:
     dense_offset_syncs_retention_ms: int = _key("mm2py.offset-syncs.dense.retention.ms")
     spark_master: str = _key("mm2py.spark.master")
     spark_deploy_mode: str = _key("mm2py.spark.deploy-mode")
+    metrics_port: int = _key("mm2py.metrics.port")
+    metrics_host: str = _key("mm2py.metrics.host")
     spark_conf: Pairs = field(default=(), repr=False)
     connector_config: Pairs = field(default=(), repr=False)  # MM2's flattened map, for user plugins
 
