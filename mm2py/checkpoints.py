@@ -24,8 +24,8 @@ from mm2py.kafka.reader import read_topic
 from mm2py.plan import FlowPlan
 from mm2py.progress import read_progress
 from mm2py.records import Checkpoint, RecordFormatError
-from mm2py.topics import checkpoints_topic, offset_syncs_topic
-from mm2py.translation import OffsetMap, Translation, offset_maps
+from mm2py.topics import checkpoints_topic, dense_offset_syncs_topic, offset_syncs_topic
+from mm2py.translation import OffsetMap, Translation, combine_offset_maps, offset_maps
 
 log = logging.getLogger(__name__)
 
@@ -54,12 +54,17 @@ def read_offset_maps(flow: FlowConfig) -> dict[tuple[str, int], OffsetMap]:
     """Every offset sync of the flow, read from the cluster ``offset-syncs.topic.location`` names."""
     assert flow.target_consumer is not None and flow.source_consumer is not None
     settings = (flow.source_consumer if flow.offset_syncs_topic_location == "source" else flow.target_consumer)
-    messages = read_topic(flow.offset_syncs_cluster, settings.settings(), offset_syncs_topic(flow),
-                          purpose="reading offset syncs")
-    maps, skipped = offset_maps((m.key(), m.value(), dict(m.headers() or [])) for m in messages)
-    if skipped:
-        log.warning("flow=%s skipped %d undecodable offset-sync records", flow.name, skipped)
-    return maps
+    # MM2's compacted topic (mm2py's MM2-rule syncs, or Java MM2's) and mm2py's dense one, which outlives
+    # compaction; see combine_offset_maps for how they fit together.
+    topics = [offset_syncs_topic(flow)] + ([dense_offset_syncs_topic(flow)] if flow.dense_offset_syncs else [])
+    found: list[dict[tuple[str, int], OffsetMap]] = []
+    for topic in topics:
+        messages = read_topic(flow.offset_syncs_cluster, settings.settings(), topic, purpose="reading offset syncs")
+        maps, skipped = offset_maps((m.key(), m.value(), dict(m.headers() or [])) for m in messages)
+        if skipped:
+            log.warning("flow=%s skipped %d undecodable offset-sync records in %s", flow.name, skipped, topic)
+        found.append(maps)
+    return combine_offset_maps(found[0], found[1]) if len(found) > 1 else found[0]
 
 
 class FlowTranslator:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 
@@ -33,12 +33,26 @@ class InternalTopic:
     name: str
     partitions: int
     replication_factor: int
+    config: Mapping[str, str] = field(default_factory=lambda: dict(COMPACT))
 
 
 def offset_syncs_topic(flow: FlowConfig) -> str:
     """``mm2-offset-syncs.<other>.internal`` on the cluster ``offset-syncs.topic.location`` names (§2)."""
     other = flow.target if flow.offset_syncs_topic_location == "source" else flow.source
     return flow_policy(flow).offset_syncs_topic(other)
+
+
+def dense_offset_syncs_topic(flow: FlowConfig) -> str:
+    """``mm2py-offset-syncs.<other>.internal``, beside MM2's syncs topic: mm2py's dense syncs.
+
+    MM2's syncs topic is compacted by (topic, partition), so the log cleaner keeps one sync per partition and
+    exact translation of a lagging group would be lost. mm2py's dense syncs therefore live in a topic of their
+    own with ``cleanup.policy=delete`` and ``retention.ms = mm2py.offset-syncs.dense.retention.ms`` (7 days,
+    Kafka's default retention): a group that lags less than that translates exactly; older positions fall back
+    to MM2's rule. Always ``.``-separated, like ``mm2-offsets.<source>.internal``.
+    """
+    other = flow.target if flow.offset_syncs_topic_location == "source" else flow.source
+    return f"mm2py-offset-syncs.{other}.internal"
 
 
 def checkpoints_topic(flow: FlowConfig) -> str:
@@ -55,6 +69,11 @@ def internal_topics(flow: FlowConfig) -> list[InternalTopic]:
     if flow.emit_offset_syncs_enabled:
         topics.append(InternalTopic(flow.offset_syncs_cluster, offset_syncs_topic(flow), 1,
                                     flow.offset_syncs_topic_replication_factor))
+    if flow.emit_offset_syncs_enabled and flow.dense_offset_syncs:
+        topics.append(InternalTopic(flow.offset_syncs_cluster, dense_offset_syncs_topic(flow), 1,
+                                    flow.offset_syncs_topic_replication_factor,
+                                    {"cleanup.policy": "delete",
+                                     "retention.ms": str(flow.dense_offset_syncs_retention_ms)}))
     if flow.emit_checkpoints_enabled and flow.emit_offset_syncs_enabled:
         topics.append(InternalTopic(flow.target, checkpoints_topic(flow), 1,
                                     flow.checkpoints_topic_replication_factor))
@@ -84,7 +103,7 @@ def ensure_internal_topics(admins: dict[str, ClusterAdmin], topics: Iterable[Int
         admin = admins[cluster]
         existing = admin.list_topics()
         missing = [t for t in wanted if t.name not in existing]
-        outcome = admin.create_topics([NewTopic(t.name, t.partitions, t.replication_factor, config=dict(COMPACT))
+        outcome = admin.create_topics([NewTopic(t.name, t.partitions, t.replication_factor, config=dict(t.config))
                                        for t in missing])
         for name, error in outcome.items():
             if error is not None:

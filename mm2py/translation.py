@@ -129,3 +129,29 @@ def offset_maps(records: Iterable[tuple[bytes | None, bytes | None, Mapping[str,
         maps.setdefault((sync.topic, sync.partition), OffsetMap()).add(
             sync.upstream_offset, sync.downstream_offset, dense)
     return maps, skipped
+
+
+def combine_offset_maps(mm2: Mapping[tuple[str, int], OffsetMap],
+                        dense: Mapping[tuple[str, int], OffsetMap]) -> dict[tuple[str, int], OffsetMap]:
+    """One map per partition from MM2's compacted syncs topic and mm2py's dense syncs topic.
+
+    mm2py writes every sync MM2's rule makes due to both topics, so where the dense topic has syncs it is the
+    whole truth from its first sync on; MM2's topic only adds what lies below that (history written by Java MM2
+    before mm2py took the flow over, or dense syncs already past their retention).
+    """
+    combined: dict[tuple[str, int], OffsetMap] = {}
+    for tp in set(mm2) | set(dense):
+        older, newer = mm2.get(tp), dense.get(tp)
+        if newer is None or not newer.points:
+            if older is not None:
+                combined[tp] = older
+            continue
+        merged = OffsetMap()
+        first = newer.points[0].upstream
+        for point in (older.points if older is not None else []):
+            if point.upstream < first:
+                merged.add(point.upstream, point.downstream, point.dense)
+        for point in newer.points:
+            merged.add(point.upstream, point.downstream, point.dense)
+        combined[tp] = merged
+    return combined

@@ -57,6 +57,7 @@ class CopySpec:
     progress_topic: str
     offset_lag_max: int
     dense_offset_syncs: bool = True
+    dense_syncs_topic: str | None = None  # mm2py's own syncs (cleanup.policy=delete), None when disabled
     provenance: bool = False
     exactly_once: bool = False
     poll_timeout_s: float = 1.0
@@ -303,21 +304,31 @@ def _raise_delivery_failure(spec: CopySpec, settings: Mapping[str, str], failure
 
 
 def _write_offset_syncs(spec: CopySpec, rng: PartitionRange, batch: _Batch, where: str) -> int:
-    """Offset syncs are never transactional (as in MM2): they are written after the range is committed."""
+    """Offset syncs are never transactional (as in MM2): they are written after the range is committed.
+
+    MM2's topic gets exactly the syncs MM2's rule makes due (MM2's readers see what MM2 would write); with
+    dense syncs on, mm2py's own syncs topic gets those plus the run boundaries exact translation needs.
+    Returns how many syncs were written in all."""
     assert spec.syncs_producer_settings is not None and spec.syncs_topic is not None
-    syncs = offset_syncs_for_offsets(rng.topic, rng.partition, batch.upstream, batch.downstream,
-                                     spec.offset_lag_max, dense=spec.dense_offset_syncs)
-    headers: list[tuple[str, str | bytes | None]] | None = (
-        [(DENSE_SYNC_HEADER, DENSE_SYNC_VALUE)] if spec.dense_offset_syncs else None)
     producer = cached_producer(spec.syncs_producer_settings)
     failures: list[KafkaError] = []
-    for sync in syncs:
-        while True:
-            try:
-                producer.produce(spec.syncs_topic, sync.record_value(), sync.record_key(), 0,
-                                 on_delivery=lambda err, _m: failures.append(err) if err else None, headers=headers)
-                break
-            except BufferError:
-                producer.poll(0.05)
+    written = 0
+    targets: list[tuple[str, bool]] = [(spec.syncs_topic, False)]
+    if spec.dense_syncs_topic is not None:
+        targets.append((spec.dense_syncs_topic, True))
+    for topic, dense in targets:
+        syncs = offset_syncs_for_offsets(rng.topic, rng.partition, batch.upstream, batch.downstream,
+                                         spec.offset_lag_max, dense=dense)
+        headers: list[tuple[str, str | bytes | None]] | None = (
+            [(DENSE_SYNC_HEADER, DENSE_SYNC_VALUE)] if dense else None)
+        for sync in syncs:
+            while True:
+                try:
+                    producer.produce(topic, sync.record_value(), sync.record_key(), 0, headers=headers,
+                                     on_delivery=lambda err, _m: failures.append(err) if err else None)
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+        written += len(syncs)
     _flush(spec, producer, spec.syncs_producer_settings, failures, f"{where} (offset syncs)")
-    return len(syncs)
+    return written

@@ -30,6 +30,7 @@ from mm2py.plan import AdminPool, FlowPlan, ReplicationPlan, build_plan
 from mm2py.progress import progress_topic, read_progress, write_progress
 from mm2py.resume import resume_position
 from mm2py.topics import (
+    dense_offset_syncs_topic,
     ensure_internal_topics,
     ensure_remote_topics,
     heartbeats_topics,
@@ -79,6 +80,8 @@ def copy_spec(f: FlowConfig) -> CopySpec:
         syncs_producer_settings=(syncs_producer_settings(f.offset_syncs_producer.settings())
                                  if f.emit_offset_syncs_enabled else None),
         syncs_topic=offset_syncs_topic(f) if f.emit_offset_syncs_enabled else None,
+        dense_syncs_topic=(dense_offset_syncs_topic(f) if f.emit_offset_syncs_enabled and f.dense_offset_syncs
+                           else None),
         progress_topic=progress_topic(f.source),
         offset_lag_max=f.offset_lag_max,
         dense_offset_syncs=f.dense_offset_syncs,
