@@ -16,7 +16,8 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-test: $(STAMP)
+# Lint and type errors fail the build before any test runs (CI runs this target through .ci/run).
+test: lint
 	$(BIN)/pytest tests
 
 unit: $(STAMP)
