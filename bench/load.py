@@ -2,8 +2,8 @@
 
 Each record: key ``k<partition>-<seq>`` (about 10 B), value ``<seq as 8 bytes><random filler>`` of exactly
 ``--size`` bytes, no headers, CreateTime = now. One process per core is what feeds tansu fastest
-(test-broker.md §8); payloads are cut from one random block because generating random bytes per record in
-Python would be slower than the producer.
+(docs/test-broker.md, *Throughput*); payloads are cut from one random block because generating random
+bytes per record in Python would be slower than the producer.
 """
 
 from __future__ import annotations
@@ -47,8 +47,9 @@ def load_partitions(bootstrap: str, topic: str, partitions: list[int], count: in
 
     # Every partition's last record goes in a batch of its own, written after everything else is
     # acknowledged. Why: tansu answers ListOffsets LATEST with "base offset of the newest batch + 1"
-    # (test-broker.md §3), which is the true end only when that batch holds one record; `mm2py run --once`
-    # takes its end offsets from ListOffsets, so without this it would stop short and copy less than the loop.
+    # (docs/test-broker.md, *ListOffsets*), which is the true end only when that batch holds one record;
+    # `mm2py run --once` takes its end offsets from ListOffsets, so without this it would stop short and copy
+    # less than the loop.
     # One process owns each partition, so nothing can be written to it after its tail record.
     for seq in range(count - 1):
         for partition in partitions:

@@ -8,7 +8,8 @@ nothing else writes to the source during the benchmark). Prints one JSON object 
 
 Tuning (each setting is there for a measured reason; see docs/performance.md):
 - consumer ``fetch.queue.backoff.ms=10``: librdkafka's 1000 ms default stalls the fetcher whenever the local
-  queue is full, which with a fast consumer is most of the time (175k vs 1.39M msg/s, test-broker.md §8);
+  queue is full, which with a fast consumer is most of the time (175k vs 1.39M msg/s; docs/test-broker.md,
+  *Throughput*);
 - consumer ``queued.max.messages.kbytes`` large and ``max.partition.fetch.bytes`` 4 MB, so prefetch is
   never what the loop waits for;
 - producer ``linger.ms=10``, ``batch.size`` ~1 MB, ``batch.num.messages=10000``: few, large produce requests

@@ -38,7 +38,7 @@ SIZES = {"100b": 100, "1k": 1024}
 # User-level tuning for this workload (docs/performance.md): a range whose last consume() returns fewer than
 # 10,000 records waits consumer.poll.timeout.ms (MM2 default 1000) before it ends.
 TUNED = "source->target.consumer.poll.timeout.ms = 100\n"
-LOADERS = 2  # producer processes: one per core feeds tansu fastest (test-broker.md §8)
+LOADERS = 2  # producer processes: one per core feeds tansu fastest (docs/test-broker.md, *Throughput*)
 
 
 def load(bootstrap: str, topic: str, per_partition: int, size: int, work_dir: Path) -> dict[str, Any]:

@@ -96,7 +96,8 @@ class FlowTranslator:
 
 
 class CheckpointWriter:
-    """Writes MM2 Checkpoint records for one flow; never repeats or moves one backwards (MM2's rule, §4.9)."""
+    """Writes MM2 Checkpoint records for one flow; never repeats or moves one backwards (MM2's rule, see
+    docs/mm2-semantics.md, *Checkpoints*)."""
 
     def __init__(self, flow: FlowConfig) -> None:
         assert flow.target_producer is not None and flow.target_consumer is not None

@@ -6,6 +6,9 @@ Library code raises; only ``mm2py.cli`` prints errors and picks exit codes (0 ok
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Protocol
+
 EXIT_OK = 0
 EXIT_CHECK_FAILED = 1
 EXIT_USAGE = 2
@@ -83,6 +86,55 @@ class ClusterUnreachableError(KafkaOperationError):
     """No broker of a cluster answered within the bounded timeout."""
 
 
+class KafkaErrorLike(Protocol):
+    """What mm2py reads from a confluent-kafka ``KafkaError``; a Protocol, so this module needs no client."""
+
+    def name(self) -> str: ...
+    def str(self) -> str: ...
+    def retriable(self) -> bool: ...
+    def fatal(self) -> bool: ...
+
+
+# Kafka error codes that waiting cannot fix, by name: the record is larger than the target accepts, access is
+# denied, the topic or partition is not there (deleted, or never created). librdkafka flags only some
+# errors (those of its transactional API) as retriable, so this set, not the flag, decides the rest.
+PERMANENT_KAFKA_ERRORS = frozenset({
+    "MSG_SIZE_TOO_LARGE", "RECORD_LIST_TOO_LARGE", "INVALID_RECORD", "INVALID_TOPIC_EXCEPTION",
+    "TOPIC_AUTHORIZATION_FAILED", "CLUSTER_AUTHORIZATION_FAILED", "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
+    "SASL_AUTHENTICATION_FAILED", "UNKNOWN_TOPIC_OR_PART", "_UNKNOWN_TOPIC", "_UNKNOWN_PARTITION",
+})
+
+
+def is_retriable(error: KafkaErrorLike) -> bool:
+    """Whether trying again later can succeed where ``error`` failed.
+
+    The client's own ``retriable()`` flag wins; then mm2py's permanent set; anything else (a stalled or
+    restarted broker, a timed-out or fenced producer - fatal for that producer, which is replaced) is
+    retried, within ``mm2py.retry.timeout.seconds``.
+    """
+    if error.retriable():
+        return True
+    return error.name() not in PERMANENT_KAFKA_ERRORS
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A copy failure as plain data: what a Spark task returns instead of raising, so the driver learns
+    whether to retry from a field, never from the text of an exception that crossed the JVM.
+
+    ``code`` is the Kafka error's name (``MSG_SIZE_TOO_LARGE``) when a Kafka error caused it, else None.
+    ``message`` names flow, topic, partition and offset, and never holds a secret (no client settings).
+    """
+
+    message: str
+    code: str | None = None
+    retriable: bool = True
+
+    @classmethod
+    def of_kafka(cls, message: str, error: KafkaErrorLike) -> Failure:
+        return cls(message, error.name(), is_retriable(error))
+
+
 class ReplicationError(Mm2pyError):
     """Copying records failed (a task gave up, progress could not be written).
 
@@ -91,11 +143,27 @@ class ReplicationError(Mm2pyError):
     """
 
     exit_code = EXIT_RUNTIME
-    PERMANENT_MARK = "[permanent]"
 
-    def __init__(self, message: str, retriable: bool = True) -> None:
-        self.retriable = retriable and self.PERMANENT_MARK not in message
-        super().__init__(message.replace(f" {self.PERMANENT_MARK}", ""))
+    def __init__(self, message: str, *, code: str | None = None, retriable: bool = True) -> None:
+        self.failure = Failure(message, code, retriable)
+        super().__init__(message)
+
+    @classmethod
+    def of_kafka(cls, message: str, error: KafkaErrorLike) -> ReplicationError:
+        return cls.of_failure(Failure.of_kafka(message, error))
+
+    @classmethod
+    def of_failure(cls, failure: Failure, context: str = "") -> ReplicationError:
+        """The error for a failure a task reported, ``context`` (e.g. ``flow dc1->target: ``) in front."""
+        return cls(f"{context}{failure.message}", code=failure.code, retriable=failure.retriable)
+
+    @property
+    def retriable(self) -> bool:
+        return self.failure.retriable
+
+    @property
+    def code(self) -> str | None:
+        return self.failure.code
 
 
 class CheckFailed(Mm2pyError):

@@ -22,12 +22,9 @@ from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, TypeVar
 
-from confluent_kafka import KafkaError, TopicPartition
-
 from mm2py.config.flow import FlowConfig
-from mm2py.errors import KafkaOperationError
 from mm2py.kafka.client_defaults import copy_consumer_settings
-from mm2py.kafka.clients import new_consumer
+from mm2py.kafka.reader import PartitionReader, read_partitions
 from mm2py.plan import AdminPool, ReplicationPlan, build_plan, flow_policy
 from mm2py.progress import read_progress
 from mm2py.records import Checkpoint, Heartbeat, RecordFormatError
@@ -198,28 +195,14 @@ def _record_ages(flow: FlowConfig, positions: Mapping[tuple[str, int], int], now
                  timeout_s: float = 15.0) -> dict[tuple[str, int], float]:
     """Age in seconds of the first record at or after each position (the oldest one not yet replicated)."""
     assert flow.source_consumer is not None
-    # No auto commit: a lag check must not leave a consumer group behind that MM2 would then checkpoint.
-    settings = {**flow.source_consumer.settings(), "group.id": f"mm2py-lag-{flow.source}",
-                "enable.partition.eof": "true", "enable.auto.commit": "false", "fetch.wait.max.ms": "50"}
-    consumer = new_consumer(settings)
+    settings = {**flow.source_consumer.settings(), "group.id": f"mm2py-lag-{flow.source}", "fetch.wait.max.ms": "50"}
     ages: dict[tuple[str, int], float] = {}
-    try:
-        consumer.assign([TopicPartition(t, p, o) for (t, p), o in positions.items()])
-        pending = set(positions)
-        deadline = time.monotonic() + timeout_s
-        while pending and time.monotonic() < deadline:
-            for msg in consumer.consume(num_messages=len(pending), timeout=0.5):
-                tp = (msg.topic() or "", msg.partition() or 0)
-                err = msg.error()
-                if err is not None and err.code() != KafkaError._PARTITION_EOF:
-                    raise KafkaOperationError(flow.source, f"reading {tp[0]}-{tp[1]} for lag", err.str())
-                if tp in pending:
-                    pending.discard(tp)
-                    if err is None:
-                        ages[tp] = max(0.0, (now_ms - msg.timestamp()[1]) / 1000)
-                        consumer.pause([TopicPartition(tp[0], tp[1])])
-    finally:
-        consumer.close()
+    with PartitionReader(flow.source, settings, positions, purpose="reading source records for lag",
+                         timeout_s=timeout_s) as reader:
+        for msg in reader.records():
+            tp = (msg.topic() or "", msg.partition() or 0)
+            ages[tp] = max(0.0, (now_ms - msg.timestamp()[1]) / 1000)
+            reader.stop(*tp)  # its first record is all this needs of a partition
     return ages
 
 
@@ -311,28 +294,8 @@ def _read_from(flow: FlowConfig, starts: Mapping[tuple[str, int], int], *, purpo
         return
     assert flow.target_consumer is not None
     settings = {**flow.target_consumer.settings(), "group.id": f"mm2py-lag-{flow.target}",
-                "enable.partition.eof": "true", "enable.auto.commit": "false",
                 "isolation.level": "read_committed", "fetch.wait.max.ms": "50"}
-    operation = f"{purpose} ({', '.join(sorted({t for t, _ in starts}))})"
-    consumer = new_consumer(settings)
-    try:
-        consumer.assign([TopicPartition(t, p, o) for (t, p), o in starts.items()])
-        pending = set(starts)
-        deadline = time.monotonic() + timeout_s
-        while pending:
-            if time.monotonic() > deadline:
-                raise KafkaOperationError(flow.target, operation,
-                                          f"did not reach the end within {timeout_s:.0f} s")
-            for msg in consumer.consume(num_messages=10_000, timeout=0.5):
-                err = msg.error()
-                if err is None:
-                    yield msg
-                elif err.code() == KafkaError._PARTITION_EOF:
-                    pending.discard((msg.topic() or "", msg.partition() or 0))
-                else:
-                    raise KafkaOperationError(flow.target, operation, err.str())
-    finally:
-        consumer.close()
+    yield from read_partitions(flow.target, settings, starts, purpose=purpose, timeout_s=timeout_s)
 
 
 def group_lags(flows: list[FlowConfig], plan: ReplicationPlan, pool: AdminPool,

@@ -1,11 +1,12 @@
-"""When to write an OffsetSync: MM2's emission rule (OffsetSyncWriter, reference §4.5.3), per partition.
+"""When to write an OffsetSync: MM2's emission rule (OffsetSyncWriter), per partition.
 
 An offset sync maps an upstream offset to the downstream offset its record got on the target. Checkpoints
 and ``translate-offsets`` are only as good as these syncs, so mm2py follows MM2's rule exactly: a sync is
 due for the first record, whenever the downstream offset has run ``offset.lag.max`` past the last sync, and
 whenever offsets stop being contiguous (upstream gaps from compaction or transactions, downstream resets).
 At the end of a batch the newest not-yet-due sync is written too (MM2's ``commit()``, KAFKA-15906), so a
-quiet partition is still translatable up to its end.
+quiet partition is still translatable up to its end. The rule is written out in docs/mm2-semantics.md,
+*Offset-sync emission*.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Replication progress, kept where MM2 keeps it: ``mm2-offsets.<source>.internal`` on the target.
 
-One record per source partition, in Kafka Connect's own format (reference §3.5): key
+One record per source partition, in Kafka Connect's own format (docs/mm2-semantics.md, *Progress records*): key
 ``["MirrorSourceConnector",{"cluster":"A","partition":0,"topic":"orders"}]`` and value ``{"offset":N}``,
 N being the offset of the last replicated record. Because the bytes are MM2's, a flow can move between MM2
 and mm2py, or between hosts, without copying anything twice.
@@ -25,7 +25,7 @@ PROGRESS_PARTITIONER = "murmur2_random"
 
 
 def progress_topic(source_alias: str) -> str:
-    """``mm2-offsets.<source>.internal``: always with ``.``, whatever the replication policy (§2)."""
+    """``mm2-offsets.<source>.internal``: always with ``.``, whatever the replication policy (*Internal topics*)."""
     return f"mm2-offsets.{source_alias}.internal"
 
 

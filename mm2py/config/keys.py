@@ -171,7 +171,8 @@ MM2PY_KEYS: dict[str, KeyDef] = {d.name: d for d in (
 )}
 SPARK_CONF_PREFIX = "mm2py.spark.conf."
 
-# "Connection keys" (MirrorConnectorConfig / §1.5): what a cluster-level setting contributes to every client.
+# "Connection keys" (MirrorConnectorConfig; docs/mm2-semantics.md, *Client settings*): what a cluster-level
+# setting contributes to every client.
 CONNECTION_KEYS: frozenset[str] = frozenset((
     "bootstrap.servers", "security.protocol", "ssl.protocol", "ssl.provider", "ssl.cipher.suites",
     "ssl.enabled.protocols", "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password",
@@ -242,7 +243,7 @@ NEVER_VALID_KEYS = {
 }
 
 
-# Keys read by plugins or Connect, not by a MM2 ConfigDef: MM2 drops them at the top level (§1.7, §6.3).
+# Keys read by plugins or Connect, not by a MM2 ConfigDef: MM2 drops them at the top level (*Flattening*).
 FLOW_LEVEL_ONLY_KEYS = frozenset({"use.defaults.from", "exactly.once.support", "transaction.boundary"})
 
 

@@ -1,6 +1,6 @@
 """MirrorMakerConfig: the one class that understands ``A.`` and ``A->B.`` prefixes and flattens them.
 
-It reproduces MM2's layering exactly (reference §1.5–1.7, MirrorMakerConfig.java): which keys a flow's
+It reproduces MM2's layering exactly (docs/mm2-semantics.md, *Flattening*; MirrorMakerConfig.java): which keys a flow's
 connectors see, how cluster-level keys reach clients, and which flows exist. Every flattened value keeps the
 raw key it came from, so a problem found anywhere downstream can still be reported as ``file:line``.
 """
@@ -29,7 +29,7 @@ Side = Literal["source", "target"]
 ClientKind = Literal["consumer", "producer", "admin"]
 Props = dict[str, Setting]
 
-# ConfigDef names copied from the top level into every connector config (§1.7 step 1). The connector
+# ConfigDef names copied from the top level into every connector config (*Flattening*, step 1). The connector
 # ConfigDefs define security.protocol, ssl.* and sasl.* but not bootstrap.servers, which reaches clients
 # only through the cluster props.
 _CONNECTOR_CONFIG_NAMES = ((frozenset(CONNECTOR_KEYS) - FLOW_LEVEL_ONLY_KEYS)
@@ -111,7 +111,8 @@ class MirrorMakerConfig:
         return value is None or value.lower() == "true"
 
     def cluster_pairs(self) -> list[Flow]:
-        """The herders MM2 would run (§5.1): ``A->B.enabled`` true, or heartbeats on for the pair.
+        """The herders MM2 would run: ``A->B.enabled`` true, or heartbeats on for the pair
+        (docs/mm2-semantics.md, *Which flows exist*).
 
         Only the flow-level ``enabled`` counts here, read with Java's Boolean.parseBoolean (untrimmed, any
         case): a top-level ``enabled = true`` creates no herder once heartbeats are off.
@@ -126,7 +127,7 @@ class MirrorMakerConfig:
     def _all_pairs(self) -> list[Flow]:
         return [Flow(s, t) for s in self.clusters for t in self.clusters if s != t]
 
-    # -- MM2's flattening (§1.7) -------------------------------------------------------------------
+    # -- MM2's flattening (docs/mm2-semantics.md, *Flattening*) ------------------------------------
 
     def cluster_props(self, alias: str) -> Props:
         """MirrorMakerConfig.clusterProps: ``alias.*`` stripped, plus connection keys spread to clients."""
@@ -161,7 +162,8 @@ class MirrorMakerConfig:
         return props
 
     def worker_props(self, flow: Flow) -> Props:
-        """The Connect worker config of herder ``flow`` (§1.6): the *target's* cluster props and defaults."""
+        """The Connect worker config of herder ``flow``: the *target's* cluster props and defaults
+        (*Worker settings*)."""
         props = self.cluster_props(flow.target)
         props.update({k: s for k, s in self._props.items() if k.startswith(WORKER_PREFIXES)})
         props.update({k: s for k, s in self._props.items() if k.startswith("config.providers")})
@@ -181,7 +183,7 @@ class MirrorMakerConfig:
 
 
 def client_props(connector: Props, side: Side, kind: ClientKind) -> Props:
-    """MirrorConnectorConfig's client layering (§1.5) for one side and kind, later layers winning.
+    """MirrorConnectorConfig's client layering (*Client settings*) for one side and kind, later layers winning.
 
     1. ``<side>.cluster.<k>`` restricted to connection keys; 2. connector-level ``<kind>.<k>`` (normally from
     ``A->B.<kind>.*``); 3. ``<side>.<kind>.<k>`` (normally from cluster-level ``<alias>.<kind>.*``);
@@ -208,7 +210,7 @@ def client_props(connector: Props, side: Side, kind: ClientKind) -> Props:
 
 
 def worker_producer_props(worker: Props, connector: Props) -> Props:
-    """The producer that writes replicated records: Connect's worker producer of the herder (§1.5 note).
+    """The producer that writes replicated records: Connect's worker producer of the herder (*Client settings*).
 
     Tuned with ``<target>.producer.*`` (cluster level) or ``A->B.producer.override.*`` (flow level); the
     flow-level ``A->B.producer.*`` keys only reach the offset-syncs producer, exactly as in MM2.

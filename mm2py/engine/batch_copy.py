@@ -74,7 +74,7 @@ def copy_partitions(spec: CopySpec, ranges: Iterator[PartitionRange]) -> Iterato
         if exc.retriable:
             raise
         for rng in todo:
-            yield record_copy._failed(rng, exc)
+            yield record_copy._failed(rng, exc.failure)
 
 
 @dataclass
@@ -187,8 +187,8 @@ class _BatchCopier:
             key, error = next(iter(pending_failures.items()))
             where = f"flow={self.spec.flow} {self.by_remote[key].where}"
             if not error.retriable:
-                mark = "" if error.code in _PRODUCER_STATE_ERRORS else f" {ReplicationError.PERMANENT_MARK}"
-                raise ReplicationError(f"{where}: producing to {self.spec.target} failed: {error}{mark}")
+                raise ReplicationError(f"{where}: producing to {self.spec.target} failed: {error}",
+                                       code=error.name, retriable=error.code in _PRODUCER_STATE_ERRORS)
             if time.monotonic() > deadline:
                 raise ReplicationError(f"{where}: producing to {self.spec.target} kept failing for "
                                        f"{self.spec.stall_timeout_s:.0f} s: {error}")
@@ -230,9 +230,8 @@ class _BatchCopier:
         errors = client.refresh_leaders(topics, self.spec.stall_timeout_s)
         if errors and not refresh_only:
             (topic, partition), error = next(iter(errors.items()))
-            mark = "" if error.retriable else f" {ReplicationError.PERMANENT_MARK}"
             raise ReplicationError(f"flow={self.spec.flow}: no leader for {topic}-{partition} on "
-                                   f"{client.alias}: {error}{mark}")
+                                   f"{client.alias}: {error}", code=error.name, retriable=error.retriable)
 
     # -- after every batch is acknowledged: progress, then offset syncs (as copy.py) ------------------------
     def _finish(self) -> list[CopyResult]:
@@ -297,7 +296,7 @@ class _BatchCopier:
             if isinstance(answer, ErrorCode):
                 if not answer.retriable:
                     raise ReplicationError(f"flow={self.spec.flow}: fetching from {self.spec.source} failed: "
-                                           f"{answer} {ReplicationError.PERMANENT_MARK}")
+                                           f"{answer}", retriable=False)
                 self._route(source, {s.rng.topic for s in active}, refresh_only=True)
                 continue
             for part in answer:
@@ -316,7 +315,7 @@ class _BatchCopier:
         where = f"flow={self.spec.flow} {state.where}"
         if error.code in _PERMANENT_FETCH or not error.retriable:
             raise ReplicationError(f"{where}: fetching offset {state.position} from {self.spec.source} failed: "
-                                   f"{error} {ReplicationError.PERMANENT_MARK}")
+                                   f"{error}", retriable=False)
         self._route(source, {state.rng.topic}, refresh_only=True)
 
     def _accept(self, state: _Range, records: bytes, aborted: list[tuple[int, int]] | None) -> None:
@@ -324,8 +323,7 @@ class _BatchCopier:
         try:
             split = split_batches(records)
         except RecordBatchError as exc:
-            raise ReplicationError(f"flow={self.spec.flow} {state.where}: {exc} "
-                                   f"{ReplicationError.PERMANENT_MARK}") from None
+            raise ReplicationError(f"flow={self.spec.flow} {state.where}: {exc}", retriable=False) from None
         batches = [b for b in split.batches if b.base_offset < state.rng.end and b.next_offset > state.position]
         if not batches:
             if split.truncated_at is not None and split.truncated_size > state.fetch_bytes:

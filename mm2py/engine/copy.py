@@ -21,7 +21,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from mm2py.errors import ReplicationError
+from mm2py.errors import Failure, ReplicationError
 from mm2py.kafka.clients import cached_consumer, cached_producer, drop_producer
 from mm2py.offset_syncs import DENSE_SYNC_HEADER, DENSE_SYNC_VALUE, offset_syncs_for_offsets
 from mm2py.progress import progress_record
@@ -31,15 +31,6 @@ _CONSUME_BATCH = 10_000
 # librdkafka drops a message it cannot deliver within message.timeout.ms; after that the idempotent
 # producer's epoch must be bumped, which some brokers refuse, so a producer that timed out is replaced.
 _RECREATE_PRODUCER = {KafkaError._MSG_TIMED_OUT, KafkaError._FENCED, KafkaError._FATAL}
-# Failures that waiting cannot fix; the message carries a mark the driver sees across the Spark boundary.
-_PERMANENT = {KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE, KafkaError.INVALID_RECORD,
-              KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED,
-              KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, KafkaError.UNKNOWN_TOPIC_OR_PART,
-              KafkaError._UNKNOWN_TOPIC, KafkaError._UNKNOWN_PARTITION, KafkaError.SASL_AUTHENTICATION_FAILED}
-
-
-def _mark(err: KafkaError) -> str:
-    return f" {ReplicationError.PERMANENT_MARK}" if err.code() in _PERMANENT else ""
 PROVENANCE_HEADER = "mm2py.provenance"
 
 
@@ -90,11 +81,11 @@ class CopyResult:
     bytes: int
     syncs: int
     seconds: float
-    error: str | None = None  # a failure retrying cannot fix, reported instead of raised
+    error: Failure | None = None  # why nothing of the range counts as copied; None when it was copied
 
 
-def _failed(rng: PartitionRange, exc: ReplicationError) -> CopyResult:
-    return CopyResult(rng.topic, rng.partition, rng.start, rng.start, -1, 0, 0, 0, 0.0, str(exc))
+def _failed(rng: PartitionRange, failure: Failure) -> CopyResult:
+    return CopyResult(rng.topic, rng.partition, rng.start, rng.start, -1, 0, 0, 0, 0.0, failure)
 
 
 @dataclass
@@ -115,20 +106,36 @@ class _Batch:
             self.downstream.append(msg.offset())
 
 
-def copy_partitions(spec: CopySpec, ranges: Iterator[PartitionRange]) -> Iterator[CopyResult]:
+def copy_partitions(spec: CopySpec, ranges: Iterator[PartitionRange], last_attempt: bool = False
+                    ) -> Iterator[CopyResult]:
     """Spark ``mapPartitions`` body (executor side): copy each range in turn.
 
-    Transient failures raise, so Spark retries the task; permanent ones (a record larger than the target
-    accepts, a missing topic) are returned, because three more attempts would fail the same way.
+    Failures travel as data (``CopyResult.error``), so the driver reads whether to retry from a field.
+    The exception: a transient failure on an attempt that Spark may still repeat is raised, so Spark runs
+    the task again at once; a permanent one (a record larger than the target accepts, a missing topic) is
+    returned at once, because more attempts would fail the same way.
     """
     _executor_logging(spec)
     for rng in ranges:
         try:
             yield copy_range(spec, rng)
         except ReplicationError as exc:
-            if exc.retriable:
+            if exc.retriable and not last_attempt:
                 raise
-            yield _failed(rng, exc)
+            yield _failed(rng, exc.failure)
+        except KafkaException as exc:  # a client call outside the paths copy_range words itself
+            failure = _kafka_failure(spec, rng, exc)
+            if failure.retriable and not last_attempt:
+                raise
+            yield _failed(rng, failure)
+
+
+def _kafka_failure(spec: CopySpec, rng: PartitionRange, exc: KafkaException) -> Failure:
+    where = f"flow={spec.flow} topic={rng.topic} partition={rng.partition}"
+    err = exc.args[0] if exc.args else None
+    if not isinstance(err, KafkaError):
+        return Failure(f"{where}: copying the range from offset {rng.start} failed: {exc}")
+    return Failure.of_kafka(f"{where}: copying the range from offset {rng.start} failed: {err.str()}", err)
 
 
 _logging_ready = False
@@ -166,7 +173,7 @@ def copy_range(spec: CopySpec, rng: PartitionRange) -> CopyResult:
     consumer.assign([TopicPartition(rng.topic, rng.partition, rng.start)])
     try:
         _pump(spec, rng, consumer, producer, batch, where)
-        _flush(spec, producer, settings, batch.failures, where)
+        _flush(spec, producer, settings, batch.failures, f"{where} offsets {rng.start}..{batch.last_read}")
         if len(batch.downstream) != len(batch.upstream):
             raise ReplicationError(f"{where}: {len(batch.upstream)} records sent, {len(batch.downstream)} acknowledged")
         if batch.last_read >= 0:
@@ -210,7 +217,7 @@ def _pump(spec: CopySpec, rng: PartitionRange, consumer: Any, producer: Any, bat
     cycle_mark = f"{spec.target}:".encode()
     last_progress = time.monotonic()
     # consume() returns once it has num_messages events or the timeout passed: ask for no more than the range
-    # still holds, and wait briefly, so the end of a range costs no idle poll.ms.
+    # still holds, and wait a little, so the end of a range costs no idle poll.ms.
     wait = min(spec.poll_timeout_s, 0.1)
     while batch.position < end:
         messages = consumer.consume(num_messages=max(1, min(_CONSUME_BATCH, end - batch.position)), timeout=wait)
@@ -226,7 +233,8 @@ def _pump(spec: CopySpec, rng: PartitionRange, consumer: Any, producer: Any, bat
                 if err.code() == KafkaError._PARTITION_EOF:
                     batch.position = max(batch.position, msg.offset())
                     continue
-                raise ReplicationError(f"{where}: consuming from {spec.source} failed: {err.str()}{_mark(err)}")
+                raise ReplicationError.of_kafka(
+                    f"{where}: consuming from {spec.source} at offset {batch.position} failed: {err.str()}", err)
             offset = msg.offset()
             if offset >= end:
                 batch.position = end
@@ -251,19 +259,20 @@ def _pump(spec: CopySpec, rng: PartitionRange, consumer: Any, producer: Any, bat
                     err = exc.args[0]
                     if err.code() == KafkaError.MSG_SIZE_TOO_LARGE:
                         limit = spec.producer_settings.get("message.max.bytes", "1000000")
-                        raise ReplicationError(
+                        raise ReplicationError.of_kafka(
                             f"{where}: the record at offset {offset} is too large for the target producer: "
                             f"{len(value or b'')}-byte value, {len(msg.key() or b'')}-byte key, message.max.bytes "
                             f"= {limit}; raise {spec.target}.producer.message.max.bytes (and the topic's "
-                            "max.message.bytes)", retriable=False) from None
-                    raise ReplicationError(f"{where}: the record at offset {offset} cannot be produced to "
-                                           f"{spec.target}: {err.str()}{_mark(err)}") from None
+                            "max.message.bytes)", err) from None
+                    raise ReplicationError.of_kafka(f"{where}: the record at offset {offset} cannot be produced to "
+                                                    f"{spec.target}: {err.str()}", err) from None
             append(offset)
             if value is not None:
                 batch.bytes += len(value)
         poll(0)
         if batch.failures:
-            _raise_delivery_failure(spec, spec.producer_settings, batch.failures, where)
+            _raise_delivery_failure(spec, spec.producer_settings, batch.failures,
+                                    f"{where} offsets {rng.start}..{batch.last_read}")
 
 
 def _transaction(producer: Any, settings: Mapping[str, str], where: str, step: str) -> None:
@@ -271,7 +280,8 @@ def _transaction(producer: Any, settings: Mapping[str, str], where: str, step: s
         getattr(producer, step)(*(() if step == "begin_transaction" else (60,)))
     except KafkaException as exc:
         drop_producer(settings)
-        raise ReplicationError(f"{where}: {step.replace('_', ' ')} failed: {exc.args[0].str()}") from None
+        err = exc.args[0]
+        raise ReplicationError.of_kafka(f"{where}: {step.replace('_', ' ')} failed: {err.str()}", err) from None
 
 
 def _abort(producer: Any, settings: Mapping[str, str]) -> None:
@@ -299,8 +309,8 @@ def _raise_delivery_failure(spec: CopySpec, settings: Mapping[str, str], failure
     first = failures[0]
     if first.code() in _RECREATE_PRODUCER or first.fatal():
         drop_producer(settings)
-    raise ReplicationError(f"{where}: producing to {spec.target} failed for {len(failures)} record(s): "
-                           f"{first.str()}{_mark(first)}")
+    raise ReplicationError.of_kafka(f"{where}: producing to {spec.target} failed for {len(failures)} record(s): "
+                                    f"{first.str()}", first)
 
 
 def _write_offset_syncs(spec: CopySpec, rng: PartitionRange, batch: _Batch, where: str) -> int:

@@ -16,17 +16,18 @@ import sys
 import tempfile
 import threading
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from mm2py.engine.copy import CopyResult, CopySpec, PartitionRange, copy_partitions
-from mm2py.errors import ReplicationError, UsageError
+from mm2py.errors import Failure, ReplicationError, UsageError
 
 log = logging.getLogger(__name__)
 
 _LOG4J = Path(__file__).with_name("log4j2.properties")
 _LOCAL = re.compile(r"^local(\[(?P<threads>[^,\]]+)\])?$")
+_LOCAL_WITH_FAILURES = re.compile(r"^local\[[^,\]]+,\s*(?P<failures>\d+)\]$")
 
 
 def effective_master(master: str) -> str:
@@ -35,6 +36,20 @@ def effective_master(master: str) -> str:
     if match:
         return f"local[{match.group('threads') or '1'},4]"
     return master.strip()
+
+
+def task_attempts(master: str, conf: Mapping[str, str]) -> int:
+    """How many times Spark runs a failing task: ``local[N,F]`` says F (plain ``local`` never retries),
+    any other master ``spark.task.maxFailures``. The copy task reports failures as data on the last one."""
+    match = _LOCAL_WITH_FAILURES.match(master)
+    if match:
+        return max(1, int(match.group("failures")))
+    if master.startswith("local"):
+        return 1
+    try:
+        return max(1, int(conf.get("spark.task.maxFailures", "4")))
+    except ValueError:
+        return 4
 
 
 def _package_zip() -> str:
@@ -89,6 +104,7 @@ class SparkRunner:
         threading.Thread(target=_relay_jvm_output, args=(gateway.proc.stderr,), name="spark-jvm-stderr",
                          daemon=True).start()
         self.sc: Any = SparkContext(conf=spark_conf, gateway=gateway)
+        self.task_attempts = task_attempts(self.master, {**defaults, **conf})
         self.sc.setLogLevel("WARN")
         self._zip: str | None = None
         if not self.master.startswith("local"):
@@ -102,9 +118,7 @@ class SparkRunner:
 
     def copy(self, spec: CopySpec, ranges: list[PartitionRange]) -> list[CopyResult]:
         results = self._run(spec, ranges)
-        failed = [r for r in results if r.error is not None]
-        if failed:  # a task reported a failure that retrying cannot fix (see copy_partitions)
-            raise ReplicationError(f"flow {spec.flow}: {failed[0].error}", retriable=False)
+        raise_failure(spec.flow, results)
         return results
 
     def _run(self, spec: CopySpec, ranges: list[PartitionRange]) -> list[CopyResult]:
@@ -114,9 +128,10 @@ class SparkRunner:
         self.sc.setLocalProperty("spark.job.description", f"mm2py {spec.flow}: {len(ranges)} partition ranges")
         rdd = self.sc.parallelize(ranges, len(ranges))
         try:
-            results: list[CopyResult] = rdd.mapPartitions(functools.partial(copy_partitions, spec)).collect()
-        except Exception as exc:
-            raise ReplicationError(f"flow {spec.flow}: copy job failed: {task_failure(exc)}") from None
+            task = functools.partial(_copy_task, spec, self.task_attempts)
+            results: list[CopyResult] = rdd.mapPartitions(task).collect()
+        except Exception as exc:  # only a task that died without reporting (see died_task_failure)
+            raise ReplicationError.of_failure(died_task_failure(exc), f"flow {spec.flow}: copy job failed: ") from None
         return results
 
     def stop(self) -> None:
@@ -133,12 +148,34 @@ def _relay_jvm_output(stream: Any) -> None:
             jvm_log.warning("%s", line)
 
 
-def task_failure(exc: BaseException) -> str:
-    """The Python error that failed a Spark task, without the JVM stack around it."""
+def _copy_task(spec: CopySpec, attempts: int, ranges: Iterator[PartitionRange]) -> Iterator[CopyResult]:
+    """The Spark task (executor side): the copy, told whether Spark will run it again if it raises."""
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    last_attempt = context is None or context.attemptNumber() + 1 >= attempts
+    return copy_partitions(spec, ranges, last_attempt=last_attempt)
+
+
+def raise_failure(flow: str, results: list[CopyResult]) -> None:
+    """Raise the failure the tasks reported, a permanent one first: retrying the job cannot help it."""
+    failures = [r.error for r in results if r.error is not None]
+    if failures:
+        failure = next((f for f in failures if not f.retriable), failures[0])
+        raise ReplicationError.of_failure(failure, f"flow {flow}: ")
+
+
+def died_task_failure(exc: BaseException) -> Failure:
+    """Why a Spark task died without returning its CopyResult (its Python worker was killed, it ran out of
+    memory, or a bug raised): the Python error line in the JVM's text, without the stack around it.
+
+    The one place mm2py reads an error from text; the failure is retried, since a new worker may succeed.
+    """
     text = str(exc)
+    log.info("copy job failed: %s", text)
     for line in reversed(text.splitlines()):
         line = line.strip()
         if line.startswith(("mm2py.errors.", "ReplicationError", "confluent_kafka.")) or "Error:" in line:
-            return line.split(": ", 1)[1] if line.startswith("mm2py.errors.") else line
+            return Failure(line.split(": ", 1)[1] if line.startswith("mm2py.errors.") else line)
     lines = [x for x in text.splitlines() if x.strip()]
-    return lines[0] if lines else type(exc).__name__
+    return Failure(lines[0] if lines else type(exc).__name__)

@@ -23,8 +23,9 @@ log = logging.getLogger(__name__)
 # redacted and shown only with --verbose; the error that matters reaches the user as one line.
 librdkafka_log = logging.getLogger("mm2py.librdkafka")
 
-# An unreachable cluster must be named within 30 s (the brief); librdkafka retries connections until the
-# call's timeout, so every call is bounded by this even when admin.timeout.ms (60 s in MM2) is larger.
+# An unreachable cluster must be named within 30 s (the README's exit codes promise it); librdkafka retries
+# connections until the call's timeout, so every call is bounded by this even when admin.timeout.ms (60 s in
+# MM2) is larger.
 MAX_CALL_TIMEOUT_S = 15.0
 # How long every broker of a cluster must have been reported down before a metadata request gives up early.
 _DOWN_GRACE_S = 3.0

@@ -13,12 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from confluent_kafka import KafkaError, TopicPartition
-
 from mm2py.checkpoints import read_offset_maps
 from mm2py.config.flow import FlowConfig
-from mm2py.errors import KafkaOperationError
-from mm2py.kafka.clients import new_consumer
+from mm2py.kafka.reader import PartitionReader
 from mm2py.plan import AdminPool, TopicPlan, build_plan
 from mm2py.progress import read_progress
 from mm2py.verify.matching import (
@@ -89,19 +86,16 @@ class PartitionVerification:
 # -- reading (driver side, one consumer per side and partition) -----------------------------------------
 
 
-class _PartitionReader:
+class _WindowReader:
     """Reads one partition forward, one window at a time: never holds more than a window and one fetch."""
 
     def __init__(self, alias: str, settings: Mapping[str, str], topic: str, partition: int, start: int,
                  purpose: str, timeout_s: float = 30.0) -> None:
-        self.alias, self.topic, self.partition = alias, topic, partition
-        self.operation = f"{purpose} ({topic}-{partition})"
+        self._reader = PartitionReader(alias, settings, {(topic, partition): start}, purpose=purpose,
+                                       timeout_s=timeout_s)
         self.timeout_s = timeout_s
-        self._consumer = new_consumer(settings)
-        self._consumer.assign([TopicPartition(topic, partition, start)])
         self._held: list[Any] = []
         self._next = start
-        self._at_end = False
 
     def read_through(self, last: int) -> list[tuple[int, Fingerprint]]:
         """Records at offsets up to ``last`` not returned before; stops early at the partition's end."""
@@ -117,31 +111,12 @@ class _PartitionReader:
                 fp = fingerprint(msg.key(), msg.value(), msg.headers(), msg.timestamp()[1])
                 records.append((offset, fp))
                 self._next = offset + 1
-            if self._next > last or self._at_end:
+            if self._next > last or self._reader.at_end:
                 return records
-            batch = self._fetch(deadline)
-
-    def _fetch(self, deadline: float) -> list[Any]:
-        while True:
-            if time.monotonic() > deadline:
-                raise KafkaOperationError(self.alias, self.operation,
-                                          f"no records and no end of partition at offset {self._next} "
-                                          f"within {self.timeout_s:.0f} s")
-            batch = []
-            for msg in self._consumer.consume(num_messages=10_000, timeout=0.5):
-                err = msg.error()
-                if err is None:
-                    self._at_end = False
-                    batch.append(msg)
-                elif err.code() == KafkaError._PARTITION_EOF:
-                    self._at_end = True
-                else:
-                    raise KafkaOperationError(self.alias, self.operation, err.str())
-            if batch or self._at_end:
-                return batch
+            batch = self._reader.fetch(deadline)
 
     def close(self) -> None:
-        self._consumer.close()
+        self._reader.close()
 
 
 def _reader_settings(settings: Mapping[str, str], alias: str, source_side: bool) -> dict[str, str]:
@@ -149,8 +124,7 @@ def _reader_settings(settings: Mapping[str, str], alias: str, source_side: bool)
     # target as the flow's consumers would read it.
     defaults = {"isolation.level": "read_uncommitted"} if source_side else {}
     return {**defaults, "fetch.queue.backoff.ms": "10", "auto.offset.reset": "earliest", **settings,
-            "group.id": f"mm2py-verify-{alias}", "enable.partition.eof": "true",
-            "enable.auto.commit": "false"}
+            "group.id": f"mm2py-verify-{alias}"}
 
 
 # -- per flow ------------------------------------------------------------------------------------------
@@ -219,10 +193,10 @@ class _FlowVerifier:
                  partition, first, last, len(windows))
         check = PartitionCheck(self.max_problems)
         if windows:
-            source = _PartitionReader(flow.source, self.source_settings, t.topic, partition, first,
+            source = _WindowReader(flow.source, self.source_settings, t.topic, partition, first,
                                       "reading source records to verify")
             start = max(target_start, windows[0].downstream_start - self.window_records)
-            target = (_PartitionReader(flow.target, self.target_settings, t.remote_topic, partition, start,
+            target = (_WindowReader(flow.target, self.target_settings, t.remote_topic, partition, start,
                                        "reading replicated records to verify")
                       if target_bounds is not None else None)
             try:

@@ -246,7 +246,7 @@ class BurstProducer:
     """Produces bursts of ``burst`` unique records to the source, every ``interval_s``, until stopped.
 
     Each burst goes through the harness ``produce`` (which leaves tansu's ListOffsets LATEST exact,
-    test-broker.md §3) and uses its own ``make_records`` seed, so every value in the topic is unique.
+    docs/test-broker.md, *ListOffsets*) and uses its own ``make_records`` seed, so every value in the topic is unique.
     """
 
     def __init__(self, bootstrap: str, topic: str, partitions: int, *, burst: int, interval_s: float,
@@ -292,7 +292,8 @@ class LandingWatch:
     A copy task writes a range in a few produce requests and records its progress right after the last
     acknowledgement, so the window in which a crash leaves a partly copied range is short. Acting the moment
     the end offsets move puts the crash inside that window. The samples come from ListOffsets LATEST, which
-    tansu understates (test-broker.md §3) but never moves backwards: enough to see growth, not to count.
+    tansu understates (docs/test-broker.md, *ListOffsets*) but never moves backwards: enough to see growth,
+    not to count.
     """
 
     def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:

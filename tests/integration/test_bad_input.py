@@ -36,7 +36,7 @@ from mm2py.records import parse_source_offset_key, parse_source_offset_value
 pytestmark = pytest.mark.integration
 
 EXIT_USAGE, EXIT_RUNTIME = 2, 3
-# Named within 30 s (the reliability brief); each command gets a little more to start its interpreter.
+# Named within 30 s (the README's exit-code table); each command gets a little more to start its interpreter.
 UNREACHABLE_BOUND_S = 30.0
 TRANSLATE = ("--group", "g1", "--source", "dc1", "--target", "target")
 # Every command that reads a config file and then talks to Kafka, with the arguments it needs.
@@ -214,7 +214,7 @@ def test_unreachable_target_cluster_is_named_within_30_s(command: str, kafka_clu
 @pytest.mark.parametrize("command", ["plan", "lag", "run --once", "verify"])
 def test_authentication_failure_exits_3_naming_the_cluster(command: str, kafka_cluster: ClusterFactory,
                                                            tmp_path: Path) -> None:
-    """The closest reproducible authentication failure: tansu has no SASL configured (test-broker.md §7 —
+    """The closest reproducible authentication failure: tansu has no SASL configured (docs/test-broker.md, *SASL* —
     no mechanism can succeed against it, and no other Kafka-protocol broker is available here), so a
     SASL_PLAINTEXT/PLAIN client fails its SASL handshake exactly where a wrong password would fail its
     login: before any request, inside librdkafka, surfacing as a transport/authentication error."""

@@ -1,8 +1,8 @@
 """Exactly-once mode (`<target>.exactly.once.source.support = enabled`): records and progress commit together.
 
-The test broker returns aborted records to read_committed consumers (test-broker.md §5), so these tests
-cover what it can show: transactional commits, fencing of a predecessor with the same transactional.id, and
-resuming after a crash mid-transaction without losing anything. That aborted data is hidden from
+The test broker returns aborted records to read_committed consumers (docs/test-broker.md, *Transactions*),
+so these tests cover what it can show: transactional commits, fencing of a predecessor with the same
+transactional.id, and resuming after a crash mid-transaction without losing anything. That aborted data is hidden from
 read_committed consumers is Kafka's part of the contract and cannot be observed here.
 """
 

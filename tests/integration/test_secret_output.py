@@ -50,7 +50,7 @@ dc1.ssl.keystore.pasword = {S['misspelt cluster-level key']}
 dc1.consumer.ssl.key.pasword = {S['misspelt client-level key']}
 target.producer.ssl.key.password = {S['target producer ssl.key.password']}
 """
-# The same clusters behind SASL: tansu has no SASL configured (test-broker.md §7), so every login fails —
+# The same clusters behind SASL: tansu has no SASL configured (docs/test-broker.md, *SASL*), so every login fails —
 # which is the point here: the error paths must not leak either. SASL_SSL on dc1 also fails its TLS
 # handshake and makes the ssl.* keys (and the misspelt one) part of dc1's client settings.
 LOGIN_FAILS = """\

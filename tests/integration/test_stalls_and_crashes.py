@@ -196,7 +196,7 @@ def test_target_broker_frozen_30s_timed_out_producers_are_replaced_and_nothing_i
     source, target = pair["dc1"], pair["target"]
     # Short client timeouts, so records time out during the stall (_MSG_TIMED_OUT) and the copy task must
     # replace its idempotent producer: tansu refuses the epoch bump that would otherwise follow
-    # (test-broker.md §2, "SIGSTOP for 10 s with short client timeouts").
+    # (docs/test-broker.md, *Idempotent producer after a stall*).
     config = config_for(tmp_path, pair, "target.producer.message.timeout.ms = 6000\n"
                                         "target.producer.socket.timeout.ms = 3000\n")
     validated = mm2py("validate", str(config))
@@ -234,7 +234,8 @@ def test_target_broker_frozen_30s_timed_out_producers_are_replaced_and_nothing_i
         assert driver_retries >= 1, log
     assert lost == 0
     # A timed-out request may still be written once the broker wakes (it sat in the broker's socket buffer;
-    # test-broker.md §2 saw the same), so every failed attempt may leave one copy of its range behind.
+    # docs/test-broker.md, *Idempotent producer after a stall*), so every failed attempt may leave one copy
+    # of its range behind.
     assert duplicates <= len(failed_attempts) * BATCH
 
 

@@ -1,7 +1,7 @@
 """Topic, group and config-property filters, pattern lists and MM2's topic selection rule.
 
 Cases ported from MirrorSourceConnectorTest, MirrorSourceConfigTest and MirrorCheckpointConfigTest, plus
-the behaviours users trip on (reference §1.4, §4.3, §6.21)."""
+the behaviours users trip on (docs/mm2-semantics.md, *Which topics a flow replicates*)."""
 
 from __future__ import annotations
 

@@ -718,7 +718,7 @@ def test_worker_config_of_each_herder(secrets_file: Path) -> None:
 
 
 def test_worker_defaults_are_named_after_the_source() -> None:
-    # MirrorMakerConfig.workerConfig defaults (reference §1.6)
+    # MirrorMakerConfig.workerConfig defaults (docs/mm2-semantics.md, *Worker settings*)
     worker = plain(mm2("clusters = a, b").worker_props(AB))
     assert worker["group.id"] == "a-mm2"
     assert worker["offset.storage.topic"] == "mm2-offsets.a.internal"
@@ -727,8 +727,8 @@ def test_worker_defaults_are_named_after_the_source() -> None:
 
 
 def test_replicated_records_use_the_worker_producer_of_the_target() -> None:
-    # Reference §1.5 note: target cluster-level producer.* and flow-level producer.override.* tune the worker
-    # producer; flow-level producer.* only reaches MM2's offset-syncs producer.
+    # docs/mm2-semantics.md, *Client settings*: target cluster-level producer.* and flow-level
+    # producer.override.* tune the worker producer; flow-level producer.* only reaches MM2's offset-syncs producer.
     config = mm2("""
         clusters = a, b
         bootstrap.servers = x:9092

@@ -1,4 +1,5 @@
-"""MM2's offset-sync emission rule, with the sequences pinned by MirrorSourceTaskTest (reference §4.5.3)."""
+"""MM2's offset-sync emission rule, with the sequences pinned by MirrorSourceTaskTest
+(docs/mm2-semantics.md, *Offset-sync emission*)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Replication policies: MM2's naming rules, ported from ReplicationPolicyTest, MirrorClientTest and the
-verified table of the reference (§4.1), plus the plugin loader."""
+behaviour table of MM2's own classes (docs/mm2-semantics.md, *Replication policies*), plus the plugin loader."""
 
 from __future__ import annotations
 

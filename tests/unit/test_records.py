@@ -1,4 +1,4 @@
-"""MM2's record formats, checked byte for byte against the vectors of the reference (§3.3, §3.5).
+"""MM2's record formats, checked byte for byte against known vectors (docs/mm2-semantics.md, *Record formats*).
 
 The vectors were produced by Kafka's own Heartbeat/Checkpoint/OffsetSync classes; H1, C2 and O1 are the values
 of MM2's HeartbeatTest, CheckpointTest and OffsetSyncTest.
@@ -131,7 +131,7 @@ def test_vector_sizes_match_the_reference() -> None:
     assert len(OffsetSync("topic-1", 2, 3, 4).record_value()) == 16
 
 
-# --- decode behaviour (§3.4) ------------------------------------------------------------------------------
+# --- decode behaviour ------------------------------------------------------------------------------------
 
 VALID: dict[type, Record] = {
     Heartbeat: Heartbeat("A", "B", 7),
@@ -318,7 +318,7 @@ def test_offset_sync_formats_like_mm2_offset_sync_formatter() -> None:
     assert str(sync) == format_offset_sync(sync)
 
 
-# --- Connect offsets (§3.5) -------------------------------------------------------------------------------
+# --- Connect offsets (progress records) -------------------------------------------------------------------
 
 
 def test_source_offset_key_matches_mm2_bytes() -> None:

@@ -5,7 +5,7 @@ What is left is the whole path a user takes: the properties reader (``\\`` line 
 the ``dc1.`` prefix reaching every client of the source cluster and none of the target's, the exact settings
 in the FlowConfig clients, and confluent-kafka accepting them — including librdkafka's own parse of an
 unsecured-JWT ``sasl.oauthbearer.config``, which happens only when the client first serves its queue.
-No broker can authenticate here (test-broker.md §7), so nothing connects: bootstrap is 127.0.0.1:1.
+No broker can authenticate here (docs/test-broker.md, *SASL*), so nothing connects: bootstrap is 127.0.0.1:1.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Which source topic configs reach remote topics (MM2's targetConfig rules, §4.4.2 and §4.4.4)."""
+"""Which source topic configs reach remote topics (MM2's targetConfig rules: docs/mm2-semantics.md, *Remote topics*)."""
 
 from __future__ import annotations
 
