@@ -12,6 +12,7 @@ import logging
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from confluent_kafka import KafkaError
 
@@ -43,6 +44,7 @@ class GroupOffset:
     partition: int
     upstream_offset: int
     translation: Translation
+    metadata: str = ""  # the source commit's metadata, carried into checkpoints and synced commits as MM2 does
 
     def to_json(self) -> dict[str, object]:
         return {"topic": self.remote_topic, "partition": self.partition, "upstream_offset": self.upstream_offset,
@@ -86,12 +88,12 @@ class FlowTranslator:
     def translate(self, group: str, topics: Iterable[str] | None = None) -> list[GroupOffset]:
         wanted = set(topics) if topics is not None else None
         rows = []
-        for (topic, partition), offset in sorted(self.source.committed_offsets(group).items()):
+        for (topic, partition), (offset, metadata) in sorted(self.source.committed(group).items()):
             if topic not in self.remote or (wanted is not None and topic not in wanted):
                 continue
             offset_map = self.maps.get((topic, partition), OffsetMap())
             translation = offset_map.translate(offset, self.progress.get((topic, partition)))
-            rows.append(GroupOffset(group, topic, self.remote[topic], partition, offset, translation))
+            rows.append(GroupOffset(group, topic, self.remote[topic], partition, offset, translation, metadata))
         return rows
 
 
@@ -114,45 +116,66 @@ class CheckpointWriter:
         self._producer = new_producer(flow.target_producer.settings())
 
     def emit(self, rows: Iterable[GroupOffset], listed_at_ms: int) -> list[Checkpoint]:
-        written = []
+        written = checkpoints_to_emit(rows, self.last)
         failures: list[KafkaError] = []
-        for row in rows:
-            if row.translation.offset is None:
-                continue
-            cp = Checkpoint(row.group, row.remote_topic, row.partition, row.upstream_offset, row.translation.offset)
-            previous = self.last.get((cp.consumer_group_id, cp.topic, cp.partition))
-            if previous is not None and not (cp.upstream_offset < previous.upstream_offset
-                                             or cp.downstream_offset > previous.downstream_offset):
-                continue
+        for cp in written:
             self._producer.produce(self.topic, cp.record_value(), cp.record_key(), 0, timestamp=listed_at_ms,
                                    on_delivery=lambda err, _m: failures.append(err) if err else None)
-            self.last[(cp.consumer_group_id, cp.topic, cp.partition)] = cp
-            written.append(cp)
         if self._producer.flush(30) > 0 or failures:
             raise KafkaOperationError(self.flow.target, f"writing checkpoints to {self.topic}",
                                       failures[0].str() if failures else "not acknowledged within 30 s")
         return written
 
 
-def merged_group_offsets(rows: Iterable[GroupOffset]) -> dict[str, dict[tuple[str, int], int]]:
+def checkpoints_to_emit(rows: Iterable[GroupOffset],
+                        last: dict[tuple[str, str, int], Checkpoint]) -> list[Checkpoint]:
+    """MM2's checkpoint rule: a checkpoint is written only if it is "more recent" than the last one for its
+    (group, downstream partition): there is none yet, the group rewound upstream, or the downstream offset grew.
+    A repeat, or a downstream offset that went back without an upstream rewind, is skipped. ``last`` is
+    updated with what is to be written."""
+    written = []
+    for row in rows:
+        if row.translation.offset is None:
+            continue
+        cp = Checkpoint(row.group, row.remote_topic, row.partition, row.upstream_offset, row.translation.offset,
+                        row.metadata)
+        previous = last.get((cp.consumer_group_id, cp.topic, cp.partition))
+        if previous is not None and not (cp.upstream_offset < previous.upstream_offset
+                                         or cp.downstream_offset > previous.downstream_offset):
+            continue
+        last[(cp.consumer_group_id, cp.topic, cp.partition)] = cp
+        written.append(cp)
+    return written
+
+
+class Commit(NamedTuple):
+    """An offset to commit for a group on one target partition, with the source commit's metadata."""
+
+    offset: int
+    metadata: str = ""
+
+
+def merged_group_offsets(rows: Iterable[GroupOffset]) -> dict[str, dict[tuple[str, int], Commit]]:
     """Per group, the offset to commit on each target partition: the smallest translation of any source.
 
     When several sources feed one remote partition (IdentityReplicationPolicy merges), each source's exact
     translation is safe for that source alone; the minimum is safe for all of them, at the cost of re-reading
     the other sources' records between the minimum and their own translations. Sources where the group has
-    no committed offset for the partition are not considered.
+    no committed offset for the partition are not considered. The metadata is that of the chosen commit.
     """
-    result: dict[str, dict[tuple[str, int], int]] = {}
+    result: dict[str, dict[tuple[str, int], Commit]] = {}
     for row in rows:
         if row.translation.offset is None:
             continue
         offsets = result.setdefault(row.group, {})
         key = (row.remote_topic, row.partition)
-        offsets[key] = min(offsets.get(key, row.translation.offset), row.translation.offset)
+        if key not in offsets or row.translation.offset < offsets[key].offset:
+            offsets[key] = Commit(row.translation.offset, row.metadata)
     return result
 
 
-def sync_group_offsets(target: ClusterAdmin, offsets: Mapping[str, Mapping[tuple[str, int], int]]) -> dict[str, str]:
+def sync_group_offsets(target: ClusterAdmin,
+                       offsets: Mapping[str, Mapping[tuple[str, int], Commit]]) -> dict[str, str]:
     """MM2's group offset sync (KIP-545) for groups idle on the target; never rewinds a committed offset.
 
     Returns group -> what happened (for logs and tests).
@@ -164,8 +187,9 @@ def sync_group_offsets(target: ClusterAdmin, offsets: Mapping[str, Mapping[tuple
             outcome[group] = f"skipped: the group is {state} on {target.alias}"
             continue
         current = target.committed_offsets(group)
-        commit = {tp: o for tp, o in wanted.items() if current.get(tp, -1) < o}
-        target.alter_group_offsets(group, commit)
+        commit = {tp: c for tp, c in wanted.items() if current.get(tp, -1) < c.offset}
+        target.alter_group_offsets(group, {tp: c.offset for tp, c in commit.items()},
+                                   {tp: c.metadata for tp, c in commit.items()})
         outcome[group] = f"committed {len(commit)} partition(s)"
     return outcome
 
@@ -179,9 +203,11 @@ def execute_translation(target: ClusterAdmin, group: str, rows: list[GroupOffset
     if state not in IDLE_GROUP_STATES:
         raise CheckFailed(f"group {group} is {state} on {target.alias}: it has active members; stop its consumers "
                           "and run again")
-    offsets = {(r.remote_topic, r.partition): r.translation.offset for r in rows if r.translation.offset is not None}
-    target.alter_group_offsets(group, offsets)
-    return len(offsets)
+    exact = [r for r in rows if r.translation.offset is not None]
+    target.alter_group_offsets(group, {(r.remote_topic, r.partition): r.translation.offset for r in exact
+                                       if r.translation.offset is not None},
+                               {(r.remote_topic, r.partition): r.metadata for r in exact})
+    return len(exact)
 
 
 def now_ms() -> int:

@@ -252,19 +252,28 @@ class ClusterAdmin:
 
     def committed_offsets(self, group: str) -> dict[tuple[str, int], int]:
         """The group's committed offsets per (topic, partition); partitions without a commit are left out."""
+        return {tp: offset for tp, (offset, _metadata) in self.committed(group).items()}
+
+    def committed(self, group: str) -> dict[tuple[str, int], tuple[int, str]]:
+        """The group's committed (offset, commit metadata) per (topic, partition); missing metadata is ""."""
         futures = self.client.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)],
                                                           request_timeout=self.timeout_s)
         try:
             result = futures[group].result(timeout=self.timeout_s)
         except (KafkaException, FutureTimeout) as exc:
             raise self._wrap(f"fetching committed offsets of group {group}", exc) from None
-        return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions or [] if tp.offset >= 0}
+        return {(tp.topic, tp.partition): (tp.offset, tp.metadata or "")
+                for tp in result.topic_partitions or [] if tp.offset >= 0}
 
-    def alter_group_offsets(self, group: str, offsets: Mapping[tuple[str, int], int]) -> None:
-        """Commit ``offsets`` for ``group``; the broker refuses this while the group has active members."""
+    def alter_group_offsets(self, group: str, offsets: Mapping[tuple[str, int], int],
+                            metadata: Mapping[tuple[str, int], str] | None = None) -> None:
+        """Commit ``offsets`` (with their commit ``metadata``, when given) for ``group``; the broker refuses
+        this while the group has active members."""
         if not offsets:
             return
-        request = ConsumerGroupTopicPartitions(group, [TopicPartition(t, p, o) for (t, p), o in offsets.items()])
+        meta = metadata or {}
+        request = ConsumerGroupTopicPartitions(
+            group, [TopicPartition(t, p, o, meta.get((t, p)) or None) for (t, p), o in offsets.items()])
         futures = self.client.alter_consumer_group_offsets([request], request_timeout=self.timeout_s)
         try:
             result = futures[group].result(timeout=self.timeout_s)
