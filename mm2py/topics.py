@@ -157,8 +157,28 @@ def remote_partition_counts(plan: FlowPlan) -> dict[str, int]:
     return {t.remote_topic: max(t.target_partitions, t.partitions) for t in plan.topics}
 
 
+def config_sync_ops(flow: FlowConfig, source_configs: Mapping[str, TopicConfigValue]) -> dict[str, str | None]:
+    """MM2's incremental config sync for one topic: property -> value to SET, or None to DELETE.
+
+    Every property the ConfigPropertyFilter lets through is considered, defaults included: a source default is
+    deleted on the remote topic (so the target's own default applies again, undoing an override an earlier sync
+    or a person set), unless ``use.defaults.from = source``, in which case the source's default value is SET.
+    Excluded properties are never touched, so a target-side override of one survives.
+    """
+    prop_filter = config_property_filter(flow)
+    ops: dict[str, str | None] = {}
+    for name, value in source_configs.items():
+        if not prop_filter.should_replicate_config_property(name):
+            continue
+        if value.is_default and not prop_filter.should_replicate_source_default(name):
+            ops[name] = None
+        else:
+            ops[name] = value.value
+    return ops
+
+
 def sync_topic_configs(flow: FlowConfig, plan: FlowPlan, source: ClusterAdmin, target: ClusterAdmin) -> int:
-    """MM2's periodic config sync (§4.4.4): SET source values of copied properties on remote topics.
+    """MM2's periodic config sync: one incremental alter of every remote topic's copied properties.
 
     Returns how many topics were altered. Excluded properties are never touched.
     """
@@ -166,8 +186,10 @@ def sync_topic_configs(flow: FlowConfig, plan: FlowPlan, source: ClusterAdmin, t
     source_configs = source.describe_topic_configs([s for s, _ in pairs])
     resources = []
     for topic, remote in pairs:
-        configs = remote_topic_configs(flow, source_configs.get(topic, {}))
-        if configs:
-            entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in configs.items()]
+        ops = config_sync_ops(flow, source_configs.get(topic, {}))
+        entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) if v is not None
+                   else ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE)
+                   for k, v in sorted(ops.items())]
+        if entries:
             resources.append(ConfigResource(ConfigResource.Type.TOPIC, remote, incremental_configs=entries))
     return target.incremental_alter_configs(resources)

@@ -51,3 +51,12 @@ def test_internal_topic_names_and_homes_follow_mm2() -> None:
     assert offset_syncs_topic(flow("offset-syncs.topic.location = target\n")) == "mm2-offset-syncs.a.internal"
     custom = {t.name for t in internal_topics(flow("replication.policy.separator = __\n"))}
     assert {"a__checkpoints__internal", "mm2-offset-syncs__b__internal", "mm2-offsets.a.internal"} <= custom
+
+
+def test_config_sync_sets_copied_properties_and_deletes_source_defaults_from_the_remote_topic() -> None:
+    from mm2py.topics import config_sync_ops
+
+    ops = config_sync_ops(flow(), SOURCE)
+    assert ops == {"retention.ms": "86400000", "cleanup.policy": "compact", "segment.bytes": None}
+    # With use.defaults.from = source the source's default is copied instead of deleted.
+    assert config_sync_ops(flow("a->b.use.defaults.from = source\n"), SOURCE)["segment.bytes"] == "1073741824"
