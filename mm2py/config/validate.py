@@ -37,6 +37,49 @@ _REGEX_KEYS = ("topics", "topics.exclude", "groups", "groups.exclude", "config.p
 _FLOW_CLIENT_PREFIXES = (*CLIENT_PREFIXES, "source.", "target.")
 
 
+# MM2 keys mm2py accepts (so a file MM2 runs with is valid here) but does not act on, and what it does instead.
+NOT_ACTED_ON: dict[str, str] = {
+    "tasks.max": "mm2py runs as many copy tasks as Spark's parallelism allows (spark.default.parallelism, "
+                 "--master local[N])",
+    "tasks.max.enforce": "mm2py runs as many copy tasks as Spark's parallelism allows",
+    "transforms": "mm2py copies records unchanged; Connect transforms (SMTs) are not run",
+    "predicates": "mm2py runs no Connect transforms, so their predicates do nothing",
+    "key.converter": "mm2py copies keys as bytes, as MM2's ByteArrayConverter does",
+    "value.converter": "mm2py copies values as bytes, as MM2's ByteArrayConverter does",
+    "header.converter": "mm2py copies headers as bytes",
+    "refresh.groups.enabled": "mm2py lists the source's groups at every checkpoint "
+                              "(emit.checkpoints.interval.seconds)",
+    "refresh.groups.interval.seconds": "mm2py lists the source's groups at every checkpoint "
+                                       "(emit.checkpoints.interval.seconds)",
+    "errors.tolerance": "mm2py never skips a record: a failure is retried for mm2py.retry.timeout.seconds, "
+                        "then the run stops",
+    "errors.retry.timeout": "mm2py retries failures for mm2py.retry.timeout.seconds",
+    "errors.retry.delay.max.ms": "mm2py backs off up to 30 s between retries",
+    "errors.log.enable": "mm2py logs every failure it retries",
+    "errors.log.include.messages": "mm2py never logs record contents",
+    "config.action.reload": "mm2py reads the file once per run; restart it to apply changes",
+    "metric.reporters": "mm2py serves Prometheus metrics (run --metrics-port, mm2py.metrics.port)",
+    "forwarding.admin.class": "mm2py uses its own admin client",
+    "exactly.once.support": "mm2py's exactly-once is switched by <target>.exactly.once.source.support",
+    "transaction.boundary": "mm2py commits one transaction per copied range",
+    "offset.flush.interval.ms": "mm2py records progress after every copied range",
+    "offset.flush.timeout.ms": "mm2py records progress after every copied range",
+    "dedicated.mode.enable.internal.rest": "mm2py nodes coordinate through a lease on the target, "
+                                           "no REST (mm2py.lease.*)",
+    "listeners": "mm2py has no REST server",
+    "config.storage.topic": "mm2py keeps no Connect configs topic",
+    "config.storage.replication.factor": "mm2py keeps no Connect configs topic",
+    "status.storage.topic": "mm2py keeps no Connect status topic",
+    "status.storage.replication.factor": "mm2py keeps no Connect status topic",
+    "status.storage.partitions": "mm2py keeps no Connect status topic",
+}
+
+
+def _not_acted_on(name: str) -> str | None:
+    base = name.split(".", 1)[0] if name.startswith(("transforms.", "predicates.")) else name
+    return NOT_ACTED_ON.get(base)
+
+
 def validate(mm: MirrorMakerConfig) -> list[Problem]:
     """All problems of the file, ordered by line; errors make ``mm2py validate`` exit 2."""
     sink = ProblemSink(collect=True)
@@ -103,6 +146,7 @@ class _Validator:
 
     def check_key(self, key: str, orphans: dict[str, list[str]]) -> None:
         mm = self.mm
+        self.check_acted_on(key)
         if "->" in key:
             self.check_flow_key(key)
             return
@@ -136,6 +180,19 @@ class _Validator:
                 orphans.setdefault(head, []).append(key)
             else:
                 self.unknown(key, all_top_level_names())
+
+    def check_acted_on(self, key: str) -> None:
+        """A warning for an MM2 key mm2py accepts but ignores, saying what mm2py does instead."""
+        name = key
+        if "->" in key:
+            name = key.split("->", 1)[1].partition(".")[2]
+        else:
+            alias = _alias_prefix(key, self.mm.clusters)
+            if alias is not None:
+                name = key[len(alias) + 1:]
+        instead = _not_acted_on(name)
+        if instead is not None:
+            self.problem("warning", key, "is accepted but has no effect in mm2py", instead)
 
     def check_cluster_key(self, key: str, alias: str, rest: str) -> None:
         if rest.startswith(("ssl.", "sasl.")) and not _is_client_key(rest):

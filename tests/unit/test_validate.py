@@ -148,3 +148,16 @@ def test_secret_values_are_masked_even_in_value_problems() -> None:
     out = "\n".join(lines(problems_of(text)))
     assert "s3cr3t-pw" not in out
     assert "dc1.sasl.jaas.config = [hidden]" in out
+
+
+def test_keys_mm2py_accepts_but_does_not_act_on_are_named_with_what_it_does_instead() -> None:
+    problems = problems_of(GOOD + "tasks.max = 8\ntransforms = drop\ntransforms.drop.type = x.Drop\n"
+                                  "dc1->target.refresh.groups.interval.seconds = 60\noffset.flush.interval.ms = 500\n")
+    tasks = find(problems, "tasks.max", "has no effect in mm2py")
+    assert tasks.severity == "warning" and "Spark's parallelism" in (tasks.allowed or "")
+    assert "unchanged" in (find(problems, "transforms", "has no effect").allowed or "")
+    find(problems, "transforms.drop.type", "has no effect")
+    assert "checkpoint" in (find(problems, "dc1->target.refresh.groups.interval.seconds", "has no effect").allowed
+                            or "")
+    find(problems, "offset.flush.interval.ms", "has no effect")
+    assert not [p for p in problems if p.severity == "error"]
