@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from confluent_kafka import KafkaError
@@ -86,7 +86,9 @@ class HeartbeatEmitter:
     it never stops replication.
     """
 
-    def __init__(self, pairs: Sequence[FlowConfig]) -> None:
+    def __init__(self, pairs: Sequence[FlowConfig],
+                 on_emit: Callable[[str, str], None] | None = None) -> None:
+        self._on_emit = on_emit
         self._beats = [
             _Beat(HeartbeatWriter(f.source, f.target,
                                   load_replication_policy(f.replication_policy_class,
@@ -134,6 +136,8 @@ class HeartbeatEmitter:
         try:
             beat.writer.emit(timeout_s=max(beat.interval_s * 5, 5.0))
             self.emitted += 1
+            if self._on_emit is not None:
+                self._on_emit(beat.writer.source, beat.writer.target)
             if beat.failing:
                 log.info("heartbeats flow=%s are being written again", pair)
             beat.failing = False

@@ -182,7 +182,7 @@ def partition_lags(flows: list[FlowConfig], plan: ReplicationPlan, pool: AdminPo
         reset = consumer.get("auto.offset.reset", "earliest")
         positions = {tp: resume_position(progress.get(tp), starts[tp], ends[tp], reset).start for tp in partitions}
         lagging = {tp: pos for tp, pos in positions.items() if ends[tp] > pos}
-        ages = _record_ages(flow, lagging, now_ms) if lagging else {}
+        ages = record_ages(flow, lagging, now_ms) if lagging else {}
         remote = {t.topic: t.remote_topic for t in selected}
         for tp in partitions:
             lag = ends[tp] - positions[tp]
@@ -191,7 +191,7 @@ def partition_lags(flows: list[FlowConfig], plan: ReplicationPlan, pool: AdminPo
     return rows
 
 
-def _record_ages(flow: FlowConfig, positions: Mapping[tuple[str, int], int], now_ms: int,
+def record_ages(flow: FlowConfig, positions: Mapping[tuple[str, int], int], now_ms: int,
                  timeout_s: float = 15.0) -> dict[tuple[str, int], float]:
     """Age in seconds of the first record at or after each position (the oldest one not yet replicated)."""
     assert flow.source_consumer is not None

@@ -134,7 +134,7 @@ def run_command(
     metrics = RunMetrics()
     with _metrics_endpoint(loaded, metrics_port, metrics), ProgressView() as view:
         stats = run(loaded, once=once, master=master, deploy_mode=deploy_mode, spark_conf=spark_conf,
-                    on_progress=view)
+                    on_progress=view, metrics=metrics)
         view.summary(stats)
 
 

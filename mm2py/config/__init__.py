@@ -25,6 +25,7 @@ class LoadedConfig:
     mm: MirrorMakerConfig
     flows: tuple[FlowConfig, ...]
     warnings: tuple[Problem, ...]
+    clusters: tuple[str, ...] | None = None  # --clusters: this node writes only into these targets
 
 
 def select_flows(mm: MirrorMakerConfig, wanted: Sequence[str] | None,
@@ -89,4 +90,5 @@ def load(path: str | os.PathLike[str], *, flows: Sequence[str] | None = None,
         raise first
     chosen = select_flows(mm, flows, clusters)
     return LoadedConfig(mm, tuple(build_flow_config(mm, f) for f in chosen),
-                        tuple(p for p in problems if p.severity == "warning"))
+                        tuple(p for p in problems if p.severity == "warning"),
+                        _target_clusters(mm, clusters, mm.enabled_flows()))

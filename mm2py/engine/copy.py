@@ -14,6 +14,7 @@ At-least-once (MM2's default): a crash before 3 re-copies at most this range. Ex
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from mm2py.errors import Failure, ReplicationError
 from mm2py.kafka.clients import cached_consumer, cached_producer, drop_producer
+from mm2py.metrics import PartitionMeasurement, RangeMeasurer
 from mm2py.offset_syncs import DENSE_SYNC_HEADER, DENSE_SYNC_VALUE, offset_syncs_for_offsets
 from mm2py.progress import progress_record
 from mm2py.secrets import RedactingFilter, Redactor
@@ -82,6 +84,7 @@ class CopyResult:
     syncs: int
     seconds: float
     error: Failure | None = None  # why nothing of the range counts as copied; None when it was copied
+    measurement: PartitionMeasurement | None = None  # MM2's per-partition metrics of what was copied
 
 
 def _failed(rng: PartitionRange, failure: Failure) -> CopyResult:
@@ -98,6 +101,21 @@ class _Batch:
     position: int = 0
     last_read: int = -1
     bytes: int = 0
+    measurer: RangeMeasurer = field(default_factory=RangeMeasurer)
+    # timestamps of the records produced, for the replication latency measured when the target acknowledged
+    ts: list[float] = field(default_factory=lambda: [math.inf, -math.inf, 0.0, math.nan])  # min, max, sum, last
+
+    def read(self, stamps: list[int], value_bytes: int) -> None:
+        """``stamps``: the timestamps of the records one consume() call gave and that are produced."""
+        if not stamps:
+            return
+        low, high, total, last = min(stamps), max(stamps), float(sum(stamps)), stamps[-1]
+        self.measurer.read(time.time() * 1000, len(stamps), low, high, total, last, value_bytes)
+        self.ts = [min(self.ts[0], low), max(self.ts[1], high), self.ts[2] + total, last]
+
+    def acknowledged(self) -> None:
+        if self.upstream:
+            self.measurer.acknowledged(time.time() * 1000, len(self.upstream), *self.ts)
 
     def on_delivery(self, err: KafkaError | None, msg: Any) -> None:
         if err is not None:
@@ -174,6 +192,7 @@ def copy_range(spec: CopySpec, rng: PartitionRange) -> CopyResult:
     try:
         _pump(spec, rng, consumer, producer, batch, where)
         _flush(spec, producer, settings, batch.failures, f"{where} offsets {rng.start}..{batch.last_read}")
+        batch.acknowledged()
         if len(batch.downstream) != len(batch.upstream):
             raise ReplicationError(f"{where}: {len(batch.upstream)} records sent, {len(batch.downstream)} acknowledged")
         if batch.last_read >= 0:
@@ -192,8 +211,9 @@ def copy_range(spec: CopySpec, rng: PartitionRange) -> CopyResult:
     syncs = 0
     if spec.syncs_topic is not None and batch.upstream:
         syncs = _write_offset_syncs(spec, rng, batch, where)
+    measurement = batch.measurer.measurement(spec.source, spec.target, rng.topic, rng.remote_topic, rng.partition)
     return CopyResult(rng.topic, rng.partition, rng.start, batch.position, batch.last_read, len(batch.upstream),
-                      batch.bytes, syncs, time.monotonic() - started)
+                      batch.bytes, syncs, time.monotonic() - started, measurement=measurement)
 
 
 def _producer_settings(spec: CopySpec, rng: PartitionRange) -> Mapping[str, str]:
@@ -227,6 +247,8 @@ def _pump(spec: CopySpec, rng: PartitionRange, consumer: Any, producer: Any, bat
                                        f"at offset {batch.position} (range ends at {end})")
             continue
         last_progress = time.monotonic()
+        stamps: list[int] = []
+        bytes_before = batch.bytes
         for msg in messages:
             err = msg.error()
             if err is not None:
@@ -267,8 +289,10 @@ def _pump(spec: CopySpec, rng: PartitionRange, consumer: Any, producer: Any, bat
                     raise ReplicationError.of_kafka(f"{where}: the record at offset {offset} cannot be produced to "
                                                     f"{spec.target}: {err.str()}", err) from None
             append(offset)
+            stamps.append(timestamp)
             if value is not None:
                 batch.bytes += len(value)
+        batch.read(stamps, batch.bytes - bytes_before)
         poll(0)
         if batch.failures:
             _raise_delivery_failure(spec, spec.producer_settings, batch.failures,

@@ -26,6 +26,8 @@ from mm2py.engine.spark import SparkRunner
 from mm2py.errors import KafkaOperationError, ReplicationError
 from mm2py.heartbeats import HeartbeatEmitter
 from mm2py.kafka.client_defaults import copy_consumer_settings, copy_producer_settings, syncs_producer_settings
+from mm2py.lag import PartitionLag, record_ages
+from mm2py.metrics import CheckpointMeasurement, RunMetrics
 from mm2py.plan import AdminPool, FlowPlan, ReplicationPlan, build_plan
 from mm2py.progress import progress_topic, read_progress, write_progress
 from mm2py.resume import resume_position
@@ -41,6 +43,7 @@ from mm2py.topics import (
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+LAG_INTERVAL_S = 10.0  # how often a run measures its lag in seconds for the metrics endpoint
 
 
 @dataclass
@@ -95,8 +98,10 @@ class FlowRunner:
     """Replicates one flow ``source->target`` through a shared SparkRunner."""
 
     def __init__(self, flow: FlowConfig, plan: FlowPlan, spark: SparkRunner | None, pool: AdminPool,
-                 coordinator: GroupSyncCoordinator | None = None) -> None:
+                 coordinator: GroupSyncCoordinator | None = None, metrics: RunMetrics | None = None) -> None:
         self.flow = flow
+        self.metrics = metrics
+        self.ends: dict[tuple[str, int], int] = {}  # the source end offsets the last copy round saw
         self.plan = plan
         self.spark = spark
         self.pool = pool
@@ -124,6 +129,8 @@ class FlowRunner:
         self._set_positions(read_progress(f.target, f.target_consumer.settings(), f.source))
         if f.emit_checkpoints_enabled and f.emit_offset_syncs_enabled:
             self._checkpoints = CheckpointWriter(f)
+        if self.metrics is not None:
+            self.metrics.set_copy_path(f.source, f.target, "record")
 
     def _partitions(self) -> list[tuple[str, int]]:
         return [(t.topic, p) for t in self.plan.topics for p in range(t.partitions)]
@@ -168,6 +175,7 @@ class FlowRunner:
     def copy_round(self, ends: dict[tuple[str, int], int]) -> int:
         """One Spark job; returns how many ranges it copied (0 = nothing left below ``ends``)."""
         self._check_truncation(ends)
+        self.ends = dict(ends)
         ranges = self.ranges(ends)
         self.stats.lag = sum(max(0, end - self.positions.get(tp, end)) for tp, end in ends.items())
         if not ranges:
@@ -178,7 +186,11 @@ class FlowRunner:
         results = self.spark.copy(self.spec, ranges)
         for r in results:
             self.positions[(r.topic, r.partition)] = max(self.positions.get((r.topic, r.partition), 0), r.next_offset)
-        self.stats.add(results, time.monotonic() - started)
+        seconds = time.monotonic() - started
+        self.stats.add(results, seconds)
+        if self.metrics is not None:
+            self.metrics.record_copy(r.measurement for r in results if r.measurement is not None)
+            self.metrics.copy_job_finished(self.flow.source, self.flow.target, seconds)
         self.stats.lag = sum(max(0, end - self.positions.get(tp, end)) for tp, end in ends.items())
         log.info("copied flow=%s ranges=%d records=%d", self.flow.name, len(results), sum(r.records for r in results))
         return len(ranges)
@@ -197,6 +209,7 @@ class FlowRunner:
         while self._retrying(lambda: self.copy_round(ends), stop):
             pass
         self._retrying(self.checkpoint, stop)
+        self._retrying(self.report_lag, stop)
 
     def _retrying(self, step: Callable[[], T], stop: threading.Event) -> T:
         """Run ``step``, retrying transient failures (a stalled broker, a failed Spark job) with backoff for up to
@@ -211,6 +224,8 @@ class FlowRunner:
                 if not retriable or time.monotonic() + backoff > deadline or stop.is_set():
                     raise
                 self.stats.retries += 1
+                if self.metrics is not None:
+                    self.metrics.retried(self.flow.source, self.flow.target)
                 log.warning("flow=%s will retry in %.0f s: %s", self.flow.name, backoff, exc)
                 stop.wait(backoff)
                 backoff = min(backoff * 2, 30.0)
@@ -224,6 +239,11 @@ class FlowRunner:
         rows = [row for group in translator.groups() for row in translator.translate(group)]
         written = self._checkpoints.emit(rows, listed_at)
         self.group_offsets = rows
+        if self.metrics is not None:
+            latency = now_ms() - listed_at  # MM2: from listing the group's offsets to the target's acknowledgement
+            self.metrics.record_checkpoints(
+                CheckpointMeasurement(self.flow.source, self.flow.target, cp.consumer_group_id, cp.topic,
+                                      cp.partition, latency) for cp in written)
         log.info("checkpoints flow=%s groups=%d written=%d", self.flow.name, len({r.group for r in rows}),
                  len(written))
 
@@ -239,7 +259,26 @@ class FlowRunner:
                                  first_after_s=f.sync_topic_configs_interval_seconds))
         jobs.append(Periodic("checkpoints", f.emit_checkpoints_interval_seconds, self.checkpoint_and_sync,
                              first_after_s=f.emit_checkpoints_interval_seconds))
+        if self.metrics is not None:
+            jobs.append(Periodic("lag", LAG_INTERVAL_S, self.report_lag))
         return Schedule(jobs)
+
+    def report_lag(self) -> None:
+        """Lag in records and seconds per partition for the metrics endpoint (the age of the oldest record
+        not copied yet, read from the source like ``mm2py lag`` does)."""
+        if self.metrics is None or not self.ends:
+            return
+        lagging = {tp: self.positions.get(tp, end) for tp, end in self.ends.items()
+                   if end > self.positions.get(tp, end)}
+        ages = record_ages(self.flow, lagging, now_ms()) if lagging else {}
+        rows = []
+        for (topic, partition), end in sorted(self.ends.items()):
+            position = self.positions.get((topic, partition), end)
+            lag = max(0, end - position)
+            rows.append(PartitionLag(self.flow.name, self.flow.source, self.flow.target, topic,
+                                     self.remote.get(topic, topic), partition, end, position, lag,
+                                     ages.get((topic, partition), 0.0) if lag else 0.0))
+        self.metrics.set_lag(self.flow.source, self.flow.target, rows)
 
     def latest_group_offsets(self) -> list[GroupOffset]:
         return self.group_offsets
@@ -325,7 +364,7 @@ def _skip_held(runners: list[FlowRunner], leases: dict[str, FlowLease | None],
 
 def run_flows(flows: list[FlowConfig], spark_factory: Callable[[], SparkRunner], *, once: bool,
               stop: threading.Event, on_progress: Callable[[list[FlowStats]], None] | None = None,
-              heartbeat_pairs: Sequence[FlowConfig] = ()) -> list[FlowStats]:
+              heartbeat_pairs: Sequence[FlowConfig] = (), metrics: RunMetrics | None = None) -> list[FlowStats]:
     """Plan every flow together (to see N->1 merges), then replicate each flow in its own thread.
 
     Continuous runs start Spark first and wait for their leases as hot standbys; ``--once`` takes the leases
@@ -333,10 +372,10 @@ def run_flows(flows: list[FlowConfig], spark_factory: Callable[[], SparkRunner],
     """
     pool = AdminPool()
     plan: ReplicationPlan = build_plan(flows, pool)
-    runners = [FlowRunner(f, p, None, pool) for f, p in zip(flows, plan.flows, strict=True)]
+    runners = [FlowRunner(f, p, None, pool, metrics=metrics) for f, p in zip(flows, plan.flows, strict=True)]
     coordinator = GroupSyncCoordinator([(r.flow, r.latest_group_offsets) for r in runners], pool)
     leases = {r.flow.name: _lease(r.flow) for r in runners}
-    heartbeats = HeartbeatEmitter(heartbeat_pairs)
+    heartbeats = HeartbeatEmitter(heartbeat_pairs, on_emit=metrics.heartbeat_written if metrics else None)
     active = threading.Event()  # some flow of this run holds its lease: heartbeats are this run's to write
     errors: list[BaseException] = []
     spark: SparkRunner | None = None

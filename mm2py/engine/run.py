@@ -12,12 +12,14 @@ from mm2py.config import LoadedConfig
 from mm2py.engine.driver import FlowStats, run_flows
 from mm2py.engine.spark import SparkRunner
 from mm2py.heartbeats import heartbeat_flows
+from mm2py.metrics import RunMetrics
 
 log = logging.getLogger(__name__)
 
 
 def run(loaded: LoadedConfig, *, once: bool, master: str | None, deploy_mode: str | None,
-        spark_conf: dict[str, str], on_progress: Callable[[list[FlowStats]], None] | None = None) -> list[FlowStats]:
+        spark_conf: dict[str, str], on_progress: Callable[[list[FlowStats]], None] | None = None,
+        metrics: RunMetrics | None = None) -> list[FlowStats]:
     """Replicate until done (``once``) or until SIGTERM/SIGINT, after which the job in flight finishes."""
     first = loaded.flows[0]
     conf = {**dict(first.spark_conf), **spark_conf}
@@ -34,8 +36,8 @@ def run(loaded: LoadedConfig, *, once: bool, master: str | None, deploy_mode: st
             list(loaded.flows),
             lambda: SparkRunner(f"mm2py {names}", master or first.spark_master,
                                 deploy_mode or first.spark_deploy_mode, conf),
-            once=once, stop=stop, on_progress=on_progress,
-            heartbeat_pairs=heartbeat_flows(loaded.mm, loaded.flows))
+            once=once, stop=stop, on_progress=on_progress, metrics=metrics,
+            heartbeat_pairs=heartbeat_flows(loaded.mm, loaded.flows, loaded.clusters))
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

@@ -1,0 +1,74 @@
+"""`mm2py run --metrics-port`: MM2's metrics, under the names Strimzi's exporter gives them, while a run goes on."""
+
+from __future__ import annotations
+
+import urllib.request
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from faults import MirrorRun
+from kafka_harness import ClusterFactory, commit_group, create_topic, end_offsets, free_port, make_records, produce
+from mm2py_cli import write_config
+from prometheus_client.parser import text_string_to_metric_families
+
+pytestmark = [pytest.mark.integration, pytest.mark.spark]
+
+SOURCE = "kafka_connect_mirror_mirrorsourceconnector_"
+CHECKPOINT = "kafka_connect_mirror_mirrorcheckpointconnector_"
+PARTITIONS = 3
+
+
+def scrape(port: int) -> dict[str, list[tuple[dict[str, str], float]]]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    samples: dict[str, list[tuple[dict[str, str], float]]] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            samples.setdefault(sample.name, []).append((dict(sample.labels), sample.value))
+    return samples
+
+
+def test_metrics_while_running_count_every_copied_record_per_partition_and_time_checkpoints(
+        kafka_cluster: ClusterFactory, tmp_path: Path) -> None:
+    brokers = kafka_cluster("dc1", "target")
+    create_topic(brokers["dc1"].bootstrap, "orders", PARTITIONS)
+    records = make_records(3_000, partitions=PARTITIONS, seed=12, value_size=50)
+    produce(brokers["dc1"].bootstrap, "orders", records)
+    commit_group(brokers["dc1"].bootstrap, "billing", "orders", {0: 10, 1: 20, 2: 30})
+    port = free_port()
+    config = write_config(tmp_path / "mm2.properties", brokers, (
+        "dc1->target.enabled = true\ntopics = orders\nemit.checkpoints.interval.seconds = 1\n"
+        "consumer.poll.timeout.ms = 200\n"))
+
+    def copied() -> int:
+        try:
+            return sum(end_offsets(brokers["target"].bootstrap, "dc1.orders").values())
+        except Exception:  # the remote topic may not exist yet
+            return 0
+
+    def served(name: str) -> bool:
+        try:
+            return bool(scrape(port).get(name))
+        except OSError:
+            return False
+
+    with MirrorRun(config, tmp_path / "run.log", "--metrics-port", str(port)) as run:
+        run.wait_for(lambda: copied() >= len(records), 180, "the records to be copied")
+        run.wait_for(lambda: served(CHECKPOINT + "checkpoint_latency_ms"), 60, "a checkpoint latency")
+        metrics = scrape(port)  # the run is still going
+        assert run.proc.poll() is None
+        assert run.stop() == 0, run.log_text()
+
+    counts = {(s["source"], s["target"], s["topic"], s["partition"]): v
+              for s, v in metrics[SOURCE + "record_count"]}
+    expected = Counter(r.partition for r in records)
+    assert counts == {("dc1", "target", "dc1.orders", str(p)): float(expected[p]) for p in range(PARTITIONS)}
+    byte_counts = {s["partition"]: v for s, v in metrics[SOURCE + "byte_count"]}
+    assert byte_counts == {str(p): float(sum(len(r.value or b"") for r in records if r.partition == p))
+                           for p in range(PARTITIONS)}
+    for name in ("record_age_ms_max", "replication_latency_ms_max", "replication_latency_ms_avg"):
+        values = [v for _labels, v in metrics[SOURCE + name]]
+        assert len(values) == PARTITIONS and all(v >= 0 for v in values), name
+    latency = {(s["group"], s["topic"], s["partition"]) for s, _v in metrics[CHECKPOINT + "checkpoint_latency_ms"]}
+    assert {("billing", "dc1.orders", str(p)) for p in range(PARTITIONS)} <= latency
