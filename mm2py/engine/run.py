@@ -31,11 +31,17 @@ def run(loaded: LoadedConfig, *, once: bool, master: str | None, deploy_mode: st
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
     names = ", ".join(f.name for f in loaded.flows)
+
+    def start_spark() -> SparkRunner:
+        runner = SparkRunner(f"mm2py {names}", master or first.spark_master, deploy_mode or first.spark_deploy_mode,
+                             conf)
+        # PySpark's SparkContext takes SIGINT over to cancel every job at once; Ctrl-C must finish the batch.
+        signal.signal(signal.SIGINT, on_signal)
+        return runner
+
     try:
         return run_flows(
-            list(loaded.flows),
-            lambda: SparkRunner(f"mm2py {names}", master or first.spark_master,
-                                deploy_mode or first.spark_deploy_mode, conf),
+            list(loaded.flows), start_spark,
             once=once, stop=stop, on_progress=on_progress, metrics=metrics,
             heartbeat_pairs=heartbeat_flows(loaded.mm, loaded.flows, loaded.clusters))
     finally:

@@ -100,7 +100,12 @@ class SparkRunner:
         # JVM's one-off notice about incubator modules is dropped.
         from pyspark.java_gateway import launch_gateway
 
-        gateway = launch_gateway(spark_conf, popen_kwargs={"stderr": subprocess.PIPE})  # type: ignore[no-untyped-call]
+        # The JVM (and the Python workers it forks) get a process group of their own: Ctrl-C on a terminal
+        # signals the foreground group, which must reach only this driver, so it can let the batch in flight
+        # finish; a killed session (a crash, systemd's stop) still takes them all.
+        group: dict[str, Any] = ({"process_group": 0} if sys.version_info >= (3, 11)
+                                 else {"preexec_fn": os.setpgrp})
+        gateway = launch_gateway(spark_conf, popen_kwargs={"stderr": subprocess.PIPE, **group})  # type: ignore[no-untyped-call]
         threading.Thread(target=_relay_jvm_output, args=(gateway.proc.stderr,), name="spark-jvm-stderr",
                          daemon=True).start()
         self.sc: Any = SparkContext(conf=spark_conf, gateway=gateway)

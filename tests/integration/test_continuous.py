@@ -82,6 +82,25 @@ def test_sigterm_finishes_the_batch_records_progress_and_exits_0(pair: dict[str,
     assert copied(pair["target"]) == 2_500
 
 
+def test_ctrl_c_to_the_process_group_finishes_the_batch_and_exits_0(pair: dict[str, TansuBroker],
+                                                                    tmp_path: Path) -> None:
+    """A terminal's Ctrl-C signals the whole foreground process group; Spark's JVM and workers must not die of it
+    (they have a group of their own) and PySpark must not cancel the job: the run stops as after SIGTERM."""
+    config = config_for(tmp_path, pair, "mm2py.batch.max.records = 20000\n")
+    produce(pair["dc1"].bootstrap, "orders", make_records(120_000, partitions=PARTITIONS, seed=6, value_size=64,
+                                                          with_headers=False))
+    log = tmp_path / "run.log"
+    proc = start_run(config, log)
+    try:
+        wait_for(lambda: copied(pair["target"]) > 0, 180, "the copy to start", proc, log)
+        os.killpg(proc.pid, signal.SIGINT)
+        assert proc.wait(timeout=120) == 0, log.read_text()
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert "received SIGINT" in log.read_text()
+
+
 def test_sigkill_of_the_process_group_mid_copy_loses_nothing(pair: dict[str, TansuBroker], tmp_path: Path) -> None:
     batch = 5_000
     config = config_for(tmp_path, pair, f"mm2py.batch.max.records = {batch}\n")
