@@ -22,11 +22,12 @@ from mm2py.filters import GroupFilter, load_group_filter
 from mm2py.kafka.admin import ClusterAdmin
 from mm2py.kafka.clients import new_producer
 from mm2py.kafka.reader import read_topic
+from mm2py.offset_sync_store import OffsetSyncStore
 from mm2py.plan import FlowPlan
 from mm2py.progress import read_progress
 from mm2py.records import Checkpoint, RecordFormatError
-from mm2py.topics import checkpoints_topic, dense_offset_syncs_topic, offset_syncs_topic
-from mm2py.translation import OffsetMap, Translation, combine_offset_maps, offset_maps
+from mm2py.topics import checkpoints_topic
+from mm2py.translation import OffsetMap, Translation
 
 log = logging.getLogger(__name__)
 
@@ -53,32 +54,21 @@ class GroupOffset:
 
 
 def read_offset_maps(flow: FlowConfig) -> dict[tuple[str, int], OffsetMap]:
-    """Every offset sync of the flow, read from the cluster ``offset-syncs.topic.location`` names."""
-    assert flow.target_consumer is not None and flow.source_consumer is not None
-    settings = (flow.source_consumer if flow.offset_syncs_topic_location == "source" else flow.target_consumer)
-    # MM2's compacted topic (mm2py's MM2-rule syncs, or Java MM2's) and mm2py's dense one, which outlives
-    # compaction; see combine_offset_maps for how they fit together.
-    topics = [offset_syncs_topic(flow)] + ([dense_offset_syncs_topic(flow)] if flow.dense_offset_syncs else [])
-    found: list[dict[tuple[str, int], OffsetMap]] = []
-    for topic in topics:
-        messages = read_topic(flow.offset_syncs_cluster, settings.settings(), topic, purpose="reading offset syncs")
-        maps, skipped = offset_maps((m.key(), m.value(), dict(m.headers() or [])) for m in messages)
-        if skipped:
-            log.warning("flow=%s skipped %d undecodable offset-sync records in %s", flow.name, skipped, topic)
-        found.append(maps)
-    return combine_offset_maps(found[0], found[1]) if len(found) > 1 else found[0]
+    """Every offset sync of the flow: MM2's compacted topic (mm2py's MM2-rule syncs, or Java MM2's) and mm2py's
+    dense one, which outlives compaction (see combine_offset_maps for how they fit together)."""
+    return OffsetSyncStore(flow).refresh()
 
 
 class FlowTranslator:
     """Everything needed to translate one flow's group offsets, loaded once per use."""
 
-    def __init__(self, flow: FlowConfig, plan: FlowPlan, source: ClusterAdmin) -> None:
+    def __init__(self, flow: FlowConfig, plan: FlowPlan, source: ClusterAdmin,
+                 store: OffsetSyncStore | None = None) -> None:
         self.flow = flow
         self.source = source
         self.remote = {t.topic: t.remote_topic for t in plan.topics}
         self.group_filter: GroupFilter = load_group_filter(flow.group_filter_class, flow.plugin_config())
-        assert flow.target_consumer is not None
-        self.maps = read_offset_maps(flow)
+        self.maps = (store or OffsetSyncStore(flow)).refresh()
         self.progress = read_progress(flow.target, flow.target_consumer.settings(), flow.source)
 
     def groups(self) -> list[str]:

@@ -120,15 +120,22 @@ def offset_maps(records: Iterable[tuple[bytes | None, bytes | None, Mapping[str,
     maps: dict[tuple[str, int], OffsetMap] = {}
     skipped = 0
     for key, value, headers in records:
-        try:
-            sync = OffsetSync.from_record(key, value)
-        except RecordFormatError:
+        if not add_offset_sync(maps, key, value, headers):
             skipped += 1
-            continue
-        dense = headers.get(DENSE_SYNC_HEADER) == DENSE_SYNC_VALUE
-        maps.setdefault((sync.topic, sync.partition), OffsetMap()).add(
-            sync.upstream_offset, sync.downstream_offset, dense)
     return maps, skipped
+
+
+def add_offset_sync(maps: dict[tuple[str, int], OffsetMap], key: bytes | None, value: bytes | None,
+                    headers: Mapping[str, bytes | None]) -> bool:
+    """Add one offset-sync record to ``maps``; False when it cannot be decoded (skipped, as MM2 skips it)."""
+    try:
+        sync = OffsetSync.from_record(key, value)
+    except RecordFormatError:
+        return False
+    dense = headers.get(DENSE_SYNC_HEADER) == DENSE_SYNC_VALUE
+    maps.setdefault((sync.topic, sync.partition), OffsetMap()).add(sync.upstream_offset, sync.downstream_offset,
+                                                                   dense)
+    return True
 
 
 def combine_offset_maps(mm2: Mapping[tuple[str, int], OffsetMap],

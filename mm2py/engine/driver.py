@@ -28,6 +28,7 @@ from mm2py.heartbeats import HeartbeatEmitter
 from mm2py.kafka.client_defaults import copy_consumer_settings, copy_producer_settings, syncs_producer_settings
 from mm2py.lag import PartitionLag, record_ages
 from mm2py.metrics import CheckpointMeasurement, RunMetrics
+from mm2py.offset_sync_store import OffsetSyncStore
 from mm2py.plan import AdminPool, FlowPlan, ReplicationPlan, build_plan
 from mm2py.progress import progress_topic, read_progress, write_progress
 from mm2py.resume import resume_position
@@ -111,6 +112,7 @@ class FlowRunner:
         self.remote: dict[str, str] = {t.topic: t.remote_topic for t in plan.topics}
         self.spec = copy_spec(flow)
         self._checkpoints: CheckpointWriter | None = None
+        self._syncs: OffsetSyncStore | None = None  # tailed, not re-read, at every checkpoint
         self.group_offsets: list[GroupOffset] = []  # the latest translation of every group, for group sync
 
     # -- preparation (driver, admin calls only) ---------------------------------------------------------
@@ -235,7 +237,9 @@ class FlowRunner:
         if self._checkpoints is None:
             return
         listed_at = now_ms()
-        translator = FlowTranslator(self.flow, self.plan, self.pool.admin(self.flow.source, self.flow))
+        if self._syncs is None:
+            self._syncs = OffsetSyncStore(self.flow)
+        translator = FlowTranslator(self.flow, self.plan, self.pool.admin(self.flow.source, self.flow), self._syncs)
         rows = [row for group in translator.groups() for row in translator.translate(group)]
         written = self._checkpoints.emit(rows, listed_at)
         self.group_offsets = rows
