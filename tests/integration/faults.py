@@ -29,6 +29,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, TopicPartition
+from flows_helpers import wait_for
 from kafka_harness import Record, consumer_config, make_records, produce
 
 # Seeds of the background producer's bursts start here, far from the seeds tests use for fixed datasets.
@@ -153,13 +154,7 @@ class MirrorRun:
 
     def wait_for(self, condition: Callable[[], bool], timeout: float, what: str) -> None:
         """Poll ``condition`` until it holds; fail with the run's log if it does not, or if the run died."""
-        deadline = time.monotonic() + timeout
-        while not condition():
-            if self.proc.poll() is not None:
-                pytest.fail(f"mm2py exited with {self.proc.returncode} while waiting for {what}:\n{self.log_text()}")
-            if time.monotonic() > deadline:
-                pytest.fail(f"timed out after {timeout} s waiting for {what}:\n{self.log_text()[-20_000:]}")
-            time.sleep(0.2)  # poll interval
+        wait_for(condition, timeout, what, proc=self.proc, log=self.log)
 
     def assert_alive_for(self, seconds: float, what: str) -> None:
         """Watch the run for ``seconds`` (the length of an injected stall): it must not exit meanwhile."""

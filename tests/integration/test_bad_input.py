@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from flows_helpers import copied
 from kafka_harness import (
     ClusterFactory,
     Record,
@@ -23,7 +24,6 @@ from kafka_harness import (
     create_topic,
     delete_topic,
     free_port,
-    list_topics,
     make_records,
     produce,
     read_all,
@@ -342,10 +342,6 @@ def test_source_topic_deleted_during_a_continuous_run_is_reported(kafka_cluster:
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(timeout=30)
-
-
-def copied(broker: TansuBroker, topic: str) -> int:
-    return len(read_all(broker.bootstrap, topic)) if topic in list_topics(broker.bootstrap) else 0
 
 
 def _names_topic(text: str, topic: str) -> bool:

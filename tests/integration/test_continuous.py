@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
-import time
 from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from kafka_harness import ClusterFactory, TansuBroker, create_topic, end_offsets, make_records, produce, read_all
+from flows_helpers import IDENTITY, config_for, copied, start_run, wait_for
+from kafka_harness import TansuBroker, create_topic, make_records, produce, read_all
 from mm2py_cli import mm2py, write_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
@@ -20,57 +17,21 @@ pytestmark = [pytest.mark.integration, pytest.mark.spark]
 PARTITIONS = 4
 
 
-def start_run(config: Path, log: Path) -> subprocess.Popen[bytes]:
-    """A continuous run in its own process group (driver, JVM and Python workers), like a service."""
-    with log.open("wb") as out:
-        return subprocess.Popen([sys.executable, "-m", "mm2py", "run", str(config)], stdout=out,
-                                stderr=subprocess.STDOUT, start_new_session=True)
-
-
-def wait_for(condition: Callable[[], bool], timeout: float, what: str, proc: subprocess.Popen[bytes] | None = None,
-             log: Path | None = None) -> None:
-    """Poll a condition until it holds; fail with the run's log if it does not (or the run died)."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if proc is not None and proc.poll() is not None:
-            pytest.fail(f"mm2py exited with {proc.returncode} while waiting for {what}:\n"
-                        + (log.read_text() if log else ""))
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout} s waiting for {what}\n" + (log.read_text() if log else ""))
-        time.sleep(0.2)
-
-
-def copied(target: TansuBroker, topic: str = "orders") -> int:
-    try:
-        return sum(end_offsets(target.bootstrap, topic).values())
-    except Exception:  # the remote topic may not exist yet
-        return 0
-
-
-@pytest.fixture
-def pair(kafka_cluster: ClusterFactory) -> dict[str, TansuBroker]:
-    brokers = kafka_cluster("dc1", "target")
-    create_topic(brokers["dc1"].bootstrap, "orders", PARTITIONS)
-    return brokers
-
-
-def config_for(tmp_path: Path, brokers: dict[str, TansuBroker], extra: str = "") -> Path:
-    return write_config(tmp_path / "mm2.properties", brokers, (
-        "dc1->target.enabled = true\ntopics = orders\n"
-        "replication.policy.class = org.apache.kafka.connect.mirror.IdentityReplicationPolicy\n"
-        "consumer.poll.timeout.ms = 200\n" + extra))
+# Every test here: the merged (Identity) layout, and short polls so ranges end quickly.
+FLOW = IDENTITY + "consumer.poll.timeout.ms = 200\n"
 
 
 def test_sigterm_finishes_the_batch_records_progress_and_exits_0(pair: dict[str, TansuBroker],
                                                                  tmp_path: Path) -> None:
-    config = config_for(tmp_path, pair)
+    config = config_for(tmp_path, pair, FLOW)
     produce(pair["dc1"].bootstrap, "orders", make_records(2_000, partitions=PARTITIONS, seed=1))
     log = tmp_path / "run.log"
     proc = start_run(config, log)
     try:
-        wait_for(lambda: copied(pair["target"]) == 2_000, 120, "the first 2000 records", proc, log)
+        wait_for(lambda: copied(pair["target"]) == 2_000, 120, "the first 2000 records", proc=proc, log=log)
         produce(pair["dc1"].bootstrap, "orders", make_records(500, partitions=PARTITIONS, seed=2))
-        wait_for(lambda: copied(pair["target"]) == 2_500, 60, "500 records produced while running", proc, log)
+        wait_for(lambda: copied(pair["target"]) == 2_500, 60, "500 records produced while running",
+                 proc=proc, log=log)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 0, log.read_text()
     finally:
@@ -103,14 +64,15 @@ def test_ctrl_c_to_the_process_group_finishes_the_batch_and_exits_0(pair: dict[s
 
 def test_sigkill_of_the_process_group_mid_copy_loses_nothing(pair: dict[str, TansuBroker], tmp_path: Path) -> None:
     batch = 5_000
-    config = config_for(tmp_path, pair, f"mm2py.batch.max.records = {batch}\n")
+    config = config_for(tmp_path, pair, FLOW + f"mm2py.batch.max.records = {batch}\n")
     total = 120_000
     records = make_records(total, partitions=PARTITIONS, seed=3, value_size=64, with_headers=False)
     produce(pair["dc1"].bootstrap, "orders", records)
     log = tmp_path / "run.log"
     proc = start_run(config, log)
     try:
-        wait_for(lambda: copied(pair["target"]) >= total // 4, 180, "a quarter of the records", proc, log)
+        wait_for(lambda: copied(pair["target"]) >= total // 4, 180, "a quarter of the records",
+                 proc=proc, log=log)
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
@@ -141,10 +103,10 @@ def test_new_source_topics_are_picked_up_every_refresh_interval(pair: dict[str, 
     log = tmp_path / "run.log"
     proc = start_run(config, log)
     try:
-        wait_for(lambda: copied(pair["target"], "dc1.orders") == 100, 120, "the first topic", proc, log)
+        wait_for(lambda: copied(pair["target"], "dc1.orders") == 100, 120, "the first topic", proc=proc, log=log)
         create_topic(pair["dc1"].bootstrap, "orders-eu", 2)
         produce(pair["dc1"].bootstrap, "orders-eu", make_records(40, partitions=2, seed=2))
-        wait_for(lambda: copied(pair["target"], "dc1.orders-eu") == 40, 60, "the new topic", proc, log)
+        wait_for(lambda: copied(pair["target"], "dc1.orders-eu") == 40, 60, "the new topic", proc=proc, log=log)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 0, log.read_text()
     finally:

@@ -10,16 +10,13 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
-import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
+from flows_helpers import config_for, copied, start_run, wait_for
 from kafka_harness import (
-    ClusterFactory,
     TansuBroker,
     client_config,
     create_topic,
@@ -28,29 +25,18 @@ from kafka_harness import (
     produce,
     read_all,
 )
-from mm2py_cli import mm2py, write_config
+from mm2py_cli import mm2py
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
+PARTITIONS = 2
 EOS = "target.exactly.once.source.support = enabled\n"
-
-
-@pytest.fixture
-def pair(kafka_cluster: ClusterFactory) -> dict[str, TansuBroker]:
-    brokers = kafka_cluster("dc1", "target")
-    create_topic(brokers["dc1"].bootstrap, "orders", 2)
-    return brokers
-
-
-def config_for(tmp_path: Path, brokers: dict[str, TansuBroker], extra: str = "") -> Path:
-    return write_config(tmp_path / "mm2.properties", brokers,
-                        "dc1->target.enabled = true\ntopics = orders\n" + EOS + extra)
 
 
 def test_ranges_and_progress_are_committed_in_transactions(pair: dict[str, TansuBroker], tmp_path: Path) -> None:
     records = make_records(400, partitions=2, seed=5)
     produce(pair["dc1"].bootstrap, "orders", records)
-    config = config_for(tmp_path, pair, "mm2py.batch.max.records = 50\n")
+    config = config_for(tmp_path, pair, EOS + "mm2py.batch.max.records = 50\n")
     result = mm2py("run", str(config), "--once")
     assert result.returncode == 0, result.stderr
     target = read_all(pair["target"].bootstrap, "dc1.orders")  # read_committed
@@ -72,7 +58,7 @@ def test_a_predecessor_with_the_same_transactional_id_is_fenced(pair: dict[str, 
     zombie.begin_transaction()
     zombie.produce("dc1.orders", b"zombie", partition=0)
     assert zombie.flush(10) == 0
-    config = config_for(tmp_path, pair)
+    config = config_for(tmp_path, pair, EOS)
     result = mm2py("run", str(config), "--once")
     assert result.returncode == 0, result.stderr
     # The predecessor is fenced: what it sends now is refused, and it cannot commit.
@@ -92,23 +78,12 @@ def test_a_predecessor_with_the_same_transactional_id_is_fenced(pair: dict[str, 
 def test_sigkill_mid_transaction_then_once_loses_nothing(pair: dict[str, TansuBroker], tmp_path: Path) -> None:
     records = make_records(60_000, partitions=2, seed=8, value_size=64, with_headers=False)
     produce(pair["dc1"].bootstrap, "orders", records)
-    config = config_for(tmp_path, pair, "mm2py.batch.max.records = 3000\nconsumer.poll.timeout.ms = 200\n")
+    config = config_for(tmp_path, pair, EOS + "mm2py.batch.max.records = 3000\nconsumer.poll.timeout.ms = 200\n")
     log = tmp_path / "run.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "mm2py", "run", str(config)], stdout=out,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+    proc = start_run(config, log)
     try:
-        deadline = time.monotonic() + 180
-        while True:
-            try:
-                copied = sum(end_offsets(pair["target"].bootstrap, "dc1.orders").values())
-            except Exception:
-                copied = 0
-            if copied >= 15_000:
-                break
-            assert proc.poll() is None, log.read_text()
-            assert time.monotonic() < deadline, log.read_text()
-            time.sleep(0.2)
+        wait_for(lambda: copied(pair["target"], "dc1.orders") >= 15_000, 180, "15000 records downstream",
+                 proc=proc, log=log)
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)

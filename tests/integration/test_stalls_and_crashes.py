@@ -15,17 +15,16 @@ from pathlib import Path
 
 import pytest
 from faults import BurstProducer, LandingWatch, MirrorRun, kill_python_worker_mid_task, worker_crashes
+from flows_helpers import IDENTITY, config_for, copied
 from kafka_harness import (
-    ClusterFactory,
     Record,
     TansuBroker,
-    create_topic,
     end_offsets,
     make_records,
     produce,
     read_all,
 )
-from mm2py_cli import mm2py, write_config
+from mm2py_cli import mm2py
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -34,26 +33,9 @@ BATCH = 5_000
 STALL_S = 30.0
 
 
-@pytest.fixture
-def pair(kafka_cluster: ClusterFactory) -> dict[str, TansuBroker]:
-    brokers = kafka_cluster("dc1", "target")
-    create_topic(brokers["dc1"].bootstrap, "orders", PARTITIONS)
-    return brokers
-
-
-def config_for(tmp_path: Path, brokers: dict[str, TansuBroker], extra: str = "", batch: int = BATCH) -> Path:
-    return write_config(tmp_path / "mm2.properties", brokers, (
-        "dc1->target.enabled = true\ntopics = orders\n"
-        "replication.policy.class = org.apache.kafka.connect.mirror.IdentityReplicationPolicy\n"
-        f"dc1->target.consumer.poll.timeout.ms = 200\nmm2py.batch.max.records = {batch}\n" + extra))
-
-
-def copied(target: TansuBroker) -> int:
-    """Records in the remote topic, duplicates included."""
-    try:
-        return sum(end_offsets(target.bootstrap, "orders").values())
-    except Exception:  # the remote topic may not exist yet
-        return 0
+def settings(batch: int = BATCH) -> str:
+    """Merged (Identity) layout, short polls, and ``batch`` records per range."""
+    return IDENTITY + f"dc1->target.consumer.poll.timeout.ms = 200\nmm2py.batch.max.records = {batch}\n"
 
 
 def source_total(source: TansuBroker) -> int:
@@ -86,7 +68,7 @@ def wait_until_target_has_everything(run: MirrorRun, brokers: dict[str, TansuBro
 def test_repeated_sigkill_under_load_loses_nothing_and_duplicates_at_most_one_batch_per_partition(
         pair: dict[str, TansuBroker], tmp_path: Path) -> None:
     source, target = pair["dc1"], pair["target"]
-    config = config_for(tmp_path, pair)
+    config = config_for(tmp_path, pair, settings())
     # 1 KB values: a range (5 MB) then goes out in several produce requests, so a crash can land in the middle.
     preload = make_records(40_000, partitions=PARTITIONS, seed=1, value_size=1024, with_headers=False)
     produce(source.bootstrap, "orders", preload)
@@ -162,7 +144,7 @@ def stall_dataset(when: str, seed: int) -> list[Record]:
 def test_source_broker_frozen_30s_the_run_recovers_by_itself_and_loses_nothing(
         pair: dict[str, TansuBroker], tmp_path: Path, when: str) -> None:
     source, target = pair["dc1"], pair["target"]
-    config = config_for(tmp_path, pair)
+    config = config_for(tmp_path, pair, settings())
     data = stall_dataset(when, seed=3)
     total = len(data)
     produce(source.bootstrap, "orders", data)
@@ -197,7 +179,7 @@ def test_target_broker_frozen_30s_timed_out_producers_are_replaced_and_nothing_i
     # Short client timeouts, so records time out during the stall (_MSG_TIMED_OUT) and the copy task must
     # replace its idempotent producer: tansu refuses the epoch bump that would otherwise follow
     # (docs/test-broker.md, *Idempotent producer after a stall*).
-    config = config_for(tmp_path, pair, "target.producer.message.timeout.ms = 6000\n"
+    config = config_for(tmp_path, pair, settings() + "target.producer.message.timeout.ms = 6000\n"
                                         "target.producer.socket.timeout.ms = 3000\n")
     validated = mm2py("validate", str(config))
     assert validated.returncode == 0 and "0 warning(s)" in validated.stdout, validated.stdout + validated.stderr
@@ -245,7 +227,7 @@ def test_a_killed_spark_python_worker_is_retried_by_spark_and_nothing_is_lost(
     source, target = pair["dc1"], pair["target"]
     # Large ranges keep each task busy for a while: a worker found busy is still inside its task when killed.
     batch = 50_000
-    config = config_for(tmp_path, pair, batch=batch)
+    config = config_for(tmp_path, pair, settings(batch))
     total = 600_000  # three jobs: room for another try when the worker killed had just finished its task
     produce(source.bootstrap, "orders", make_records(total, partitions=PARTITIONS, seed=6, value_size=64,
                                                      with_headers=False))

@@ -1,4 +1,5 @@
-"""The test tree itself: tests/ is not a package, so two test modules with one basename break collection."""
+"""The test tree itself: tests/unit and tests/integration are not packages, so two test modules with one
+basename break collection."""
 
 from __future__ import annotations
 
