@@ -25,16 +25,12 @@ $(KAFKA_LIBS_STAMP): $(KAFKA_LIBS_POM)
 		-DoutputDirectory=$(CURDIR)/$(KAFKA_LIBS)/jars
 	@touch $@
 
-<<<<<<< HEAD
 kafka-libs: $(KAFKA_LIBS_STAMP)
 
 install: $(STAMP) $(KAFKA_LIBS_STAMP)
 
-test: $(STAMP) $(KAFKA_LIBS_STAMP)
-=======
 # Lint and type errors fail the build before any test runs (CI runs this target through .ci/run).
-test: lint
->>>>>>> f0cf239
+test: lint $(KAFKA_LIBS_STAMP)
 	$(BIN)/pytest tests
 
 unit: $(STAMP)

@@ -100,7 +100,8 @@ def flow_topic_filter(flow: FlowConfig) -> TopicFilter:
 
 
 def select_topics(flow: FlowConfig, source_topics: Iterable[str]) -> list[str]:
-    """Source topics the flow replicates: MM2's filter, internal-topic and cycle rules (§4.3)."""
+    """Source topics the flow replicates: MM2's filter, internal-topic and cycle rules
+    (docs/mm2-semantics.md, *Which topics a flow replicates*)."""
     policy = flow_policy(flow)
     topic_filter = flow_topic_filter(flow)
     return sorted(

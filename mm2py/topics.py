@@ -1,8 +1,10 @@
 """Topics on the target (driver side): remote topics like MM2 creates them, and MM2's internal topics.
 
-Remote topics get the source's partition count, ``replication.factor`` and the source's topic configs that
-pass the ConfigPropertyFilter (§4.4.2); they grow when the source grows and are never shrunk or deleted.
-Internal topics are compacted and named exactly as MM2 names them (§2), so MM2's own tools read them.
+Remote topics get the widest source's partition count (N->1 merges), ``replication.factor`` and the source's
+topic configs that pass the ConfigPropertyFilter (docs/mm2-semantics.md, *Remote topics*); they grow when a
+source grows and are never shrunk or deleted. Internal topics are compacted and named exactly as MM2 names them
+(docs/mm2-semantics.md, *Internal topics*), so MM2's own tools read them; mm2py's own (leases, dense offset
+syncs) carry the ``mm2py`` prefix.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ class InternalTopic:
 
 
 def offset_syncs_topic(flow: FlowConfig) -> str:
-    """``mm2-offset-syncs.<other>.internal`` on the cluster ``offset-syncs.topic.location`` names (§2)."""
+    """``mm2-offset-syncs.<other>.internal`` on the cluster ``offset-syncs.topic.location`` names."""
     other = flow.target if flow.offset_syncs_topic_location == "source" else flow.source
     return flow_policy(flow).offset_syncs_topic(other)
 
@@ -118,7 +120,7 @@ def config_property_filter(flow: FlowConfig) -> ConfigPropertyFilter:
 
 def remote_topic_configs(flow: FlowConfig, source_configs: Mapping[str, TopicConfigValue]) -> dict[str, str]:
     """Source topic configs MM2 copies to a remote topic: set on the source topic (or a source default when
-    ``use.defaults.from = source``) and not excluded by ``config.properties.exclude`` (§4.4.2)."""
+    ``use.defaults.from = source``) and not excluded by ``config.properties.exclude``."""
     prop_filter = config_property_filter(flow)
     return {k: v.value for k, v in source_configs.items()
             if prop_filter.should_replicate_config_property(k)
