@@ -207,8 +207,10 @@ class FlowRunner:
         self._set_positions(progress)
 
     def run_once(self, stop: threading.Event) -> None:
+        """Copy up to the end offsets the source had when the run started; a signal stops after the job in
+        flight (what it copied is recorded, the rest is left for the next run)."""
         ends = self._retrying(self.end_offsets, stop)
-        while self._retrying(lambda: self.copy_round(ends), stop):
+        while not stop.is_set() and self._retrying(lambda: self.copy_round(ends), stop):
             pass
         self._retrying(self.checkpoint, stop)
         self._retrying(self.report_lag, stop)

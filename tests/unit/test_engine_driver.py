@@ -1,0 +1,155 @@
+"""The driver's own logic with a fake Spark runner and a fake source: no JVM, no broker, seconds to run.
+
+Ranges per job, positions moving only after a job, retries with backoff for transient failures and none for
+permanent ones, truncated partitions placed again by the resume rule, and a stop request honoured between jobs.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+
+import pytest
+
+import mm2py.engine.driver as driver
+from mm2py.config import MirrorMakerConfig
+from mm2py.config.flow import FlowConfig, build_flow_config
+from mm2py.config.mirror_maker import Flow
+from mm2py.config.properties import parse_properties
+from mm2py.engine.copy import CopyResult, CopySpec, PartitionRange
+from mm2py.engine.driver import FlowRunner
+from mm2py.errors import ReplicationError
+from mm2py.kafka.admin import ClusterAdmin
+from mm2py.plan import AdminPool, FlowPlan, TopicPlan
+
+
+def flow(extra: str = "") -> FlowConfig:
+    text = ("clusters = dc1, target\ndc1.bootstrap.servers = a:1\ntarget.bootstrap.servers = b:1\n"
+            "dc1->target.enabled = true\nmm2py.batch.max.records = 100\nmm2py.retry.timeout.seconds = 60\n" + extra)
+    return build_flow_config(MirrorMakerConfig(parse_properties(text, "t.properties"), {}), Flow("dc1", "target"))
+
+
+class FakeSource:
+    """ListOffsets of the source: a log start and end per partition, changed by the test."""
+
+    def __init__(self, earliest: dict[tuple[str, int], int], latest: dict[tuple[str, int], int]) -> None:
+        self.earliest = earliest
+        self.latest = latest
+
+    def list_offsets(self, partitions: list[tuple[str, int]], which: str,
+                     read_committed: bool = False) -> dict[tuple[str, int], int]:
+        table = self.earliest if which == "earliest" else self.latest
+        return {tp: table[tp] for tp in partitions}
+
+
+class FakeSpark:
+    """Copies every range completely, or fails the jobs the test queues up."""
+
+    def __init__(self) -> None:
+        self.jobs: list[list[PartitionRange]] = []
+        self.failures: list[ReplicationError] = []
+        self.on_job: threading.Event | None = None
+
+    def copy(self, spec: CopySpec, ranges: list[PartitionRange]) -> list[CopyResult]:
+        self.jobs.append(ranges)
+        if self.failures:
+            raise self.failures.pop(0)
+        if self.on_job is not None:
+            self.on_job.set()
+        return [CopyResult(r.topic, r.partition, r.start, r.end, r.end - 1, r.end - r.start, 0, 0, 0.0)
+                for r in ranges]
+
+
+class InstantStop(threading.Event):
+    """A stop event whose waits (the retry backoff) return at once but are recorded."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.waits: list[float] = []
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.waits.append(timeout or 0.0)
+        return self.is_set()
+
+
+@pytest.fixture
+def recorded(monkeypatch: pytest.MonkeyPatch) -> list[Mapping[tuple[str, int], int]]:
+    """Starting positions the driver records as progress (instead of producing them to a target)."""
+    written: list[Mapping[tuple[str, int], int]] = []
+    monkeypatch.setattr(driver, "write_progress", lambda _t, _s, _src, offsets: written.append(dict(offsets)))
+    return written
+
+
+def runner(source: FakeSource, spark: FakeSpark, partitions: int = 2, extra: str = "") -> FlowRunner:
+    f = flow(extra)
+    plan = FlowPlan("dc1", "target", (TopicPlan("orders", "dc1.orders", partitions, "up to date", partitions),))
+
+    def factory(_alias: str, _flow: FlowConfig, _side: str) -> ClusterAdmin:
+        return source  # type: ignore[return-value]
+
+    return FlowRunner(f, plan, spark, AdminPool(factory))  # type: ignore[arg-type]
+
+
+def test_once_copies_in_ranges_of_at_most_batch_max_records_one_per_partition_per_job(
+        recorded: list[Mapping[tuple[str, int], int]]) -> None:
+    source = FakeSource({("orders", 0): 0, ("orders", 1): 0}, {("orders", 0): 250, ("orders", 1): 40})
+    spark = FakeSpark()
+    r = runner(source, spark)
+    r._set_positions({})
+    assert recorded == [{("orders", 0): -1, ("orders", 1): -1}]  # earliest start recorded at once
+    r.run_once(InstantStop())
+    assert [[(x.partition, x.start, x.end) for x in job] for job in spark.jobs] == [
+        [(0, 0, 100), (1, 0, 40)], [(0, 100, 200)], [(0, 200, 250)]]
+    assert r.positions == {("orders", 0): 250, ("orders", 1): 40}
+    assert r.stats.records == 290 and r.stats.lag == 0
+
+
+def test_transient_failures_are_retried_with_growing_backoff_and_positions_stay_put_meanwhile(
+        recorded: list[Mapping[tuple[str, int], int]]) -> None:
+    source = FakeSource({("orders", 0): 0}, {("orders", 0): 50})
+    spark = FakeSpark()
+    spark.failures = [ReplicationError("broker stalled"), ReplicationError("broker stalled")]
+    r = runner(source, spark, partitions=1)
+    r._set_positions({("orders", 0): 9})  # progress says 0..9 were copied
+    stop = InstantStop()
+    r.run_once(stop)
+    assert stop.waits == [1.0, 2.0]
+    assert [(j[0].start, j[0].end) for j in spark.jobs] == [(10, 50)] * 3
+    assert r.positions[("orders", 0)] == 50 and r.stats.retries == 2
+    assert recorded == [{}]  # stored progress needs no recording
+
+
+def test_a_permanent_failure_stops_at_once_without_retrying(recorded: list[Mapping[tuple[str, int], int]]) -> None:
+    source = FakeSource({("orders", 0): 0}, {("orders", 0): 50})
+    spark = FakeSpark()
+    spark.failures = [ReplicationError("record too large", code="MSG_SIZE_TOO_LARGE", retriable=False)]
+    r = runner(source, spark, partitions=1)
+    r._set_positions({})
+    stop = InstantStop()
+    with pytest.raises(ReplicationError, match="too large"):
+        r.run_once(stop)
+    assert stop.waits == [] and r.positions[("orders", 0)] == 0
+
+
+def test_a_truncated_source_partition_is_replicated_again_from_its_start_and_recorded(
+        recorded: list[Mapping[tuple[str, int], int]]) -> None:
+    source = FakeSource({("orders", 0): 0}, {("orders", 0): 80})
+    spark = FakeSpark()
+    r = runner(source, spark, partitions=1)
+    r._set_positions({("orders", 0): 79})
+    assert r.positions[("orders", 0)] == 80
+    source.latest[("orders", 0)] = 30  # the topic was deleted and re-created with 30 records
+    r.run_once(InstantStop())
+    assert [(j[0].start, j[0].end) for j in spark.jobs] == [(0, 30)]
+    assert recorded[-1] == {("orders", 0): -1}
+
+
+def test_a_stop_request_ends_once_after_the_job_in_flight(recorded: list[Mapping[tuple[str, int], int]]) -> None:
+    source = FakeSource({("orders", 0): 0}, {("orders", 0): 1_000})
+    spark = FakeSpark()
+    stop = InstantStop()
+    spark.on_job = stop  # the signal arrives while the first job runs
+    r = runner(source, spark, partitions=1)
+    r._set_positions({})
+    r.run_once(stop)
+    assert len(spark.jobs) == 1 and r.positions[("orders", 0)] == 100
