@@ -16,7 +16,7 @@ from typing import cast
 
 from mm2py.java_regex import PatternError as PatternError
 from mm2py.java_regex import java_regex_to_python as java_regex_to_python
-from mm2py.policy import PluginError, ReplicationPolicy, java_names, load_plugin
+from mm2py.policy import ReplicationPolicy, java_names, load_plugin
 
 TOPICS_CONFIG = "topics"
 TOPICS_EXCLUDE_CONFIG = "topics.exclude"
@@ -210,20 +210,13 @@ def is_cycle(policy: ReplicationPolicy, topic: str, target_cluster_alias: str) -
 
     Policies that cannot tell (Identity: ``upstream_topic(t) == t``) never report a cycle.
     """
-    seen = {topic}
-    while True:
-        source = policy.topic_source(topic)
+    for hop in policy.upstream_chain(topic):
+        source = policy.topic_source(hop)
         if source is None:
             return False
         if source == target_cluster_alias:
             return True
-        upstream = policy.upstream_topic(topic)
-        if upstream is None or upstream == topic:
-            return False
-        if upstream in seen:
-            raise PluginError(f"{type(policy).__name__}.upstream_topic cycles back to {upstream!r}")
-        seen.add(upstream)
-        topic = upstream
+    return False
 
 
 def should_replicate_topic(

@@ -14,7 +14,7 @@ from __future__ import annotations
 import abc
 import importlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import cast
 
 logger = logging.getLogger(__name__)
@@ -72,15 +72,25 @@ class ReplicationPolicy(abc.ABC):
 
         Follows ``upstream_topic`` until it returns None or its own input; that last name is the answer.
         """
+        *_, original = self.upstream_chain(topic)
+        return original
+
+    def upstream_chain(self, topic: str) -> Iterator[str]:
+        """``topic``, then its name one hop upstream, and so on, back to where it was first written.
+
+        Raises PluginError when ``upstream_topic`` leads back to a name already seen: MM2 would recurse until
+        the stack overflows; this says which policy misbehaves instead.
+        """
         seen = {topic}
+        yield topic
         while True:
             upstream = self.upstream_topic(topic)
             if upstream is None or upstream == topic:
-                return topic
+                return
             if upstream in seen:
-                # MM2 would recurse until the stack overflows; say which policy misbehaves instead.
                 raise PluginError(f"{type(self).__name__}.upstream_topic cycles back to {upstream!r}")
             seen.add(upstream)
+            yield upstream
             topic = upstream
 
     def heartbeats_topic(self) -> str:

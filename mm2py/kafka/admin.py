@@ -164,22 +164,7 @@ class ClusterAdmin:
         if not topics:
             return {}
         futures = self.client.create_topics(topics, request_timeout=self.timeout_s)
-        outcome: dict[str, str | None] = {}
-        for name, future in futures.items():
-            try:
-                future.result(timeout=self.timeout_s)
-                outcome[name] = None
-            except (KafkaException, FutureTimeout) as exc:
-                err = _error_of(exc)
-                if isinstance(exc, FutureTimeout):
-                    raise self._wrap(f"creating topic {name}", exc) from None
-                if err is not None and err.code() == KafkaError.TOPIC_ALREADY_EXISTS:
-                    outcome[name] = None
-                elif err is not None and err.code() in _UNREACHABLE:
-                    raise self._wrap(f"creating topic {name}", exc) from None
-                else:
-                    outcome[name] = err.str() if err is not None else str(exc)
-        return outcome
+        return self._outcomes(futures, "creating topic", {KafkaError.TOPIC_ALREADY_EXISTS})
 
     def create_partitions(self, counts: Mapping[str, int]) -> dict[str, str | None]:
         """Grow topics to the given partition counts; returns topic -> None or the error text."""
@@ -187,16 +172,26 @@ class ClusterAdmin:
             return {}
         futures = self.client.create_partitions(
             [NewPartitions(t, n) for t, n in counts.items()], request_timeout=self.timeout_s)
+        return self._outcomes(futures, "adding partitions to", set())
+
+    def _outcomes(self, futures: Mapping[str, Any], operation: str, fine: set[int]) -> dict[str, str | None]:
+        """Per topic: None when its call succeeded (or failed with a code in ``fine``), else the error text.
+
+        A timed-out call or an unreachable cluster raises instead: the caller cannot go on without an answer.
+        """
         outcome: dict[str, str | None] = {}
         for name, future in futures.items():
             try:
                 future.result(timeout=self.timeout_s)
                 outcome[name] = None
             except (KafkaException, FutureTimeout) as exc:
-                if isinstance(exc, FutureTimeout):
-                    raise self._wrap(f"adding partitions to {name}", exc) from None
                 err = _error_of(exc)
-                outcome[name] = err.str() if err is not None else str(exc)
+                if isinstance(exc, FutureTimeout) or (err is not None and err.code() in _UNREACHABLE):
+                    raise self._wrap(f"{operation} {name}", exc) from None
+                if err is not None and err.code() in fine:
+                    outcome[name] = None
+                else:
+                    outcome[name] = err.str() if err is not None else str(exc)
         return outcome
 
     def incremental_alter_configs(self, resources: list[ConfigResource]) -> int:
