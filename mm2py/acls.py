@@ -18,10 +18,12 @@ MM2's rules, kept exactly:
   ALLOW + READ; everything else, DENY included, is copied unchanged;
 * ACLs are created on the target and never deleted there.
 
-A source without an authorizer answers SECURITY_DISABLED: one hint is logged and the flow never asks again
-(as MM2 does), so a cluster that cannot hold ACLs is never sent CreateAcls. Nothing is created when nothing
-passes, which also keeps the sync away from brokers that lack ACL support but answer DescribeAcls with an
-empty list (tansu; its CreateAcls aborts the client process).
+A source without an authorizer answers SECURITY_DISABLED: when the client reports it, one hint is logged and
+the flow never asks again (as MM2 does). librdkafka 2.x reports it as an empty list instead (measured against
+Kafka 4.3), and nothing is created when nothing passes, so a source that cannot hold ACLs never leads to
+CreateAcls either way; the same keeps the sync away from brokers without ACL support that answer DescribeAcls
+with an empty list (tansu, whose CreateAcls aborts the client process). A target without an authorizer is
+one warning per sync, not a failure.
 """
 
 from __future__ import annotations
@@ -37,8 +39,9 @@ from mm2py.policy import ReplicationPolicy
 
 log = logging.getLogger(__name__)
 
-# Flows whose source has no authorizer: asked once, hinted once, never asked again (per process, like MM2).
-_WITHOUT_AUTHORIZER: set[str] = set()
+# (flow, source bootstrap servers) whose source has no authorizer: asked once, hinted once, never asked again
+# in this process, like MM2's connector.
+_WITHOUT_AUTHORIZER: set[tuple[str, str]] = set()
 
 
 def target_topic_acls(acls: Iterable[TopicAcl], source_alias: str, policy: ReplicationPolicy,
@@ -67,12 +70,13 @@ def sync_topic_acls(flow: FlowConfig, source_admin: ClusterAdmin, target_admin: 
     authorizer. Bindings the target refuses are logged as warnings and left for the next run, as in MM2;
     an unreachable cluster raises (KafkaOperationError), like every other admin call of a flow.
     """
-    if not flow.sync_topic_acls_enabled or flow.name in _WITHOUT_AUTHORIZER:
+    source_key = (flow.name, flow.source_admin.settings().get("bootstrap.servers", ""))
+    if not flow.sync_topic_acls_enabled or source_key in _WITHOUT_AUTHORIZER:
         return 0
     try:
         source_acls = source_admin.describe_topic_acls()
     except SecurityDisabledError:
-        _WITHOUT_AUTHORIZER.add(flow.name)
+        _WITHOUT_AUTHORIZER.add(source_key)
         log.info("no authorizer on the source, so no topic ACLs are synced flow=%s source=%s; set "
                  "sync.topic.acls.enabled = false to skip asking", flow.name, flow.source)
         return 0
