@@ -83,7 +83,7 @@ def unique_topic(request: pytest.FixtureRequest) -> Callable[..., str]:
 # --- Real Apache Kafka (KRaft) from the jars `make install` resolves: tests/real_kafka.py -----------------
 
 from real_kafka import KafkaCluster, KafkaJarsMissing, KafkaRuntime  # noqa: E402
-from real_kafka_security import CLIENT_LISTENERS  # noqa: E402
+from real_kafka_security import ACL_BROKER_SETTINGS, CLIENT_LISTENERS  # noqa: E402
 
 
 class _RealKafkaLogTails:
@@ -126,6 +126,21 @@ def real_kafka(kafka_runtime: KafkaRuntime, tmp_path_factory: pytest.TempPathFac
     """
     with KafkaCluster(tmp_path_factory.mktemp("real-kafka"), 1, runtime=kafka_runtime,
                       listeners=CLIENT_LISTENERS) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="session")
+def real_kafka_acl(kafka_runtime: KafkaRuntime, tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
+    """One real Kafka node with an authorizer (StandardAuthorizer), started only if a test asks for it.
+
+    Super users: ``admin``, PLAINTEXT clients (User:ANONYMOUS, which the harness itself uses) and the client
+    certificate ``CN=mm2py-client``; ``alice`` may do only what ACLs allow. Its SSL listener demands a client
+    certificate (mTLS): ``cluster.security.java_keystore_settings()`` presents one from a JKS keystore.
+    """
+    cluster = KafkaCluster(tmp_path_factory.mktemp("real-kafka-acl"), 1, runtime=kafka_runtime,
+                           listeners=CLIENT_LISTENERS, broker_config=ACL_BROKER_SETTINGS)
+    cluster.broker_config.update(cluster.security.mutual_tls_settings())
+    with cluster:
         yield cluster
 
 

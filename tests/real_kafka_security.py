@@ -19,6 +19,13 @@ from pathlib import Path
 CLIENT_LISTENERS = ("SASL_PLAINTEXT", "SSL", "SASL_SSL")
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-512")
 USERS = ("admin", "alice")  # both exist for PLAIN and SCRAM-SHA-512; no authorizer, so both may do anything
+CLIENT_CERT_CN = "mm2py-client"  # the principal User:CN=mm2py-client of a client that presents the keystore
+# An authorizer that knows every user the harness connects as: PLAINTEXT (the harness's own admin calls, the
+# inter-broker and KRaft traffic) is User:ANONYMOUS, so it must stay a super user; alice is not one.
+ACL_BROKER_SETTINGS = {
+    "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "super.users": f"User:admin;User:ANONYMOUS;User:CN={CLIENT_CERT_CN}",
+}
 _PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
 _SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
 
@@ -39,6 +46,7 @@ class Security:
         self.keytool = java.parent / "keytool"
         self.passwords = {user: secrets.token_urlsafe(12) for user in USERS}
         self._store_password = secrets.token_urlsafe(12)
+        self._key_password = secrets.token_urlsafe(12)
 
     @property
     def keystore(self) -> Path:
@@ -52,6 +60,29 @@ class Security:
     def ca_pem(self) -> Path:
         """The broker's self-signed certificate, the trust anchor for librdkafka (``ssl.ca.location``)."""
         return self.directory / "broker-cert.pem"
+
+    @property
+    def client_keystore(self) -> Path:
+        """A JKS keystore with the client's own key (its key password differs from the store password)."""
+        return self.directory / "client.keystore.jks"
+
+    @property
+    def broker_truststore(self) -> Path:
+        return self.directory / "broker.truststore.jks"
+
+    def mutual_tls_settings(self) -> dict[str, str]:
+        """server.properties entries that make the SSL listener demand a client certificate (mTLS)."""
+        self._make_stores()
+        self._make_client_store()
+        prefix = "listener.name.ssl."
+        return {f"{prefix}ssl.client.auth": "required", f"{prefix}ssl.truststore.type": "JKS",
+                f"{prefix}ssl.truststore.location": str(self.broker_truststore),
+                f"{prefix}ssl.truststore.password": self._store_password}
+
+    def java_keystore_settings(self) -> dict[str, str]:
+        """Java client settings that present the client keystore, as an MM2 user writes them."""
+        return {"ssl.keystore.location": str(self.client_keystore), "ssl.keystore.password": self._store_password,
+                "ssl.key.password": self._key_password}
 
     def broker_settings(self, listeners: Iterable[str]) -> dict[str, str]:
         """server.properties entries for the SASL and TLS listeners among ``listeners``."""
@@ -123,6 +154,19 @@ class Security:
                       "-storepass", password, "-file", str(self.ca_pem))
         self._keytool("-importcert", "-noprompt", "-alias", "broker", "-file", str(self.ca_pem),
                       "-storetype", "JKS", "-keystore", str(self.truststore), "-storepass", password)
+
+    def _make_client_store(self) -> None:
+        """The client's keystore (self-signed, CN=mm2py-client) and a broker truststore that trusts it."""
+        if self.client_keystore.is_file():
+            return
+        certificate = self.directory / "client-cert.pem"
+        self._keytool("-genkeypair", "-alias", "client", "-keyalg", "EC", "-groupname", "secp256r1", "-validity", "7",
+                      "-dname", f"CN={CLIENT_CERT_CN}", "-storetype", "JKS", "-keystore", str(self.client_keystore),
+                      "-storepass", self._store_password, "-keypass", self._key_password)
+        self._keytool("-exportcert", "-rfc", "-alias", "client", "-keystore", str(self.client_keystore),
+                      "-storepass", self._store_password, "-file", str(certificate))
+        self._keytool("-importcert", "-noprompt", "-alias", "client", "-file", str(certificate),
+                      "-storetype", "JKS", "-keystore", str(self.broker_truststore), "-storepass", self._store_password)
 
     def _keytool(self, *args: str) -> None:
         fast_start = ("-J-XX:TieredStopAtLevel=1", "-J-XX:+UseSerialGC")

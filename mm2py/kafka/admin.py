@@ -14,7 +14,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import ConsumerGroupTopicPartitions, IsolationLevel, KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewPartitions, NewTopic, OffsetSpec
+from confluent_kafka.admin import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    ConfigResource,
+    ConfigSource,
+    NewPartitions,
+    NewTopic,
+    OffsetSpec,
+    ResourcePatternType,
+    ResourceType,
+)
 
 from mm2py.errors import ClusterUnreachableError, KafkaOperationError
 
@@ -45,6 +58,22 @@ class TopicConfigValue:
 class TopicInfo:
     name: str
     partitions: int
+
+
+@dataclass(frozen=True)
+class TopicAcl:
+    """One ACL binding on a topic, with Kafka's own enum names (as ``kafka-acls.sh`` prints them)."""
+
+    topic: str
+    pattern_type: str  # LITERAL or PREFIXED
+    principal: str  # User:alice
+    host: str  # * for any
+    operation: str  # READ, WRITE, ALL, DESCRIBE, ...
+    permission: str  # ALLOW or DENY
+
+
+class SecurityDisabledError(KafkaOperationError):
+    """The cluster runs without an authorizer (Kafka's SECURITY_DISABLED): it has no ACLs to read or write."""
 
 
 def _error_of(exc: BaseException) -> KafkaError | None:
@@ -279,3 +308,47 @@ class ClusterAdmin:
             raise KafkaOperationError(self.alias, f"committing offsets of group {group}",
                                       f"{failed[0].topic}-{failed[0].partition}: {failed[0].error.str()}")
 
+
+    def describe_topic_acls(self) -> list[TopicAcl]:
+        """Every ACL binding on a topic resource, of any pattern type; SecurityDisabledError without an authorizer."""
+        operation = "describing topic ACLs"
+        # None matches any name, principal and host (the client's hints say str, its docs and code take None).
+        acl_filter = AclBindingFilter(ResourceType.TOPIC, None, ResourcePatternType.ANY,  # type: ignore[arg-type]
+                                      None, None, AclOperation.ANY, AclPermissionType.ANY)  # type: ignore[arg-type]
+        future = self.client.describe_acls(acl_filter, request_timeout=self.timeout_s)
+        try:
+            bindings = future.result(timeout=self.timeout_s)
+        except (KafkaException, FutureTimeout) as exc:
+            raise self._acl_error(operation, exc) from None
+        return [TopicAcl(b.name, b.resource_pattern_type.name, b.principal, b.host, b.operation.name,
+                         b.permission_type.name) for b in bindings]
+
+    def create_topic_acls(self, acls: list[TopicAcl]) -> dict[TopicAcl, str | None]:
+        """Create ACL bindings (creating an existing one is a no-op in Kafka); returns acl -> None or the error.
+
+        Never call this against a broker that has no authorizer support at all: tansu aborts the client
+        process on CreateAcls. Callers describe first and skip when there is nothing to create.
+        """
+        if not acls:
+            return {}
+        bindings = [AclBinding(ResourceType.TOPIC, a.topic, ResourcePatternType[a.pattern_type], a.principal, a.host,
+                               AclOperation[a.operation], AclPermissionType[a.permission]) for a in acls]
+        futures = self.client.create_acls(bindings, request_timeout=self.timeout_s)
+        outcome: dict[TopicAcl, str | None] = {}
+        for acl, binding in zip(acls, bindings, strict=True):
+            try:
+                futures[binding].result(timeout=self.timeout_s)
+                outcome[acl] = None
+            except (KafkaException, FutureTimeout) as exc:
+                err = _error_of(exc)
+                if isinstance(exc, FutureTimeout) or (err is not None and err.code() in (
+                        *_UNREACHABLE, KafkaError.SECURITY_DISABLED)):
+                    raise self._acl_error(f"creating ACLs on topic {acl.topic}", exc) from None
+                outcome[acl] = err.str() if err is not None else str(exc)
+        return outcome
+
+    def _acl_error(self, operation: str, exc: BaseException) -> KafkaOperationError:
+        err = _error_of(exc)
+        if err is not None and err.code() == KafkaError.SECURITY_DISABLED:
+            return SecurityDisabledError(self.alias, operation, "the cluster has no authorizer")
+        return self._wrap(operation, exc)

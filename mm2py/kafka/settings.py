@@ -20,6 +20,10 @@ Rules worth knowing:
   clients take only properties common to all clients.
 * Custom Java classes that take part in authentication (login or callback handlers, SSL engine factories) are
   errors, not warnings: dropping one would change how the client authenticates.
+* Java key and trust stores (JKS, JCEKS, PKCS12) are read here, with their passwords, and reach the
+  clients as PEM text in librdkafka's in-memory settings (``ssl.ca.pem``, ``ssl.certificate.pem``,
+  ``ssl.key.pem``): OpenSSL cannot read JKS, and no converted copy of a private key is left on disk. A store
+  that is missing or that its password does not open is an error naming the key to fix.
 * Values: Java trims every non-password value; booleans become ``true``/``false``; ``security.protocol`` is
   upper-cased. Nothing is added that the caller did not supply: MM2's own defaults are the caller's business.
 """
@@ -48,6 +52,7 @@ from mm2py.kafka.client_keys import (
     RENAMES,
 )
 from mm2py.kafka.jaas import JAAS_FORMAT, MODULE_MECHANISMS, JaasSyntaxError, parse_jaas, translate_login_module
+from mm2py.kafka.keystores import STORE_TYPES, KeyStoreError, read_keystore, read_truststore
 from mm2py.secrets import MASK, is_secret_key, mask_value
 
 ClientKind = Literal["consumer", "producer", "admin"]
@@ -303,31 +308,23 @@ class _Translation:
         if not location:
             if key_password and ("ssl.key.location" in java or "ssl.key.pem" in java):
                 self.put("ssl.key.password", key_password, "ssl.key.password")  # librdkafka's own key names
-        elif store_type == "PKCS12":
-            self.put("ssl.keystore.location", location, "ssl.keystore.location")
-            if password:
-                self.put("ssl.keystore.password", password, "ssl.keystore.password")
-            if key_password and key_password != password:
-                self.warn(
-                    "ssl.key.password",
-                    "differs from ssl.keystore.password, but librdkafka opens a PKCS12 "
-                    "keystore with ssl.keystore.password only",
-                )
         elif store_type == "PEM":  # one file with the private key and the certificate chain
             self.put("ssl.key.location", location, "ssl.keystore.location")
             self.put("ssl.certificate.location", location, "ssl.keystore.location")
             if key_password:
                 self.put("ssl.key.password", key_password, "ssl.key.password")
+        elif store_type not in STORE_TYPES:
+            self.error("ssl.keystore.type", f"a {store_type} keystore, which mm2py cannot read",
+                       ", ".join((*STORE_TYPES, "PEM")))
         else:
-            stem = location[: -len(".jks")] if location.lower().endswith(".jks") else location
-            self.error(
-                "ssl.keystore.location",
-                f"a {store_type} keystore ({_type_origin(declared)}), but "
-                "librdkafka (OpenSSL) reads only PKCS12 and PEM keystores",
-                f"convert it with keytool -importkeystore -srckeystore {location} -destkeystore "
-                f"{stem}.p12 -deststoretype PKCS12, then set ssl.keystore.type=PKCS12 and "
-                f"ssl.keystore.location={stem}.p12 (or use ssl.keystore.type=PEM)",
-            )
+            try:
+                certificate = read_keystore(location, store_type, password, key_password or None)
+            except KeyStoreError as problem:
+                self.error(problem.key, f"{problem.reason} ({_role_of(store_type, declared, 'keystore')})")
+                return
+            # In memory: the key reaches librdkafka (and the batch path) without a file or a password.
+            self.put("ssl.key.pem", certificate.key_pem, "ssl.keystore.location")
+            self.put("ssl.certificate.pem", certificate.chain_pem, "ssl.keystore.location")
 
     def _truststore(self) -> None:
         java = self.java
@@ -336,7 +333,6 @@ class _Translation:
         store_type = "PEM" if certificates and not declared else _store_type(declared, location)
         if store_type == "PEM" and java.get("ssl.truststore.password"):
             self.warn("ssl.truststore.password", "not used by a PEM truststore, dropped")
-        use_pem = "then set ssl.truststore.type=PEM and ssl.truststore.location=ca.pem (or ssl.ca.location=ca.pem)"
         if certificates:
             if store_type != "PEM" or location:
                 self.error(
@@ -349,19 +345,16 @@ class _Translation:
             return
         elif store_type == "PEM":
             self.put("ssl.ca.location", location, "ssl.truststore.location")
-        elif store_type == "PKCS12":
-            self.error(
-                "ssl.truststore.location",
-                f"a PKCS12 truststore ({_type_origin(declared)}), but librdkafka's CA store must be PEM",
-                f"extract the certificates with openssl pkcs12 -in {location} -nokeys -out ca.pem, {use_pem}",
-            )
+        elif store_type not in STORE_TYPES:
+            self.error("ssl.truststore.type", f"a {store_type} truststore, which mm2py cannot read",
+                       ", ".join((*STORE_TYPES, "PEM")))
         else:
-            self.error(
-                "ssl.truststore.location",
-                f"a {store_type} truststore ({_type_origin(declared)}), which librdkafka (OpenSSL) cannot read",
-                f"export the CA certificates as PEM with keytool -exportcert -rfc -keystore {location} "
-                f"-alias ALIAS -file ca.pem (keytool -list -rfc -keystore {location} prints them all), " + use_pem,
-            )
+            try:
+                bundle = read_truststore(location, store_type, java.get("ssl.truststore.password") or None)
+            except KeyStoreError as problem:
+                self.error(problem.key, f"{problem.reason} ({_role_of(store_type, declared, 'truststore')})")
+                return
+            self.put("ssl.ca.pem", bundle, "ssl.truststore.location")
 
     def _tls_details(self) -> None:
         key = "ssl.endpoint.identification.algorithm"
@@ -384,5 +377,6 @@ class _Translation:
                 self.put("ssl.cipher.suites", ":".join(kept), "ssl.cipher.suites")
 
 
-def _type_origin(declared: str) -> str:
-    return f"type {declared.upper()}" if declared else "no type is set, and Java's default type is JKS"
+def _role_of(store_type: str, declared: str, role: str) -> str:
+    origin = "" if declared else (", by its file name" if store_type == "PKCS12" else ", Java's default type")
+    return f"a {store_type} {role}{origin}"

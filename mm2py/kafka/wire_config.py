@@ -9,7 +9,8 @@ shape a librdkafka consumer's or producer's behaviour (``group.id``, ``linger.ms
 ``acks``, ...) have no meaning here: the batch copier decides those itself, so they are ignored.
 
 The result is plain data (names the wire library takes), plus an ``ssl.SSLContext`` built here so that
-CA directories, inline CA PEM, cipher lists, CRLs and ``ssl.endpoint.identification.algorithm`` mean what
+CA directories, inline CA PEM, inline client certificates and keys (what mm2py makes of Java key stores),
+cipher lists, CRLs and ``ssl.endpoint.identification.algorithm`` mean what
 they mean to librdkafka. OAUTHBEARER tokens come from a :class:`TokenSource` (OIDC client credentials, or
 the unsecured development tokens librdkafka can make); the SASL exchange itself is the library's.
 """
@@ -18,7 +19,10 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import secrets
 import ssl
+import tempfile
 import threading
 import time
 import urllib.parse
@@ -40,6 +44,7 @@ _HANDLED = frozenset({
     "sasl.oauthbearer.token.endpoint.url", "sasl.oauthbearer.scope", "sasl.oauthbearer.extensions",
     "sasl.oauthbearer.config", "enable.sasl.oauthbearer.unsecure.jwt", "ssl.ca.location", "ssl.ca.pem",
     "ssl.certificate.location", "ssl.key.location", "ssl.key.password", "ssl.endpoint.identification.algorithm",
+    "ssl.certificate.pem", "ssl.key.pem",
     "ssl.cipher.suites", "ssl.crl.location", "enable.ssl.certificate.verification", "request.timeout.ms",
     "socket.timeout.ms", "reconnect.backoff.ms", "reconnect.backoff.max.ms", "socket.connection.setup.timeout.ms",
     "connections.max.idle.ms", "client.dns.lookup",
@@ -225,7 +230,16 @@ def _ssl_context(settings: Mapping[str, str], refuse: Any) -> ssl.SSLContext:
             context.load_default_certs()
     except (OSError, ssl.SSLError) as exc:
         raise refuse("ssl.ca.location", f"the CA certificates cannot be read: {exc}") from None
-    if settings.get("ssl.certificate.location"):
+    if settings.get("ssl.certificate.pem") or settings.get("ssl.key.pem"):
+        if not (settings.get("ssl.certificate.pem") and settings.get("ssl.key.pem")):
+            raise refuse("ssl.key.pem", "an inline client key needs ssl.certificate.pem too, and the other way round")
+        try:
+            _load_inline_cert_chain(context, str(settings["ssl.certificate.pem"]), str(settings["ssl.key.pem"]),
+                                    str(settings.get("ssl.key.password") or "") or None)
+        except (OSError, ssl.SSLError) as exc:
+            raise refuse("ssl.key.pem", f"the client certificate or key cannot be used: {type(exc).__name__}") \
+                from None
+    elif settings.get("ssl.certificate.location"):
         try:
             context.load_cert_chain(str(settings["ssl.certificate.location"]),
                                     str(settings.get("ssl.key.location") or "") or None,
@@ -247,3 +261,36 @@ def _ssl_context(settings: Mapping[str, str], refuse: Any) -> ssl.SSLContext:
         except ssl.SSLError:
             raise refuse("ssl.cipher.suites", "OpenSSL knows none of these cipher suites") from None
     return context
+
+
+def _load_inline_cert_chain(context: ssl.SSLContext, chain_pem: str, key_pem: str, password: str | None) -> None:
+    """Load PEM text into ``context``; Python's ssl module reads client certificates only from files.
+
+    On Linux the file is an anonymous in-memory one (memfd), so the key never touches a disk. Elsewhere it is
+    a 0600 temporary file holding the key re-encrypted under a one-off password, removed right after loading.
+    """
+    if hasattr(os, "memfd_create"):
+        fd = os.memfd_create("mm2py-client-certificate", os.MFD_CLOEXEC)
+        try:
+            os.write(fd, (chain_pem + "\n" + key_pem).encode())
+            context.load_cert_chain(f"/proc/self/fd/{fd}", password=password)
+        finally:
+            os.close(fd)
+        return
+    from cryptography.hazmat.primitives.serialization import (
+        BestAvailableEncryption,
+        Encoding,
+        PrivateFormat,
+        load_pem_private_key,
+    )
+
+    one_off = secrets.token_bytes(32)
+    key = load_pem_private_key(key_pem.encode(), password.encode() if password else None)
+    sealed = key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, BestAvailableEncryption(one_off))
+    fd, path = tempfile.mkstemp(prefix="mm2py-", suffix=".pem")  # mode 0600
+    try:
+        os.write(fd, chain_pem.encode() + b"\n" + sealed)
+        os.close(fd)
+        context.load_cert_chain(path, password=one_off)
+    finally:
+        os.unlink(path)

@@ -1,10 +1,10 @@
-"""Java TLS stores -> librdkafka: which keystore and truststore types carry over, and how to convert the rest."""
+"""Java TLS settings -> librdkafka: PEM stores, endpoint identification, protocols, cipher suites.
+
+JKS, JCEKS and PKCS12 stores (read into memory) are in test_keystores.py."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-
-import pytest
 
 from mm2py.kafka.settings import ClientKind, TranslationIssue, translate_client_config
 
@@ -20,14 +20,10 @@ def only_issue(issues: list[TranslationIssue]) -> TranslationIssue:
     return issues[0]
 
 
-def test_pkcs12_keystore_and_pem_truststore_pass_through() -> None:
+def test_pem_truststore_and_endpoint_identification_pass_through() -> None:
     out, issues = translate(
         {
             "security.protocol": "SSL",
-            "ssl.keystore.type": "pkcs12",
-            "ssl.keystore.location": "/etc/kafka/client.p12",
-            "ssl.keystore.password": PASSWORD,
-            "ssl.key.password": PASSWORD,
             "ssl.truststore.type": "PEM",
             "ssl.truststore.location": "/etc/kafka/ca.pem",
             "ssl.endpoint.identification.algorithm": "HTTPS",
@@ -37,16 +33,9 @@ def test_pkcs12_keystore_and_pem_truststore_pass_through() -> None:
     assert out == {
         "bootstrap.servers": "b1:9092",
         "security.protocol": "SSL",
-        "ssl.keystore.location": "/etc/kafka/client.p12",
-        "ssl.keystore.password": PASSWORD,
         "ssl.ca.location": "/etc/kafka/ca.pem",
         "ssl.endpoint.identification.algorithm": "https",
     }
-
-
-def test_a_p12_keystore_without_type_is_read_as_pkcs12_like_java_does() -> None:
-    out, issues = translate({"security.protocol": "SSL", "ssl.keystore.location": "/k/client.P12"})
-    assert (out["ssl.keystore.location"], issues) == ("/k/client.P12", [])
 
 
 def test_inline_pem_keystore_and_truststore_become_librdkafka_pems() -> None:
@@ -73,43 +62,6 @@ def test_pem_keystore_file_is_both_key_and_certificate_location() -> None:
         {"security.protocol": "SSL", "ssl.keystore.type": "PEM", "ssl.keystore.location": "/k/client.pem"}
     )
     assert (out["ssl.key.location"], out["ssl.certificate.location"], issues) == ("/k/client.pem", "/k/client.pem", [])
-
-
-@pytest.mark.parametrize("declared", [{"ssl.keystore.type": "JKS"}, {}])
-def test_jks_keystore_is_an_error_with_a_keytool_conversion_hint(declared: dict[str, str]) -> None:
-    java = {"security.protocol": "SSL", "ssl.keystore.location": "/etc/kafka/client.jks", **declared}
-    out, issues = translate({**java, "ssl.keystore.password": PASSWORD})
-    issue = only_issue(issues)
-    assert (issue.key, issue.severity, issue.value) == ("ssl.keystore.location", "error", "/etc/kafka/client.jks")
-    assert "JKS" in issue.reason
-    assert issue.allowed is not None
-    assert (
-        "keytool -importkeystore -srckeystore /etc/kafka/client.jks -destkeystore /etc/kafka/client.p12"
-        in issue.allowed
-    )
-    assert "-deststoretype PKCS12" in issue.allowed and "ssl.keystore.type=PKCS12" in issue.allowed
-    assert "ssl.keystore.location" not in out
-
-
-@pytest.mark.parametrize("declared", [{"ssl.truststore.type": "jks"}, {}])
-def test_jks_truststore_is_an_error_with_a_pem_export_hint(declared: dict[str, str]) -> None:
-    java = {"security.protocol": "SASL_SSL", "ssl.truststore.location": "/etc/kafka/trust.jks", **declared}
-    java |= {"sasl.mechanism": "PLAIN", "sasl.username": "u", "ssl.truststore.password": PASSWORD}
-    out, issues = translate(java)
-    issue = only_issue(issues)
-    assert (issue.key, issue.severity) == ("ssl.truststore.location", "error")
-    assert issue.allowed is not None
-    assert "keytool -exportcert -rfc -keystore /etc/kafka/trust.jks -alias ALIAS -file ca.pem" in issue.allowed
-    assert "keytool -list -rfc" in issue.allowed
-    assert "ssl.truststore.type=PEM" in issue.allowed and "ssl.ca.location" in issue.allowed
-    assert "ssl.ca.location" not in out
-
-
-def test_pkcs12_truststore_is_an_error_with_an_openssl_hint() -> None:
-    java = {"security.protocol": "SSL", "ssl.truststore.type": "PKCS12", "ssl.truststore.location": "/t/trust.p12"}
-    issue = only_issue(translate(java)[1])
-    assert (issue.key, issue.severity) == ("ssl.truststore.location", "error")
-    assert issue.allowed is not None and "openssl pkcs12 -in /t/trust.p12 -nokeys -out ca.pem" in issue.allowed
 
 
 def test_tls_protocol_choices_are_dropped_with_a_warning_as_librdkafka_negotiates() -> None:

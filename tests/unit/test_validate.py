@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from keystore_files import identity, jks_truststore
 
 from mm2py.config import MirrorMakerConfig, validate
 from mm2py.config.problems import Problem
@@ -73,10 +74,12 @@ class TestGuideFullConfigurationExample:
             find(problems, key, "not an MM2 key")
         find(problems, "emit.heartbeats.interval", "is set again on line")
 
-    def test_jks_truststores_are_errors_that_say_how_to_convert(self, problems: list[Problem]) -> None:
-        p = find(problems, "dc1.ssl.truststore.location", "JKS")
-        assert p.severity == "error"
-        assert p.allowed is not None and "keytool" in p.allowed
+    def test_jks_truststores_are_read_so_only_a_missing_file_is_an_error(self, problems: list[Problem]) -> None:
+        p = find(problems, "dc1.ssl.truststore.location", "no such file")
+        assert p.severity == "error" and p.line == 10
+        assert p.render().endswith("dc1.ssl.truststore.location = /etc/kafka/dc1-truststore.jks: "
+                                   "no such file (a JKS truststore, Java's default type)")
+        assert not [q for q in problems if q.key == "dc1.ssl.truststore.password"]  # a missing file is one line
 
     def test_no_password_appears_in_any_line(self, problems: list[Problem]) -> None:
         text = "\n".join(lines(problems))
@@ -161,3 +164,24 @@ def test_keys_mm2py_accepts_but_does_not_act_on_are_named_with_what_it_does_inst
                             or "")
     find(problems, "offset.flush.interval.ms", "has no effect")
     assert not [p for p in problems if p.severity == "error"]
+
+SASL_SSL_WITH_JKS = GOOD + """\
+dc1.security.protocol = SASL_SSL
+dc1.sasl.mechanism = SCRAM-SHA-512
+dc1.sasl.jaas.config = org.apache.kafka.common.security.scram.ScramLoginModule required username="m" password="dc1-pw";
+dc1.ssl.truststore.location = {store}
+dc1.ssl.truststore.password = {password}
+"""
+
+
+def test_a_jks_truststore_that_opens_passes_validation(tmp_path: Path) -> None:
+    store = jks_truststore(tmp_path / "dc1-truststore.jks", "truststore-password", identity("dc1-ca"))
+    assert problems_of(SASL_SSL_WITH_JKS.format(store=store, password="truststore-password")) == []
+
+
+def test_a_wrong_truststore_password_is_one_line_without_the_password(tmp_path: Path) -> None:
+    store = jks_truststore(tmp_path / "dc1-truststore.jks", "truststore-password", identity("dc1-ca"))
+    found = problems_of(SASL_SSL_WITH_JKS.format(store=store, password="not-the-password"))
+    assert [(p.severity, p.key, p.line) for p in found] == [("error", "dc1.ssl.truststore.password", 10)]
+    text = "\n".join(lines(found))
+    assert "wrong password" in text and "not-the-password" not in text and "dc1-pw" not in text
