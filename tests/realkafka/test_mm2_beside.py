@@ -72,6 +72,11 @@ def write_properties(path: Path, source_alias: str, source: KafkaCluster, target
         "offset.storage.partitions": "5",
         "dst.offset.flush.interval.ms": "1000",
         "emit.checkpoints.interval.seconds": "1",
+        # Connect scans the classpath for plugins by default: 20-70 s here, and does it twice (for MirrorMaker
+        # and for the herder's worker, which reads the key from the target cluster's settings). Every plugin
+        # on the classpath has a ServiceLoader manifest, so the fast scan finds them all.
+        "plugin.discovery": "service_load",
+        "dst.plugin.discovery": "service_load",
         "mm2py.spark.master": "local[2]",
         "mm2py.lease.session.timeout.ms": "6000",
     }
