@@ -49,7 +49,7 @@ demo: $(STAMP)
 
 # mm2py run --once against a tuned one-process consume->produce loop (docs/performance.md);
 # e.g. make bench BENCH_ARGS="--records 100000" for a quick run
-bench: $(STAMP)
+bench: $(STAMP) $(KAFKA_LIBS_STAMP)
 	$(BIN)/python -m bench.run_bench $(BENCH_ARGS)
 
 clean:

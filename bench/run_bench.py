@@ -117,8 +117,8 @@ def main() -> None:
     parser.add_argument("--sizes", default=",".join(SIZES), help=f"value sizes to run, of {', '.join(SIZES)}")
     parser.add_argument("--master", default="local[2]", help="Spark master for mm2py (default local[2])")
     parser.add_argument("--mm2py-properties", default="", help="extra lines for mm2py's properties file")
-    parser.add_argument("--contenders", default="loop,mm2py,mm2py-tuned",
-                        help="comma-separated, of loop, loop-reports, mm2py, mm2py-tuned")
+    parser.add_argument("--contenders", default="loop,mm2py,mm2py-tuned,mm2",
+                        help="comma-separated, of loop, loop-reports, mm2py, mm2py-tuned, mm2 (Kafka's MirrorMaker 2)")
     parser.add_argument("--out", type=Path, default=REPO / "bench-results")
     args = parser.parse_args()
     per_partition = -(-args.records // PARTITIONS)
@@ -152,6 +152,9 @@ def main() -> None:
                     result = run_mm2py(job, contender, args.master, args.mm2py_properties)
                 elif contender == "mm2py-tuned":
                     result = run_mm2py(job, contender, args.master, TUNED + args.mm2py_properties)
+                elif contender == "mm2":
+                    from bench.mirror_maker import run_mirror_maker
+                    result = run_mirror_maker(job)
                 else:
                     create_topic(target.bootstrap, topic, PARTITIONS)
                     result = run_loop(job, per_record_reports=contender == "loop-reports")
@@ -168,6 +171,10 @@ def main() -> None:
     results["environment_after"] = environment()
     results["verdict"] = verdict(results["runs"])
     print(render_table(results), flush=True)
+    if any(r["contender"] == "mm2" for r in results["runs"]):
+        from bench.mirror_maker import ratios, render_ratios
+        results["mm2_ratios"] = ratios(results["runs"])
+        print(render_ratios(results["mm2_ratios"]), flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / time.strftime("bench-%Y%m%d-%H%M%S.json")
     path.write_text(json.dumps(results, indent=2) + "\n")
