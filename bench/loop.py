@@ -94,7 +94,12 @@ def copy(source: str, target: str, topic: str, remote_topic: str, ends: list[int
                 break
         if failures:
             raise RuntimeError(f"producing to {target} failed for {len(failures)} record(s): {failures[0]}")
-        consumer.commit(asynchronous=False)
+        try:
+            consumer.commit(asynchronous=False)
+        except KafkaException as exc:
+            # Nothing consumed since the last commit (the final one after a periodic one): nothing to commit.
+            if exc.args[0].code() != KafkaError._NO_OFFSET:
+                raise
 
     consumer.assign([TopicPartition(topic, p, 0) for p in range(len(ends))])
     produce, poll, total = producer.produce, producer.poll, sum(ends)

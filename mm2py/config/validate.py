@@ -75,6 +75,16 @@ NOT_ACTED_ON: dict[str, str] = {
 }
 
 
+# Kafka Connect worker settings: MM2 hands them to its herders' workers (top level, or `<target>.` for the herders
+# into that target), so they are valid in an MM2 file; mm2py runs no Connect worker.
+CONNECT_WORKER_KEYS = frozenset((
+    "plugin.discovery", "plugin.path", "session.timeout.ms", "heartbeat.interval.ms", "rebalance.timeout.ms",
+    "worker.sync.timeout.ms", "worker.unsync.backoff.ms", "scheduled.rebalance.max.delay.ms", "connect.protocol",
+    "task.shutdown.graceful.timeout.ms", "connector.client.config.override.policy", "key.converter.schemas.enable",
+    "value.converter.schemas.enable", "offset.storage.file.filename", "consumer.override.policy",
+))
+
+
 def _not_acted_on(name: str) -> str | None:
     base = name.split(".", 1)[0] if name.startswith(("transforms.", "predicates.")) else name
     return NOT_ACTED_ON.get(base)
@@ -193,6 +203,9 @@ class _Validator:
         instead = _not_acted_on(name)
         if instead is not None:
             self.problem("warning", key, "is accepted but has no effect in mm2py", instead)
+        elif name in CONNECT_WORKER_KEYS and "->" not in key:
+            self.problem("warning", key, "is a Kafka Connect worker setting MM2 gives its herders; mm2py runs no "
+                                         "Connect worker, so it has no effect here")
 
     def check_cluster_key(self, key: str, alias: str, rest: str) -> None:
         if rest.startswith(("ssl.", "sasl.")) and not _is_client_key(rest):
@@ -264,6 +277,9 @@ class _Validator:
                 self.problem("error", key, str(exc))
 
     def unknown(self, key: str, candidates: list[str]) -> None:
+        alias = _alias_prefix(key, self.mm.clusters)
+        if (key[len(alias) + 1:] if alias else key) in CONNECT_WORKER_KEYS:
+            return  # check_acted_on said what it is
         close = difflib.get_close_matches(key, candidates, n=1, cutoff=0.8)
         # A misspelt secret key is not recognised as secret by its name: judge it by what it resembles.
         secretish = (bool(close) and is_secret_key(close[0])) or any(

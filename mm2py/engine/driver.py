@@ -12,31 +12,29 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from mm2py.acls import sync_topic_acls
 from mm2py.checkpoints import CheckpointWriter, FlowTranslator, GroupOffset, now_ms
 from mm2py.config.flow import FlowConfig
 from mm2py.engine.copy import CopyResult, CopySpec, PartitionRange
 from mm2py.engine.group_sync import GroupSyncCoordinator
-from mm2py.engine.lease import FlowLease
 from mm2py.engine.schedule import Periodic, Schedule
 from mm2py.engine.spark import SparkRunner
 from mm2py.errors import KafkaOperationError, ReplicationError
-from mm2py.heartbeats import HeartbeatEmitter
 from mm2py.kafka.client_defaults import copy_consumer_settings, copy_producer_settings, syncs_producer_settings
 from mm2py.lag import PartitionLag, record_ages
 from mm2py.metrics import CheckpointMeasurement, RunMetrics
 from mm2py.offset_sync_store import OffsetSyncStore
-from mm2py.plan import AdminPool, FlowPlan, ReplicationPlan, build_plan
+from mm2py.plan import AdminPool, FlowPlan, build_plan
 from mm2py.progress import progress_topic, read_progress, write_progress
 from mm2py.resume import resume_position
 from mm2py.topics import (
     dense_offset_syncs_topic,
     ensure_internal_topics,
     ensure_remote_topics,
-    heartbeats_topics,
     internal_topics,
     offset_syncs_topic,
     sync_topic_configs,
@@ -127,6 +125,7 @@ class FlowRunner:
         """Once this run holds the flow: sync configs, and resume every partition from the stored progress."""
         f = self.flow
         self.sync_configs()
+        self.sync_acls()
         self.positions = {}
         self._set_positions(read_progress(f.target, f.target_consumer.settings(), f.source))
         if f.emit_checkpoints_enabled and f.emit_offset_syncs_enabled:
@@ -263,6 +262,9 @@ class FlowRunner:
         if f.sync_topic_configs_enabled:
             jobs.append(Periodic("sync topic configs", f.sync_topic_configs_interval_seconds, self.sync_configs,
                                  first_after_s=f.sync_topic_configs_interval_seconds))
+        if f.sync_topic_acls_enabled:
+            jobs.append(Periodic("sync topic acls", f.sync_topic_acls_interval_seconds, self.sync_acls,
+                                 first_after_s=f.sync_topic_acls_interval_seconds))
         jobs.append(Periodic("checkpoints", f.emit_checkpoints_interval_seconds, self.checkpoint_and_sync,
                              first_after_s=f.emit_checkpoints_interval_seconds))
         if self.metrics is not None:
@@ -318,6 +320,15 @@ class FlowRunner:
         self._set_positions({})
         log.info("topics refreshed flow=%s topics=%d", self.flow.name, len(plan.topics))
 
+    def sync_acls(self) -> None:
+        """MM2's ACL sync (``sync.topic.acls.*``): the source's topic ACLs, by MM2's rules, onto the target."""
+        if not self.flow.sync_topic_acls_enabled:
+            return
+        created = sync_topic_acls(self.flow, self.pool.admin(self.flow.source, self.flow),
+                                  self.pool.admin(self.flow.target, self.flow))
+        if created:
+            log.info("topic ACLs synced flow=%s bindings=%d", self.flow.name, created)
+
     def sync_configs(self) -> None:
         """MM2's topic-config sync (``sync.topic.configs.*``): source configs onto the remote topics."""
         if not self.flow.sync_topic_configs_enabled:
@@ -325,107 +336,3 @@ class FlowRunner:
         altered = sync_topic_configs(self.flow, self.plan, self.pool.admin(self.flow.source, self.flow),
                                      self.pool.admin(self.flow.target, self.flow))
         log.info("topic configs synced flow=%s topics=%d", self.flow.name, altered)
-
-
-def _lease(flow: FlowConfig) -> FlowLease | None:
-    if not flow.lease_enabled:
-        return None
-    return FlowLease(flow.source, flow.target, flow.target_consumer.settings(), flow.target_producer.settings(),
-                     flow.lease_session_timeout_ms)
-
-
-def _work(runner: FlowRunner, lease: FlowLease | None, once: bool, stop: threading.Event,
-          active: threading.Event) -> None:
-    """One flow's thread: take the lease (or stand by for it), then copy; back to standby if it is lost."""
-    never_lost = threading.Event()
-    while not stop.is_set():
-        if lease is not None and not lease.acquire(stop, wait=not once):
-            return
-        active.set()
-        runner._retrying(runner.prepare, stop)
-        if once:
-            runner.run_once(stop)
-            return
-        runner.run_continuous(stop, lease.lost if lease is not None else never_lost)
-        if lease is not None and lease.lost.is_set():
-            log.warning("flow=%s: lease lost; standing by until it can be taken again", runner.flow.name)
-
-
-def _skip_held(runners: list[FlowRunner], leases: dict[str, FlowLease | None],
-               stop: threading.Event) -> list[FlowRunner]:
-    """``--once``: take each flow's lease before Spark starts; a flow another run holds is reported, not copied."""
-    free = []
-    for runner in runners:
-        lease = leases[runner.flow.name]
-        if lease is None or lease.acquire(stop, wait=False):
-            free.append(runner)
-            continue
-        holder = lease.current_holder()
-        runner.stats.held_by = holder.describe() if holder else "another run"
-        log.warning("flow=%s is being replicated by %s; this run copies nothing for it", runner.flow.name,
-                    runner.stats.held_by)
-        lease.release()
-    return free
-
-
-def run_flows(flows: list[FlowConfig], spark_factory: Callable[[], SparkRunner], *, once: bool,
-              stop: threading.Event, on_progress: Callable[[list[FlowStats]], None] | None = None,
-              heartbeat_pairs: Sequence[FlowConfig] = (), metrics: RunMetrics | None = None) -> list[FlowStats]:
-    """Plan every flow together (to see N->1 merges), then replicate each flow in its own thread.
-
-    Continuous runs start Spark first and wait for their leases as hot standbys; ``--once`` takes the leases
-    first, so a run whose flows are all held elsewhere exits at once without starting Spark.
-    """
-    pool = AdminPool()
-    plan: ReplicationPlan = build_plan(flows, pool)
-    runners = [FlowRunner(f, p, None, pool, metrics=metrics) for f, p in zip(flows, plan.flows, strict=True)]
-    coordinator = GroupSyncCoordinator([(r.flow, r.latest_group_offsets) for r in runners], pool)
-    leases = {r.flow.name: _lease(r.flow) for r in runners}
-    heartbeats = HeartbeatEmitter(heartbeat_pairs, on_emit=metrics.heartbeat_written if metrics else None)
-    active = threading.Event()  # some flow of this run holds its lease: heartbeats are this run's to write
-    errors: list[BaseException] = []
-    spark: SparkRunner | None = None
-    try:
-        for runner in runners:
-            runner.coordinator = coordinator
-            runner.ensure_topics()
-        for pair in heartbeat_pairs:
-            ensure_internal_topics({pair.target: pool.admin(pair.target, pair)}, heartbeats_topics(pair))
-        working = _skip_held(runners, leases, stop) if once else runners
-        if not working:
-            return [r.stats for r in runners]
-        spark = spark_factory()
-        for runner in working:
-            runner.spark = spark
-
-        def work(runner: FlowRunner) -> None:
-            try:
-                _work(runner, leases[runner.flow.name], once, stop, active)
-            except BaseException as exc:  # reported by the main thread; other flows stop too
-                errors.append(exc)
-                stop.set()
-
-        threads = [threading.Thread(target=work, args=(r,), name=f"flow {r.flow.name}", daemon=True)
-                   for r in working]
-        for thread in threads:
-            thread.start()
-        while any(t.is_alive() for t in threads):
-            for thread in threads:
-                thread.join(timeout=0.2)
-            if active.is_set() and not heartbeats.started:
-                heartbeats.start()
-            if on_progress is not None:
-                on_progress([r.stats for r in runners])
-        if once and not errors:
-            coordinator.sync_all()
-    finally:
-        if heartbeats.started:
-            heartbeats.stop()
-        for lease in leases.values():
-            if lease is not None:
-                lease.release()
-        if spark is not None:
-            spark.stop()
-    if errors:
-        raise errors[0]
-    return [r.stats for r in runners]

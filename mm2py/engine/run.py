@@ -1,18 +1,28 @@
-"""``mm2py run``: signal handling and Spark settings from the file and the command line."""
+"""``mm2py run``: flows in threads with their leases and heartbeats, and signals that end a run cleanly.
+
+``run`` installs the signal handlers and starts Spark through ``run_flows``; ``run_flows`` plans every flow
+together (to see N->1 merges), takes or waits for each flow's lease, writes heartbeats from their own thread and
+runs one ``FlowRunner`` per flow in a thread of its own.
+"""
 
 from __future__ import annotations
 
 import logging
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import FrameType
 
 from mm2py.config import LoadedConfig
-from mm2py.engine.driver import FlowStats, run_flows
+from mm2py.config.flow import FlowConfig
+from mm2py.engine.driver import FlowRunner, FlowStats
+from mm2py.engine.group_sync import GroupSyncCoordinator
+from mm2py.engine.lease import FlowLease
 from mm2py.engine.spark import SparkRunner
-from mm2py.heartbeats import heartbeat_flows
+from mm2py.heartbeats import HeartbeatEmitter, heartbeat_flows
 from mm2py.metrics import RunMetrics
+from mm2py.plan import AdminPool, ReplicationPlan, build_plan
+from mm2py.topics import ensure_internal_topics, heartbeats_topics
 
 log = logging.getLogger(__name__)
 
@@ -47,3 +57,107 @@ def run(loaded: LoadedConfig, *, once: bool, master: str | None, deploy_mode: st
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def _lease(flow: FlowConfig) -> FlowLease | None:
+    if not flow.lease_enabled:
+        return None
+    return FlowLease(flow.source, flow.target, flow.target_consumer.settings(), flow.target_producer.settings(),
+                     flow.lease_session_timeout_ms)
+
+
+def _work(runner: FlowRunner, lease: FlowLease | None, once: bool, stop: threading.Event,
+          active: threading.Event) -> None:
+    """One flow's thread: take the lease (or stand by for it), then copy; back to standby if it is lost."""
+    never_lost = threading.Event()
+    while not stop.is_set():
+        if lease is not None and not lease.acquire(stop, wait=not once):
+            return
+        active.set()
+        runner._retrying(runner.prepare, stop)
+        if once:
+            runner.run_once(stop)
+            return
+        runner.run_continuous(stop, lease.lost if lease is not None else never_lost)
+        if lease is not None and lease.lost.is_set():
+            log.warning("flow=%s: lease lost; standing by until it can be taken again", runner.flow.name)
+
+
+def _skip_held(runners: list[FlowRunner], leases: dict[str, FlowLease | None],
+               stop: threading.Event) -> list[FlowRunner]:
+    """``--once``: take each flow's lease before Spark starts; a flow another run holds is reported, not copied."""
+    free = []
+    for runner in runners:
+        lease = leases[runner.flow.name]
+        if lease is None or lease.acquire(stop, wait=False):
+            free.append(runner)
+            continue
+        holder = lease.current_holder()
+        runner.stats.held_by = holder.describe() if holder else "another run"
+        log.warning("flow=%s is being replicated by %s; this run copies nothing for it", runner.flow.name,
+                    runner.stats.held_by)
+        lease.release()
+    return free
+
+
+def run_flows(flows: list[FlowConfig], spark_factory: Callable[[], SparkRunner], *, once: bool,
+              stop: threading.Event, on_progress: Callable[[list[FlowStats]], None] | None = None,
+              heartbeat_pairs: Sequence[FlowConfig] = (), metrics: RunMetrics | None = None) -> list[FlowStats]:
+    """Plan every flow together (to see N->1 merges), then replicate each flow in its own thread.
+
+    Continuous runs start Spark first and wait for their leases as hot standbys; ``--once`` takes the leases
+    first, so a run whose flows are all held elsewhere exits at once without starting Spark.
+    """
+    pool = AdminPool()
+    plan: ReplicationPlan = build_plan(flows, pool)
+    runners = [FlowRunner(f, p, None, pool, metrics=metrics) for f, p in zip(flows, plan.flows, strict=True)]
+    coordinator = GroupSyncCoordinator([(r.flow, r.latest_group_offsets) for r in runners], pool)
+    leases = {r.flow.name: _lease(r.flow) for r in runners}
+    heartbeats = HeartbeatEmitter(heartbeat_pairs, on_emit=metrics.heartbeat_written if metrics else None)
+    active = threading.Event()  # some flow of this run holds its lease: heartbeats are this run's to write
+    errors: list[BaseException] = []
+    spark: SparkRunner | None = None
+    try:
+        for runner in runners:
+            runner.coordinator = coordinator
+            runner.ensure_topics()
+        for pair in heartbeat_pairs:
+            ensure_internal_topics({pair.target: pool.admin(pair.target, pair)}, heartbeats_topics(pair))
+        working = _skip_held(runners, leases, stop) if once else runners
+        if not working:
+            return [r.stats for r in runners]
+        spark = spark_factory()
+        for runner in working:
+            runner.spark = spark
+
+        def work(runner: FlowRunner) -> None:
+            try:
+                _work(runner, leases[runner.flow.name], once, stop, active)
+            except BaseException as exc:  # reported by the main thread; other flows stop too
+                errors.append(exc)
+                stop.set()
+
+        threads = [threading.Thread(target=work, args=(r,), name=f"flow {r.flow.name}", daemon=True)
+                   for r in working]
+        for thread in threads:
+            thread.start()
+        while any(t.is_alive() for t in threads):
+            for thread in threads:
+                thread.join(timeout=0.2)
+            if active.is_set() and not heartbeats.started:
+                heartbeats.start()
+            if on_progress is not None:
+                on_progress([r.stats for r in runners])
+        if once and not errors:
+            coordinator.sync_all()
+    finally:
+        if heartbeats.started:
+            heartbeats.stop()
+        for lease in leases.values():
+            if lease is not None:
+                lease.release()
+        if spark is not None:
+            spark.stop()
+    if errors:
+        raise errors[0]
+    return [r.stats for r in runners]

@@ -185,3 +185,11 @@ def test_a_wrong_truststore_password_is_one_line_without_the_password(tmp_path: 
     assert [(p.severity, p.key, p.line) for p in found] == [("error", "dc1.ssl.truststore.password", 10)]
     text = "\n".join(lines(found))
     assert "wrong password" in text and "not-the-password" not in text and "dc1-pw" not in text
+
+
+def test_connect_worker_settings_are_named_as_such_not_as_unknown_keys() -> None:
+    problems = problems_of(GOOD + "plugin.discovery = service_load\ntarget.session.timeout.ms = 6000\n")
+    for key in ("plugin.discovery", "target.session.timeout.ms"):
+        found = find(problems, key, "Kafka Connect worker setting")
+        assert found.severity == "warning"
+    assert not [p for p in problems if "is not an MM2 key" in p.reason]
