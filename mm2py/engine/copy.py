@@ -60,6 +60,7 @@ class CopySpec:
     dense_syncs_topic: str | None = None  # mm2py's own syncs (cleanup.policy=delete), None when disabled
     provenance: bool = False
     exactly_once: bool = False
+    copy_path: str = "record"  # "batch": whole record batches (mm2py.engine.batch_copy); see mm2py.copy_path
     poll_timeout_s: float = 1.0
     stall_timeout_s: float = 120.0
     flush_timeout_s: float = 300.0
@@ -93,7 +94,7 @@ class CopyResult:
     error: str | None = None  # a failure retrying cannot fix, reported instead of raised
 
 
-def _failed(rng: PartitionRange, exc: ReplicationError) -> CopyResult:
+def failed_result(rng: PartitionRange, exc: ReplicationError) -> CopyResult:
     return CopyResult(rng.topic, rng.partition, rng.start, rng.start, -1, 0, 0, 0, 0.0, str(exc))
 
 
@@ -121,20 +122,20 @@ def copy_partitions(spec: CopySpec, ranges: Iterator[PartitionRange]) -> Iterato
     Transient failures raise, so Spark retries the task; permanent ones (a record larger than the target
     accepts, a missing topic) are returned, because three more attempts would fail the same way.
     """
-    _executor_logging(spec)
+    executor_logging(spec)
     for rng in ranges:
         try:
             yield copy_range(spec, rng)
         except ReplicationError as exc:
             if exc.retriable:
                 raise
-            yield _failed(rng, exc)
+            yield failed_result(rng, exc)
 
 
 _logging_ready = False
 
 
-def _executor_logging(spec: CopySpec) -> None:
+def executor_logging(spec: CopySpec) -> None:
     """Executor-side log lines (librdkafka's among them) go to stderr redacted, whoever collects them."""
     global _logging_ready
     if _logging_ready:
@@ -166,7 +167,7 @@ def copy_range(spec: CopySpec, rng: PartitionRange) -> CopyResult:
     consumer.assign([TopicPartition(rng.topic, rng.partition, rng.start)])
     try:
         _pump(spec, rng, consumer, producer, batch, where)
-        _flush(spec, producer, settings, batch.failures, where)
+        flush_producer(spec, producer, settings, batch.failures, where)
         if len(batch.downstream) != len(batch.upstream):
             raise ReplicationError(f"{where}: {len(batch.upstream)} records sent, {len(batch.downstream)} acknowledged")
         if batch.last_read >= 0:
@@ -175,7 +176,7 @@ def copy_range(spec: CopySpec, rng: PartitionRange) -> CopyResult:
         if spec.exactly_once:
             _transaction(producer, settings, where, "commit_transaction")
         else:
-            _flush(spec, producer, settings, batch.failures, f"{where} (progress)")
+            flush_producer(spec, producer, settings, batch.failures, f"{where} (progress)")
     except BaseException:
         if spec.exactly_once:
             _abort(producer, settings)
@@ -184,7 +185,7 @@ def copy_range(spec: CopySpec, rng: PartitionRange) -> CopyResult:
         consumer.unassign()
     syncs = 0
     if spec.syncs_topic is not None and batch.upstream:
-        syncs = _write_offset_syncs(spec, rng, batch, where)
+        syncs = write_offset_syncs(spec, rng, batch.upstream, batch.downstream, where)
     return CopyResult(rng.topic, rng.partition, rng.start, batch.position, batch.last_read, len(batch.upstream),
                       batch.bytes, syncs, time.monotonic() - started)
 
@@ -281,7 +282,7 @@ def _abort(producer: Any, settings: Mapping[str, str]) -> None:
         drop_producer(settings)
 
 
-def _flush(spec: CopySpec, producer: Any, settings: Mapping[str, str], failures: list[KafkaError],
+def flush_producer(spec: CopySpec, producer: Any, settings: Mapping[str, str], failures: list[KafkaError],
            where: str) -> None:
     deadline = time.monotonic() + spec.flush_timeout_s
     while producer.flush(1.0) > 0:
@@ -303,7 +304,8 @@ def _raise_delivery_failure(spec: CopySpec, settings: Mapping[str, str], failure
                            f"{first.str()}{_mark(first)}")
 
 
-def _write_offset_syncs(spec: CopySpec, rng: PartitionRange, batch: _Batch, where: str) -> int:
+def write_offset_syncs(spec: CopySpec, rng: PartitionRange, upstream: list[int], downstream: list[int],
+                       where: str) -> int:
     """Offset syncs are never transactional (as in MM2): they are written after the range is committed.
 
     MM2's topic gets exactly the syncs MM2's rule makes due (MM2's readers see what MM2 would write); with
@@ -317,7 +319,7 @@ def _write_offset_syncs(spec: CopySpec, rng: PartitionRange, batch: _Batch, wher
     if spec.dense_syncs_topic is not None:
         targets.append((spec.dense_syncs_topic, True))
     for topic, dense in targets:
-        syncs = offset_syncs_for_offsets(rng.topic, rng.partition, batch.upstream, batch.downstream,
+        syncs = offset_syncs_for_offsets(rng.topic, rng.partition, upstream, downstream,
                                          spec.offset_lag_max, dense=dense)
         headers: list[tuple[str, str | bytes | None]] | None = (
             [(DENSE_SYNC_HEADER, DENSE_SYNC_VALUE)] if dense else None)
@@ -330,5 +332,5 @@ def _write_offset_syncs(spec: CopySpec, rng: PartitionRange, batch: _Batch, wher
                 except BufferError:
                     producer.poll(0.05)
         written += len(syncs)
-    _flush(spec, producer, spec.syncs_producer_settings, failures, f"{where} (offset syncs)")
+    flush_producer(spec, producer, spec.syncs_producer_settings, failures, f"{where} (offset syncs)")
     return written
