@@ -18,8 +18,9 @@ assigns offsets), serving all of a task's ranges at once:
   the acknowledged base offset + i), so progress and offset syncs are written exactly as copy.py writes
   them, and only after the target acknowledged every batch of the range.
 
-A range may end inside a batch: that batch is copied whole, so a range can overshoot its end up to the
-end of a batch; CopyResult.next_offset says where it stopped. Exactly-once flows (transactions) and
+A range may end inside a batch: that batch is rebuilt with the records before the range's end only, so a
+range copies exactly its offsets, as the record copier does (the next range starts at its end, and the
+driver's ends stay true). Exactly-once flows (transactions) and
 provenance headers (a header added to every record) need per-record work and use the record copier.
 """
 
@@ -38,7 +39,7 @@ from mm2py.engine import copy as record_copy
 from mm2py.engine.batch_produce import Lane, Outgoing, PipelinedProducer
 from mm2py.engine.copy import CopyResult, CopySpec, PartitionRange
 from mm2py.errors import ReplicationError
-from mm2py.kafka.batch_records import needs_rebuild, rebuild
+from mm2py.kafka.batch_records import RecordTooLarge, needs_rebuild, rebuild, split_to_limit
 from mm2py.kafka.clients import cached_producer
 from mm2py.kafka.record_batch import RecordBatch, RecordBatchError, data_batches, split_batches
 from mm2py.kafka.wire import ErrorCode, FetchPosition, WireClient
@@ -48,6 +49,7 @@ log = logging.getLogger(__name__)
 
 _FETCH_PARTITION_BYTES = 4 * 1024 * 1024
 _FETCH_MAX_BYTES = 64 * 1024 * 1024
+_MESSAGE_MAX_BYTES = "1000000"  # librdkafka's default message.max.bytes, which the record path's producer has
 _QUEUED_FETCHES = 4  # fetched responses waiting for the producer: bounds memory
 _PERMANENT_FETCH = {1}  # OFFSET_OUT_OF_RANGE: the records were deleted before they were copied
 
@@ -98,6 +100,7 @@ class _BatchCopier:
                                                                        f"topic={r.topic} partition={r.partition}"))
                        for r in ranges}
         self.read_committed = spec.consumer_settings.get("isolation.level") == "read_committed"
+        self.max_batch_bytes = int(spec.producer_settings.get("message.max.bytes", _MESSAGE_MAX_BYTES))
         self.started = time.monotonic()
         self.inbox: queue.Queue[tuple[_Range, list[Outgoing], int] | BaseException | None] = queue.Queue(
             _QUEUED_FETCHES)
@@ -255,16 +258,33 @@ class _BatchCopier:
             return
         outgoing: list[Outgoing] = []
         for batch in data_batches(batches, aborted if self.read_committed else None):
-            if needs_rebuild(batch, state.position):
-                rebuilt, upstream = rebuild(batch, state.position)
+            if batch.size > self.max_batch_bytes:
+                outgoing += self._split(state, batch)
+            elif needs_rebuild(batch, state.position, state.rng.end):
+                rebuilt, upstream = rebuild(batch, state.position, state.rng.end)
                 if rebuilt is not None:
                     outgoing.append(Outgoing(RecordBatch(memoryview(rebuilt)), upstream))
             else:
                 outgoing.append(Outgoing(batch, batch.upstream_offsets()))
-        state.position = batches[-1].next_offset
+        state.position = min(batches[-1].next_offset, state.rng.end)
         state.last_progress = time.monotonic()
         state.fetch_done = state.position >= state.rng.end
         self._put((state, outgoing, state.position))
+
+    def _split(self, state: _Range, batch: RecordBatch) -> list[Outgoing]:
+        """A batch above the target producer's message.max.bytes, re-batched to fit (as the record path's
+        producer would); a single record above it stops the copy before that record, never skipping it."""
+        try:
+            parts = split_to_limit(batch, state.position, state.rng.end, self.max_batch_bytes)
+        except RecordTooLarge as exc:
+            record = exc.record
+            raise ReplicationError(
+                f"flow={self.spec.flow} {state.where}: the record at offset {record.offset} is too large for the "
+                f"target producer: {len(record.value or b'')}-byte value, {len(record.key or b'')}-byte key, "
+                f"{exc.size} bytes as a batch, message.max.bytes = {exc.limit}; raise "
+                f"{self.spec.target}.producer.message.max.bytes (and the topic's max.message.bytes)",
+                retriable=False) from None
+        return [Outgoing(RecordBatch(memoryview(raw)), upstream) for raw, upstream in parts]
 
     def _put(self, item: tuple[_Range, list[Outgoing], int] | BaseException | None) -> None:
         while not self.stop.is_set():

@@ -2,7 +2,8 @@
 
 It starts a SparkContext that works from any virtualenv (executors run this interpreter unless told
 otherwise), ships the mm2py package to executors on real clusters, and runs one copy job: a list of offset
-ranges in, a list of CopyResults out. Records stay inside the Python workers (``mm2py.engine.copy``).
+ranges in, a list of CopyResults out. Records stay inside the Python workers (``mm2py.engine.batch_copy`` or
+``mm2py.engine.copy``, as the flow's CopySpec says).
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from mm2py.engine.copy import CopyResult, CopySpec, PartitionRange, copy_partitions
+from mm2py.engine import batch_copy, copy
+from mm2py.engine.copy import CopyResult, CopySpec, PartitionRange
 from mm2py.errors import ReplicationError, UsageError
 
 log = logging.getLogger(__name__)
@@ -108,13 +110,16 @@ class SparkRunner:
         return results
 
     def _run(self, spec: CopySpec, ranges: list[PartitionRange]) -> list[CopyResult]:
-        """Run one copy job: one task per range (at most one range per partition, so order is kept)."""
+        """Run one copy job: at most ``parallelism`` tasks, each copying a group of ranges."""
         if not ranges:
             return []
-        self.sc.setLocalProperty("spark.job.description", f"mm2py {spec.flow}: {len(ranges)} partition ranges")
-        rdd = self.sc.parallelize(ranges, len(ranges))
+        groups = group_ranges(ranges, self.parallelism)
+        self.sc.setLocalProperty("spark.job.description",
+                                 f"mm2py {spec.flow}: {len(ranges)} partition ranges in {len(groups)} tasks")
+        task = batch_copy.copy_partitions if spec.copy_path == "batch" else copy.copy_partitions
+        rdd = self.sc.parallelize(groups, len(groups))
         try:
-            results: list[CopyResult] = rdd.mapPartitions(functools.partial(copy_partitions, spec)).collect()
+            results: list[CopyResult] = rdd.mapPartitions(functools.partial(_copy_groups, task, spec)).collect()
         except Exception as exc:
             raise ReplicationError(f"flow {spec.flow}: copy job failed: {task_failure(exc)}") from None
         return results
@@ -123,6 +128,33 @@ class SparkRunner:
         self.sc.stop()
         if self._zip is not None:  # executors fetched their own copies
             Path(self._zip).unlink(missing_ok=True)
+
+
+def group_ranges(ranges: list[PartitionRange], tasks: int) -> list[list[PartitionRange]]:
+    """Split a job's ranges into at most ``tasks`` groups of about equal record counts (driver side).
+
+    The task count follows Spark's parallelism, not the partition count: every task pays for its start,
+    its connections and its metadata, so 800 partitions in 800 tasks would cost far more than the copying.
+    All ranges of one partition land in the same group, in their order, so a partition is never copied by
+    two tasks at once.
+    """
+    by_partition: dict[tuple[str, int], list[PartitionRange]] = {}
+    for rng in ranges:
+        by_partition.setdefault((rng.topic, rng.partition), []).append(rng)
+    slots = max(1, min(tasks, len(by_partition)))
+    groups: list[list[PartitionRange]] = [[] for _ in range(slots)]
+    load = [0] * slots
+    # Largest first into the least loaded group: a greedy split within 4/3 of the best possible.
+    for members in sorted(by_partition.values(), key=lambda ms: -sum(r.end - r.start for r in ms)):
+        slot = load.index(min(load))
+        groups[slot].extend(members)
+        load[slot] += sum(r.end - r.start for r in members)
+    return [g for g in groups if g]
+
+
+def _copy_groups(task: Any, spec: CopySpec, groups: Any) -> Any:
+    """Spark ``mapPartitions`` body (executor side): one task's groups of ranges, copied together."""
+    return task(spec, (rng for group in groups for rng in group))
 
 
 def _relay_jvm_output(stream: Any) -> None:
