@@ -22,6 +22,7 @@ from confluent_kafka.admin import AdminClient
 
 from bench.proctree import TreeMonitor
 from bench.spark_events import read_timeline
+from bench.steady import EndOffsetSampler
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -40,11 +41,13 @@ class Job:
     work_dir: Path
 
 
-def _watch(cmd: list[str], job: Job, name: str) -> tuple[TreeMonitor, dict[str, Any]]:
-    """Run ``cmd`` to completion under a TreeMonitor; stdout/stderr go to files in the work dir."""
+def _watch(cmd: list[str], job: Job, name: str, remote_topic: str) -> tuple[TreeMonitor, dict[str, Any]]:
+    """Run ``cmd`` to completion under a TreeMonitor, sampling the target's end offsets (bench.steady);
+    stdout/stderr go to files in the work dir."""
     out, err = job.work_dir / f"{name}.out", job.work_dir / f"{name}.err"
     started_wall, started = time.time(), time.monotonic()
-    with out.open("wb") as stdout, err.open("wb") as stderr:
+    sampler = EndOffsetSampler(job.target, remote_topic, len(job.ends), sum(job.ends))
+    with out.open("wb") as stdout, err.open("wb") as stderr, sampler:
         # Own session: the whole tree (driver, JVM, workers) is one process group we can stop together.
         proc = subprocess.Popen(cmd, stdout=stdout, stderr=stderr, stdin=subprocess.DEVNULL, cwd=REPO,
                                 start_new_session=True)
@@ -58,7 +61,10 @@ def _watch(cmd: list[str], job: Job, name: str) -> tuple[TreeMonitor, dict[str, 
     wall = time.monotonic() - started
     if proc.returncode != 0:
         raise RuntimeError(f"{name} exited with {proc.returncode}; stderr tail:\n{err.read_text()[-3000:]}")
-    return monitor, {"started_wall": started_wall, "wall_s": wall, "peak_rss_mb": monitor.peak_rss / 1e6,
+    steady = sampler.slope()
+    if steady["t10_wall"] is not None:
+        steady["cores_steady"] = _cores(monitor, steady["t10_wall"], steady["t90_wall"])
+    return monitor, {**steady, "started_wall": started_wall, "wall_s": wall, "peak_rss_mb": monitor.peak_rss / 1e6,
                      "peak_pss_mb": monitor.peak_pss / 1e6, "cpu_s": sum(monitor.series[-1].tree.values())}
 
 
@@ -76,7 +82,7 @@ def run_loop(job: Job, per_record_reports: bool = False) -> dict[str, Any]:
            "--topic", job.topic, "--remote-topic", job.topic, "--ends", json.dumps(job.ends)]
     if per_record_reports:
         cmd.append("--per-record-reports")
-    monitor, stats = _watch(cmd, job, name)
+    monitor, stats = _watch(cmd, job, name, job.topic)
     inner = json.loads((job.work_dir / f"{name}.out").read_text())
     # The loop's committed offsets would otherwise be a consumer group that mm2py finds on the source and
     # checkpoints: work the loop never did.
@@ -114,7 +120,7 @@ def run_mm2py(job: Job, contender: str, master: str, extra_properties: str = "")
     cmd = [sys.executable, "-m", "mm2py", "-v", "run", str(config), "--once",
            "--conf", "spark.eventLog.enabled=true", "--conf", f"spark.eventLog.dir=file://{events}",
            "--conf", "spark.eventLog.compress=false"]
-    monitor, stats = _watch(cmd, job, name)
+    monitor, stats = _watch(cmd, job, name, f"source.{job.topic}")
     records = sum(job.ends)
     spark = read_timeline(events).summary(stats["started_wall"], records)
     copy_start, copy_end = spark.pop("copy_start_wall"), spark.pop("copy_end_wall")

@@ -39,6 +39,8 @@ SIZES = {"100b": 100, "1k": 1024}
 # User-level tuning for this workload (docs/performance.md): a range whose last consume() returns fewer than
 # 10,000 records waits consumer.poll.timeout.ms (MM2 default 1000) before it ends.
 TUNED = "source->target.consumer.poll.timeout.ms = 100\n"
+# The two copy paths, each tuned as above (mm2py.copy.mode; auto picks batch for this flow).
+PATHS = {"mm2py-record": TUNED + "mm2py.copy.mode = record\n", "mm2py-batch": TUNED + "mm2py.copy.mode = batch\n"}
 LOADERS = 2  # producer processes: one per core feeds tansu fastest (docs/test-broker.md, *Throughput*)
 
 
@@ -117,8 +119,9 @@ def main() -> None:
     parser.add_argument("--sizes", default=",".join(SIZES), help=f"value sizes to run, of {', '.join(SIZES)}")
     parser.add_argument("--master", default="local[2]", help="Spark master for mm2py (default local[2])")
     parser.add_argument("--mm2py-properties", default="", help="extra lines for mm2py's properties file")
-    parser.add_argument("--contenders", default="loop,mm2py,mm2py-tuned,mm2",
-                        help="comma-separated, of loop, loop-reports, mm2py, mm2py-tuned, mm2 (Kafka's MirrorMaker 2)")
+    parser.add_argument("--contenders", default="loop,mm2py-record,mm2py-batch,mm2",
+                        help="comma-separated, of loop, loop-reports, mm2py, mm2py-tuned, mm2py-record, mm2py-batch, "
+                             "mm2 (Kafka's MirrorMaker 2)")
     parser.add_argument("--out", type=Path, default=REPO / "bench-results")
     args = parser.parse_args()
     per_partition = -(-args.records // PARTITIONS)
@@ -155,6 +158,8 @@ def main() -> None:
                 elif contender == "mm2":
                     from bench.mirror_maker import run_mirror_maker
                     result = run_mirror_maker(job)
+                elif contender in PATHS:
+                    result = run_mm2py(job, contender, args.master, PATHS[contender] + args.mm2py_properties)
                 else:
                     create_topic(target.bootstrap, topic, PARTITIONS)
                     result = run_loop(job, per_record_reports=contender == "loop-reports")

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from mm2py.config.flow import FlowConfig
+from mm2py.copy_path import choose_copy_path
 from mm2py.filters import TopicFilter, load_topic_filter, should_replicate_topic
 from mm2py.kafka.admin import ClusterAdmin, TopicInfo
 from mm2py.policy import ReplicationPolicy, load_replication_policy
@@ -46,13 +47,15 @@ class FlowPlan:
     source: str
     target: str
     topics: tuple[TopicPlan, ...]
+    path: str = ""  # the copy path run takes, "batch" or "record (why)" (mm2py.copy_path)
 
     @property
     def name(self) -> str:
         return f"{self.source}->{self.target}"
 
     def to_json(self) -> dict[str, Any]:
-        return {"source": self.source, "target": self.target, "topics": [t.to_json() for t in self.topics]}
+        return {"source": self.source, "target": self.target, "path": self.path,
+                "topics": [t.to_json() for t in self.topics]}
 
 
 @dataclass(frozen=True)
@@ -173,7 +176,7 @@ def build_plan(flows: list[FlowConfig], pool: AdminPool | None = None, refresh: 
                 action = "up to date"
             merged = tuple(sorted(sources)) if len(sources) > 1 else ()
             topic_plans.append(TopicPlan(topic, remote, partitions, action, final, merged))
-        flow_plans.append(FlowPlan(flow.source, flow.target, tuple(topic_plans)))
+        flow_plans.append(FlowPlan(flow.source, flow.target, tuple(topic_plans), choose_copy_path(flow).describe()))
     merges = tuple(Merge(target, remote, dict(sources))
                    for (target, remote), sources in sorted(wanted.items()) if len(sources) > 1)
     return ReplicationPlan(tuple(flow_plans), merges)

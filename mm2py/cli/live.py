@@ -58,4 +58,4 @@ class ProgressView:
                 continue
             elapsed = max(time.monotonic() - s.started, 1e-9)
             out.print(f"flow={s.flow} copied={s.records} bytes={s.bytes} jobs={s.jobs} lag_records={s.lag} "
-                      f"seconds={elapsed:.1f}", markup=False)
+                      f"seconds={elapsed:.1f} path={s.path}", markup=False)

@@ -61,7 +61,8 @@ def print_warnings(problems: Sequence[Problem]) -> None:
 
 def print_plan(plan: ReplicationPlan) -> None:
     for flow in plan.flows:
-        table = Table(title=f"{flow.name}", title_justify="left", show_lines=False)
+        title = f"{flow.name}  path={flow.path}" if flow.path else flow.name
+        table = Table(title=title, title_justify="left", show_lines=False)
         table.add_column("source topic")
         table.add_column("remote topic")
         table.add_column("partitions", justify="right")

@@ -104,6 +104,7 @@ class FlowConfig:
     offset_storage_replication_factor: int = _key("offset.storage.replication.factor")
     batch_max_records: int = _key("mm2py.batch.max.records")
     provenance_header_enabled: bool = _key("mm2py.provenance.header.enabled")
+    copy_mode: str = _key("mm2py.copy.mode")
     dense_offset_syncs: bool = _key("mm2py.offset-syncs.dense.enabled")
     retry_timeout_seconds: int = _key("mm2py.retry.timeout.seconds")
     lease_enabled: bool = _key("mm2py.lease.enabled")

@@ -165,6 +165,9 @@ MM2PY_KEYS: dict[str, KeyDef] = {d.name: d for d in (
        "also sync the first and last record of every run, for exact offset translation", "M"),
     _k("mm2py.provenance.header.enabled", B, "false",
        "stamp each copied record with its origin (source cluster, topic, partition, offset)", "M"),
+    _k("mm2py.copy.mode", S, "auto",
+       "how records are copied: batch forwards whole record batches, record re-produces each record, auto "
+       "takes batch unless the flow needs per-record work", "M", choices=("auto", "batch", "record")),
     _k("mm2py.metrics.port", INT, "0",
        "port of the Prometheus /metrics endpoint that run serves while it runs (0: no endpoint)", "M", minimum=0),
     _k("mm2py.metrics.host", S, "0.0.0.0", "address the /metrics endpoint listens on", "M"),

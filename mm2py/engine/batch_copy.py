@@ -8,24 +8,24 @@ assigns offsets), serving all of a task's ranges at once:
 * a fetcher thread sends one Fetch per source leader carrying every partition still to copy, splits the
   record sets into batches, drops control batches (and, read_committed, aborted ones), and rebuilds the
   batches a broker would refuse or that straddle a range's start (:mod:`mm2py.kafka.batch_records`);
-* the task's thread sends one Produce per target leader carrying the next batch of every partition (a
-  real broker takes one v2 batch per partition per request), while the fetcher already fetches the next
-  data;
+* the task's thread keeps up to five Produce requests in flight per target leader, each carrying the next
+  batch of every partition (a real broker takes one v2 batch per partition per request), while the fetcher
+  already fetches the next data (:mod:`mm2py.engine.batch_produce`);
 * the target producer is idempotent: a producer id from InitProducerId, per-partition sequence numbers
   written into each forwarded batch (with a new CRC), so a Produce retried after a lost answer is not
-  written twice;
+  written twice, and failed batches are resent in sequence order;
 * every copied record's upstream->downstream offset is known (record i of a contiguous batch lands at
   the acknowledged base offset + i), so progress and offset syncs are written exactly as copy.py writes
   them, and only after the target acknowledged every batch of the range.
 
-A range may end inside a batch: that batch is copied whole, so a range can overshoot its end up to the
-end of a batch; CopyResult.next_offset says where it stopped. Exactly-once flows (transactions) and
+A range may end inside a batch: that batch is rebuilt with the records before the range's end only, so a
+range copies exactly its offsets, as the record copier does (the next range starts at its end, and the
+driver's ends stay true). Exactly-once flows (transactions) and
 provenance headers (a header added to every record) need per-record work and use the record copier.
 """
 
 from __future__ import annotations
 
-import collections
 import logging
 import queue
 import threading
@@ -36,11 +36,12 @@ from dataclasses import dataclass, field
 from confluent_kafka import KafkaError
 
 from mm2py.engine import copy as record_copy
+from mm2py.engine.batch_produce import Lane, Outgoing, PipelinedProducer
 from mm2py.engine.copy import CopyResult, CopySpec, PartitionRange
 from mm2py.errors import ReplicationError
-from mm2py.kafka.batch_records import needs_rebuild, rebuild
+from mm2py.kafka.batch_records import RecordTooLarge, needs_rebuild, rebuild, split_to_limit
 from mm2py.kafka.clients import cached_producer
-from mm2py.kafka.record_batch import RecordBatch, RecordBatchError, data_batches, split_batches, with_producer
+from mm2py.kafka.record_batch import RecordBatch, RecordBatchError, data_batches, split_batches
 from mm2py.kafka.wire import ErrorCode, FetchPosition, WireClient
 from mm2py.progress import progress_record
 
@@ -48,56 +49,45 @@ log = logging.getLogger(__name__)
 
 _FETCH_PARTITION_BYTES = 4 * 1024 * 1024
 _FETCH_MAX_BYTES = 64 * 1024 * 1024
+_MESSAGE_MAX_BYTES = "1000000"  # librdkafka's default message.max.bytes, which the record path's producer has
 _QUEUED_FETCHES = 4  # fetched responses waiting for the producer: bounds memory
-_SEQUENCE_MODULO = 2**31
-# Errors a new producer id fixes (the broker forgot or fenced ours): the task fails and Spark retries it.
-_PRODUCER_STATE_ERRORS = {45, 46, 47, 59}  # OUT_OF_ORDER_SEQUENCE, DUPLICATE_SEQUENCE, INVALID_EPOCH, UNKNOWN_PID
 _PERMANENT_FETCH = {1}  # OFFSET_OUT_OF_RANGE: the records were deleted before they were copied
 
 
-def copy_partitions(spec: CopySpec, ranges: Iterator[PartitionRange]) -> Iterator[CopyResult]:
+def copy_partitions(spec: CopySpec, ranges: Iterator[PartitionRange], last_attempt: bool = False
+                    ) -> Iterator[CopyResult]:
     """Spark ``mapPartitions`` body (executor side): copy all ``ranges`` together, batch by batch.
 
-    Transient failures raise (Spark retries the task; progress stays where it was); permanent ones are
-    returned as a CopyResult with ``error`` for every range, as copy.py does.
+    Failures travel as data, as in copy.py: a transient one raises while Spark will run the task again (progress
+    stays where it was), and is returned as a CopyResult with ``error`` for every range on the last attempt; a
+    permanent one is returned at once.
     """
     todo = [rng for rng in ranges if rng.start < rng.end]
     if spec.exactly_once or spec.provenance:
-        yield from record_copy.copy_partitions(spec, iter(todo))
+        yield from record_copy.copy_partitions(spec, iter(todo), last_attempt=last_attempt)
         return
-    record_copy._executor_logging(spec)
+    record_copy.executor_logging(spec)
     if not todo:
         return
     try:
         yield from _BatchCopier(spec, todo).run()
     except ReplicationError as exc:
-        if exc.retriable:
+        if exc.retriable and not last_attempt:
             raise
         for rng in todo:
-            yield record_copy._failed(rng, exc.failure)
-
-
-@dataclass
-class _Outgoing:
-    """One batch ready to send (its header still the source producer's) and its records' source offsets."""
-
-    batch: RecordBatch
-    upstream: range | list[int]
+            yield record_copy.failed_result(rng, exc.failure)
 
 
 @dataclass
 class _Range:
-    """What the task knows about one range; the fetcher owns ``position``, the producer the rest."""
+    """What the task knows about one range; the fetcher owns ``position``, the producer the lane."""
 
     rng: PartitionRange
     position: int
+    lane: Lane
     fetch_bytes: int = _FETCH_PARTITION_BYTES
     fetch_done: bool = False
     last_progress: float = field(default_factory=time.monotonic)
-    pending: collections.deque[_Outgoing] = field(default_factory=collections.deque)
-    upstream: list[int] = field(default_factory=list)
-    downstream: list[int] = field(default_factory=list)
-    bytes: int = 0
     next_offset: int = -1
 
     @property
@@ -108,41 +98,43 @@ class _Range:
 class _BatchCopier:
     def __init__(self, spec: CopySpec, ranges: list[PartitionRange]) -> None:
         self.spec = spec
-        self.ranges = {(r.topic, r.partition): _Range(r, r.start) for r in ranges}
-        self.by_remote = {(r.remote_topic, r.partition): self.ranges[(r.topic, r.partition)] for r in ranges}
+        self.ranges = {(r.topic, r.partition): _Range(r, r.start, Lane(r.remote_topic, r.partition,
+                                                                       f"topic={r.topic} partition={r.partition}"))
+                       for r in ranges}
         self.read_committed = spec.consumer_settings.get("isolation.level") == "read_committed"
+        self.max_batch_bytes = int(spec.producer_settings.get("message.max.bytes", _MESSAGE_MAX_BYTES))
         self.started = time.monotonic()
-        self.inbox: queue.Queue[tuple[_Range, list[_Outgoing], int] | BaseException | None] = queue.Queue(
+        self.inbox: queue.Queue[tuple[_Range, list[Outgoing], int] | BaseException | None] = queue.Queue(
             _QUEUED_FETCHES)
         self.stop = threading.Event()
-        self.sequence: dict[tuple[str, int], int] = {}
 
     # -- the task's thread: produce ------------------------------------------------------------------------
     def run(self) -> list[CopyResult]:
         target = WireClient(self.spec.target, self.spec.producer_settings)
         fetcher = threading.Thread(target=self._fetch_loop, name="mm2py-batch-fetch", daemon=True)
+        producer: PipelinedProducer | None = None
         try:
             target.bootstrap(self.spec.stall_timeout_s)
             self._route(target, {r.rng.remote_topic for r in self.ranges.values()})
             ids = target.init_producer_id(self.spec.stall_timeout_s)
             if isinstance(ids, ErrorCode):
                 raise ReplicationError(f"flow={self.spec.flow}: InitProducerId on {self.spec.target} failed: {ids}")
-            producer_id, epoch = ids
+            producer = PipelinedProducer(self.spec, target, [r.lane for r in self.ranges.values()], *ids)
             fetcher.start()
             fetching = True
-            while fetching or any(r.pending for r in self.ranges.values()):
-                fetching = self._take_fetched(block=not any(r.pending for r in self.ranges.values()),
-                                              fetching=fetching)
-                if any(r.pending for r in self.ranges.values()):
-                    self._produce_round(target, producer_id, epoch)
+            while fetching or producer.busy():
+                fetching = self._take_fetched(block=not producer.busy(), fetching=fetching)
+                if producer.busy():
+                    producer.step()
         finally:
             self.stop.set()
-            fetcher.join(timeout=self.spec.stall_timeout_s)
+            if fetcher.is_alive():
+                fetcher.join(timeout=self.spec.stall_timeout_s)
             target.close()
         return self._finish()
 
     def _take_fetched(self, *, block: bool, fetching: bool) -> bool:
-        """Move what the fetcher queued into the ranges' pending batches; False once the fetcher is done."""
+        """Move what the fetcher queued into the lanes' pending batches; False once the fetcher is done."""
         while fetching:
             try:
                 item = self.inbox.get(block=block, timeout=self.spec.stall_timeout_s if block else None)
@@ -156,75 +148,10 @@ class _BatchCopier:
             if isinstance(item, BaseException):
                 raise item
             state, outgoing, next_offset = item
-            state.pending.extend(outgoing)
+            state.lane.pending.extend(outgoing)
             state.next_offset = next_offset
             block = False
         return fetching
-
-    def _produce_round(self, target: WireClient, producer_id: int, epoch: int) -> None:
-        """Send the next batch of every partition that has one (one Produce per target leader), wait for
-        the acknowledgements, and record each record's target offset. Retriable failures resend the same
-        bytes (same sequence numbers, so the broker drops what it already has) until the stall timeout."""
-        record_sets: dict[tuple[str, int], bytearray] = {}
-        sent: dict[tuple[str, int], _Outgoing] = {}
-        for key, state in self.by_remote.items():
-            if state.pending:
-                item = state.pending[0]
-                sequence = self.sequence.get(key, 0)
-                record_sets[key] = with_producer(item.batch, producer_id, epoch, sequence)
-                sent[key] = item
-        deadline = time.monotonic() + self.spec.stall_timeout_s
-        while record_sets:
-            failures = self._send_round(target, record_sets)
-            for key in [k for k in record_sets if k not in failures]:
-                state, item = self.by_remote[key], sent[key]
-                state.pending.popleft()
-                self.sequence[key] = (self.sequence.get(key, 0) + item.batch.record_count) % _SEQUENCE_MODULO
-                del record_sets[key]
-            pending_failures = {k: e for k, e in failures.items() if isinstance(e, ErrorCode)}
-            if not pending_failures:
-                return
-            key, error = next(iter(pending_failures.items()))
-            where = f"flow={self.spec.flow} {self.by_remote[key].where}"
-            if not error.retriable:
-                raise ReplicationError(f"{where}: producing to {self.spec.target} failed: {error}",
-                                       code=error.name, retriable=error.code in _PRODUCER_STATE_ERRORS)
-            if time.monotonic() > deadline:
-                raise ReplicationError(f"{where}: producing to {self.spec.target} kept failing for "
-                                       f"{self.spec.stall_timeout_s:.0f} s: {error}")
-            log.warning("%s: produce to %s failed (%s); retrying the same batches", where, self.spec.target, error)
-            self._route(target, {k[0] for k in pending_failures}, refresh_only=True)
-
-    def _send_round(self, target: WireClient, record_sets: dict[tuple[str, int], bytearray],
-                    ) -> dict[tuple[str, int], ErrorCode]:
-        """Send ``record_sets`` grouped by leader; record acknowledged ones, return the failed ones."""
-        by_node: dict[int, dict[tuple[str, int], bytearray]] = {}
-        failures: dict[tuple[str, int], ErrorCode] = {}
-        for key, records in record_sets.items():
-            node = target.leader(key)
-            if node is None:
-                failures[key] = ErrorCode(5, "LEADER_NOT_AVAILABLE", True)
-            else:
-                by_node.setdefault(node, {})[key] = records
-        timeout_ms = int(self.spec.flush_timeout_s * 1000)
-        in_flight = [(node, sets, target.send_produce(node, sets, timeout_ms=timeout_ms))
-                     for node, sets in by_node.items()]
-        for _node, sets, pending in in_flight:
-            answer = target.produce_result(pending, self.spec.flush_timeout_s)
-            if isinstance(answer, ErrorCode):
-                failures.update(dict.fromkeys(sets, answer))
-                continue
-            for part in answer:
-                key = (part.topic, part.partition)
-                if part.error is not None:
-                    failures[key] = part.error
-                    continue
-                state = self.by_remote[key]
-                item = state.pending[0]
-                state.upstream.extend(item.upstream)
-                state.downstream.extend(range(part.base_offset, part.base_offset + item.batch.record_count))
-                state.bytes += item.batch.size
-        return failures
 
     def _route(self, client: WireClient, topics: set[str], refresh_only: bool = False) -> None:
         errors = client.refresh_leaders(topics, self.spec.stall_timeout_s)
@@ -239,21 +166,21 @@ class _BatchCopier:
         producer = cached_producer(spec.producer_settings)
         failures: list[KafkaError] = []
         for state in self.ranges.values():
-            if state.upstream:
-                record = progress_record(spec.source, state.rng.topic, state.rng.partition, state.upstream[-1])
+            if state.lane.upstream:
+                record = progress_record(spec.source, state.rng.topic, state.rng.partition, state.lane.upstream[-1])
                 producer.produce(spec.progress_topic, record.value, record.key,
                                  on_delivery=lambda err, _m: failures.append(err) if err else None)
-        record_copy._flush(spec, producer, spec.producer_settings, failures, f"flow={spec.flow} (progress)")
+        record_copy.flush_producer(spec, producer, spec.producer_settings, failures, f"flow={spec.flow} (progress)")
         results = []
         seconds = time.monotonic() - self.started
         for state in self.ranges.values():
-            rng, syncs = state.rng, 0
-            if spec.syncs_topic is not None and state.upstream:
-                collected = record_copy._Batch(upstream=state.upstream, downstream=state.downstream)
-                syncs = record_copy._write_offset_syncs(spec, rng, collected, f"flow={spec.flow} {state.where}")
-            last = state.upstream[-1] if state.upstream else -1
+            rng, lane, syncs = state.rng, state.lane, 0
+            if spec.syncs_topic is not None and lane.upstream:
+                syncs = record_copy.write_offset_syncs(spec, rng, lane.upstream, lane.downstream,
+                                                       f"flow={spec.flow} {state.where}")
+            last = lane.upstream[-1] if lane.upstream else -1
             results.append(CopyResult(rng.topic, rng.partition, rng.start, max(state.next_offset, rng.start), last,
-                                      len(state.upstream), state.bytes, syncs, seconds))
+                                      len(lane.upstream), lane.bytes, syncs, seconds))
         return results
 
     # -- the fetcher thread ----------------------------------------------------------------------------------
@@ -329,20 +256,37 @@ class _BatchCopier:
             if split.truncated_at is not None and split.truncated_size > state.fetch_bytes:
                 state.fetch_bytes = split.truncated_size  # one batch is larger than we asked for
             return
-        outgoing: list[_Outgoing] = []
+        outgoing: list[Outgoing] = []
         for batch in data_batches(batches, aborted if self.read_committed else None):
-            if needs_rebuild(batch, state.position):
-                rebuilt, upstream = rebuild(batch, state.position)
+            if batch.size > self.max_batch_bytes:
+                outgoing += self._split(state, batch)
+            elif needs_rebuild(batch, state.position, state.rng.end):
+                rebuilt, upstream = rebuild(batch, state.position, state.rng.end)
                 if rebuilt is not None:
-                    outgoing.append(_Outgoing(RecordBatch(memoryview(rebuilt)), upstream))
+                    outgoing.append(Outgoing(RecordBatch(memoryview(rebuilt)), upstream))
             else:
-                outgoing.append(_Outgoing(batch, batch.upstream_offsets()))
-        state.position = batches[-1].next_offset
+                outgoing.append(Outgoing(batch, batch.upstream_offsets()))
+        state.position = min(batches[-1].next_offset, state.rng.end)
         state.last_progress = time.monotonic()
         state.fetch_done = state.position >= state.rng.end
         self._put((state, outgoing, state.position))
 
-    def _put(self, item: tuple[_Range, list[_Outgoing], int] | BaseException | None) -> None:
+    def _split(self, state: _Range, batch: RecordBatch) -> list[Outgoing]:
+        """A batch above the target producer's message.max.bytes, re-batched to fit (as the record path's
+        producer would); a single record above it stops the copy before that record, never skipping it."""
+        try:
+            parts = split_to_limit(batch, state.position, state.rng.end, self.max_batch_bytes)
+        except RecordTooLarge as exc:
+            record = exc.record
+            raise ReplicationError(
+                f"flow={self.spec.flow} {state.where}: the record at offset {record.offset} is too large for the "
+                f"target producer: {len(record.value or b'')}-byte value, {len(record.key or b'')}-byte key, "
+                f"{exc.size} bytes as a batch, message.max.bytes = {exc.limit}; raise "
+                f"{self.spec.target}.producer.message.max.bytes (and the topic's max.message.bytes)",
+                retriable=False) from None
+        return [Outgoing(RecordBatch(memoryview(raw)), upstream) for raw, upstream in parts]
+
+    def _put(self, item: tuple[_Range, list[Outgoing], int] | BaseException | None) -> None:
         while not self.stop.is_set():
             try:
                 self.inbox.put(item, timeout=0.1)

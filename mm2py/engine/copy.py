@@ -53,6 +53,7 @@ class CopySpec:
     dense_syncs_topic: str | None = None  # mm2py's own syncs (cleanup.policy=delete), None when disabled
     provenance: bool = False
     exactly_once: bool = False
+    copy_path: str = "record"  # "batch": whole record batches (mm2py.engine.batch_copy); see mm2py.copy_path
     poll_timeout_s: float = 1.0
     stall_timeout_s: float = 120.0
     flush_timeout_s: float = 300.0
@@ -87,7 +88,7 @@ class CopyResult:
     measurement: PartitionMeasurement | None = None  # MM2's per-partition metrics of what was copied
 
 
-def _failed(rng: PartitionRange, failure: Failure) -> CopyResult:
+def failed_result(rng: PartitionRange, failure: Failure) -> CopyResult:
     return CopyResult(rng.topic, rng.partition, rng.start, rng.start, -1, 0, 0, 0, 0.0, failure)
 
 
@@ -133,19 +134,19 @@ def copy_partitions(spec: CopySpec, ranges: Iterator[PartitionRange], last_attem
     the task again at once; a permanent one (a record larger than the target accepts, a missing topic) is
     returned at once, because more attempts would fail the same way.
     """
-    _executor_logging(spec)
+    executor_logging(spec)
     for rng in ranges:
         try:
             yield copy_range(spec, rng)
         except ReplicationError as exc:
             if exc.retriable and not last_attempt:
                 raise
-            yield _failed(rng, exc.failure)
+            yield failed_result(rng, exc.failure)
         except KafkaException as exc:  # a client call outside the paths copy_range words itself
             failure = _kafka_failure(spec, rng, exc)
             if failure.retriable and not last_attempt:
                 raise
-            yield _failed(rng, failure)
+            yield failed_result(rng, failure)
 
 
 def _kafka_failure(spec: CopySpec, rng: PartitionRange, exc: KafkaException) -> Failure:
@@ -159,7 +160,7 @@ def _kafka_failure(spec: CopySpec, rng: PartitionRange, exc: KafkaException) -> 
 _logging_ready = False
 
 
-def _executor_logging(spec: CopySpec) -> None:
+def executor_logging(spec: CopySpec) -> None:
     """Executor-side log lines (librdkafka's among them) go to stderr redacted, whoever collects them."""
     global _logging_ready
     if _logging_ready:
@@ -191,7 +192,7 @@ def copy_range(spec: CopySpec, rng: PartitionRange) -> CopyResult:
     consumer.assign([TopicPartition(rng.topic, rng.partition, rng.start)])
     try:
         _pump(spec, rng, consumer, producer, batch, where)
-        _flush(spec, producer, settings, batch.failures, f"{where} offsets {rng.start}..{batch.last_read}")
+        flush_producer(spec, producer, settings, batch.failures, f"{where} offsets {rng.start}..{batch.last_read}")
         batch.acknowledged()
         if len(batch.downstream) != len(batch.upstream):
             raise ReplicationError(f"{where}: {len(batch.upstream)} records sent, {len(batch.downstream)} acknowledged")
@@ -201,7 +202,7 @@ def copy_range(spec: CopySpec, rng: PartitionRange) -> CopyResult:
         if spec.exactly_once:
             _transaction(producer, settings, where, "commit_transaction")
         else:
-            _flush(spec, producer, settings, batch.failures, f"{where} (progress)")
+            flush_producer(spec, producer, settings, batch.failures, f"{where} (progress)")
     except BaseException:
         if spec.exactly_once:
             _abort(producer, settings)
@@ -210,7 +211,7 @@ def copy_range(spec: CopySpec, rng: PartitionRange) -> CopyResult:
         consumer.unassign()
     syncs = 0
     if spec.syncs_topic is not None and batch.upstream:
-        syncs = _write_offset_syncs(spec, rng, batch, where)
+        syncs = write_offset_syncs(spec, rng, batch.upstream, batch.downstream, where)
     measurement = batch.measurer.measurement(spec.source, spec.target, rng.topic, rng.remote_topic, rng.partition)
     return CopyResult(rng.topic, rng.partition, rng.start, batch.position, batch.last_read, len(batch.upstream),
                       batch.bytes, syncs, time.monotonic() - started, measurement=measurement)
@@ -315,7 +316,7 @@ def _abort(producer: Any, settings: Mapping[str, str]) -> None:
         drop_producer(settings)
 
 
-def _flush(spec: CopySpec, producer: Any, settings: Mapping[str, str], failures: list[KafkaError],
+def flush_producer(spec: CopySpec, producer: Any, settings: Mapping[str, str], failures: list[KafkaError],
            where: str) -> None:
     deadline = time.monotonic() + spec.flush_timeout_s
     while producer.flush(1.0) > 0:
@@ -337,7 +338,8 @@ def _raise_delivery_failure(spec: CopySpec, settings: Mapping[str, str], failure
                                     f"{first.str()}", first)
 
 
-def _write_offset_syncs(spec: CopySpec, rng: PartitionRange, batch: _Batch, where: str) -> int:
+def write_offset_syncs(spec: CopySpec, rng: PartitionRange, upstream: list[int], downstream: list[int],
+                       where: str) -> int:
     """Offset syncs are never transactional (as in MM2): they are written after the range is committed.
 
     MM2's topic gets exactly the syncs MM2's rule makes due (MM2's readers see what MM2 would write); with
@@ -351,7 +353,7 @@ def _write_offset_syncs(spec: CopySpec, rng: PartitionRange, batch: _Batch, wher
     if spec.dense_syncs_topic is not None:
         targets.append((spec.dense_syncs_topic, True))
     for topic, dense in targets:
-        syncs = offset_syncs_for_offsets(rng.topic, rng.partition, batch.upstream, batch.downstream,
+        syncs = offset_syncs_for_offsets(rng.topic, rng.partition, upstream, downstream,
                                          spec.offset_lag_max, dense=dense)
         headers: list[tuple[str, str | bytes | None]] | None = (
             [(DENSE_SYNC_HEADER, DENSE_SYNC_VALUE)] if dense else None)
@@ -364,5 +366,5 @@ def _write_offset_syncs(spec: CopySpec, rng: PartitionRange, batch: _Batch, wher
                 except BufferError:
                     producer.poll(0.05)
         written += len(syncs)
-    _flush(spec, producer, spec.syncs_producer_settings, failures, f"{where} (offset syncs)")
+    flush_producer(spec, producer, spec.syncs_producer_settings, failures, f"{where} (offset syncs)")
     return written

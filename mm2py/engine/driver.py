@@ -19,6 +19,7 @@ from typing import TypeVar
 from mm2py.acls import sync_topic_acls
 from mm2py.checkpoints import CheckpointWriter, FlowTranslator, GroupOffset, now_ms
 from mm2py.config.flow import FlowConfig
+from mm2py.copy_path import choose_copy_path
 from mm2py.engine.copy import CopyResult, CopySpec, PartitionRange
 from mm2py.engine.group_sync import GroupSyncCoordinator
 from mm2py.engine.schedule import Periodic, Schedule
@@ -59,6 +60,7 @@ class FlowStats:
     retries: int = 0
     last_mb_rate: float = 0.0
     held_by: str | None = None  # another run holds this flow's lease: nothing was copied
+    path: str = ""  # the copy path, "batch" or "record (why)" (mm2py.copy_path)
 
     def add(self, results: list[CopyResult], seconds: float) -> None:
         records = sum(r.records for r in results)
@@ -89,6 +91,7 @@ def copy_spec(f: FlowConfig) -> CopySpec:
         dense_offset_syncs=f.dense_offset_syncs,
         provenance=f.provenance_header_enabled,
         exactly_once=exactly_once,
+        copy_path=choose_copy_path(f).path,
         poll_timeout_s=max(f.consumer_poll_timeout_ms / 1000, 0.1),
     )
 
@@ -105,7 +108,7 @@ class FlowRunner:
         self.spark = spark
         self.pool = pool
         self.coordinator = coordinator
-        self.stats = FlowStats(flow.name)
+        self.stats = FlowStats(flow.name, path=choose_copy_path(flow).describe())
         self.positions: dict[tuple[str, int], int] = {}
         self.remote: dict[str, str] = {t.topic: t.remote_topic for t in plan.topics}
         self.spec = copy_spec(flow)

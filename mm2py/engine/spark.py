@@ -2,7 +2,8 @@
 
 It starts a SparkContext that works from any virtualenv (executors run this interpreter unless told
 otherwise), ships the mm2py package to executors on real clusters, and runs one copy job: a list of offset
-ranges in, a list of CopyResults out. Records stay inside the Python workers (``mm2py.engine.copy``).
+ranges in, a list of CopyResults out. Records stay inside the Python workers (``mm2py.engine.batch_copy`` or
+``mm2py.engine.copy``, as the flow's CopySpec says).
 """
 
 from __future__ import annotations
@@ -16,11 +17,12 @@ import sys
 import tempfile
 import threading
 import zipfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from mm2py.engine.copy import CopyResult, CopySpec, PartitionRange, copy_partitions
+from mm2py.engine import batch_copy, copy
+from mm2py.engine.copy import CopyResult, CopySpec, PartitionRange
 from mm2py.errors import Failure, ReplicationError, UsageError
 
 log = logging.getLogger(__name__)
@@ -127,13 +129,16 @@ class SparkRunner:
         return results
 
     def _run(self, spec: CopySpec, ranges: list[PartitionRange]) -> list[CopyResult]:
-        """Run one copy job: one task per range (at most one range per partition, so order is kept)."""
+        """Run one copy job: at most ``parallelism`` tasks, each copying a group of ranges."""
         if not ranges:
             return []
-        self.sc.setLocalProperty("spark.job.description", f"mm2py {spec.flow}: {len(ranges)} partition ranges")
-        rdd = self.sc.parallelize(ranges, len(ranges))
+        groups = group_ranges(ranges, self.parallelism)
+        self.sc.setLocalProperty("spark.job.description",
+                                 f"mm2py {spec.flow}: {len(ranges)} partition ranges in {len(groups)} tasks")
+        copier = batch_copy.copy_partitions if spec.copy_path == "batch" else copy.copy_partitions
+        rdd = self.sc.parallelize(groups, len(groups))
         try:
-            task = functools.partial(_copy_task, spec, self.task_attempts)
+            task = functools.partial(_copy_task, copier, spec, self.task_attempts)
             results: list[CopyResult] = rdd.mapPartitions(task).collect()
         except Exception as exc:  # only a task that died without reporting (see died_task_failure)
             raise ReplicationError.of_failure(died_task_failure(exc), f"flow {spec.flow}: copy job failed: ") from None
@@ -145,6 +150,28 @@ class SparkRunner:
             Path(self._zip).unlink(missing_ok=True)
 
 
+def group_ranges(ranges: list[PartitionRange], tasks: int) -> list[list[PartitionRange]]:
+    """Split a job's ranges into at most ``tasks`` groups of about equal record counts (driver side).
+
+    The task count follows Spark's parallelism, not the partition count: every task pays for its start,
+    its connections and its metadata, so 800 partitions in 800 tasks would cost far more than the copying.
+    All ranges of one partition land in the same group, in their order, so a partition is never copied by
+    two tasks at once.
+    """
+    by_partition: dict[tuple[str, int], list[PartitionRange]] = {}
+    for rng in ranges:
+        by_partition.setdefault((rng.topic, rng.partition), []).append(rng)
+    slots = max(1, min(tasks, len(by_partition)))
+    groups: list[list[PartitionRange]] = [[] for _ in range(slots)]
+    load = [0] * slots
+    # Largest first into the least loaded group: a greedy split within 4/3 of the best possible.
+    for members in sorted(by_partition.values(), key=lambda ms: -sum(r.end - r.start for r in ms)):
+        slot = load.index(min(load))
+        groups[slot].extend(members)
+        load[slot] += sum(r.end - r.start for r in members)
+    return [g for g in groups if g]
+
+
 def _relay_jvm_output(stream: Any) -> None:
     jvm_log = logging.getLogger("mm2py.spark")
     for raw in iter(stream.readline, b""):
@@ -153,13 +180,15 @@ def _relay_jvm_output(stream: Any) -> None:
             jvm_log.warning("%s", line)
 
 
-def _copy_task(spec: CopySpec, attempts: int, ranges: Iterator[PartitionRange]) -> Iterator[CopyResult]:
-    """The Spark task (executor side): the copy, told whether Spark will run it again if it raises."""
+def _copy_task(copier: Callable[..., Iterator[CopyResult]], spec: CopySpec, attempts: int,
+               groups: Iterator[list[PartitionRange]]) -> Iterator[CopyResult]:
+    """The Spark task (executor side): its groups of ranges copied together, the copier told whether Spark
+    will run the task again if it raises."""
     from pyspark import TaskContext
 
     context = TaskContext.get()
     last_attempt = context is None or context.attemptNumber() + 1 >= attempts
-    return copy_partitions(spec, ranges, last_attempt=last_attempt)
+    return copier(spec, (rng for group in groups for rng in group), last_attempt=last_attempt)
 
 
 def raise_failure(flow: str, results: list[CopyResult]) -> None:

@@ -225,21 +225,74 @@ def encode_batch(records: Sequence[Record], *, codec: Codec = Codec.NONE, base_o
     return set_crc(out)
 
 
-def needs_rebuild(batch: RecordBatch, first_wanted: int) -> bool:
-    """Whether ``batch`` cannot be forwarded as it is: it starts before ``first_wanted``, its offsets have
-    holes (compaction), its timestamps are LogAppendTime (a producer may not send that type), or the log
-    cleaner marked it with a delete horizon (which would mean nothing, or the wrong thing, on the target)."""
-    return (batch.base_offset < first_wanted or not batch.is_contiguous
-            or bool(batch.attributes & (LOG_APPEND_TIME_FLAG | DELETE_HORIZON_FLAG)))
+def needs_rebuild(batch: RecordBatch, first_wanted: int, end: int | None = None) -> bool:
+    """Whether ``batch`` cannot be forwarded as it is: it starts before ``first_wanted`` or reaches ``end``
+    (a range copies exactly its offsets), its offsets have holes (compaction), its timestamps are
+    LogAppendTime (a producer may not send that type), or the log cleaner marked it with a delete horizon
+    (which would mean nothing, or the wrong thing, on the target)."""
+    return (batch.base_offset < first_wanted or (end is not None and batch.last_offset >= end)
+            or not batch.is_contiguous or bool(batch.attributes & (LOG_APPEND_TIME_FLAG | DELETE_HORIZON_FLAG)))
 
 
-def rebuild(batch: RecordBatch, first_wanted: int) -> tuple[bytearray | None, list[int]]:
+def rebuild(batch: RecordBatch, first_wanted: int, end: int | None = None) -> tuple[bytearray | None, list[int]]:
     """The batch to send in place of ``batch``, and the source offset of each of its records, in order.
 
-    Keeps the records at or after ``first_wanted``, re-encoded contiguously with the source codec.
-    ``(None, [])`` when no record is left to copy.
+    Keeps the records from ``first_wanted`` up to (not including) ``end``, re-encoded contiguously with
+    the source codec. ``(None, [])`` when no record is left to copy.
     """
-    kept = [record for record in decode_records(batch) if record.offset >= first_wanted]
+    kept = [record for record in decode_records(batch)
+            if record.offset >= first_wanted and (end is None or record.offset < end)]
     if not kept:
         return None, []
     return encode_batch(kept, codec=Codec(batch.attributes & CODEC_MASK)), [record.offset for record in kept]
+
+
+class RecordTooLarge(RecordBatchError):
+    """One record is larger than a batch may be: no split helps, the limit must be raised."""
+
+    def __init__(self, record: Record, size: int, limit: int) -> None:
+        self.record, self.size, self.limit = record, size, limit
+        super().__init__(f"the record at offset {record.offset} is {size} bytes as a batch, above {limit}")
+
+
+def split_to_limit(batch: RecordBatch, first_wanted: int, end: int | None, limit: int,
+                   ) -> list[tuple[bytearray, list[int]]]:
+    """``batch``'s records from ``first_wanted`` to ``end`` as batches of at most ``limit`` bytes each.
+
+    Why: a producer refuses to send more than its ``message.max.bytes`` at once, and the record path (a
+    librdkafka producer) re-batches records to fit; a forwarded batch above the limit is re-batched the
+    same way, so the batch path copies what the record path copies. Raises RecordTooLarge for a record
+    that alone exceeds the limit (as the record path fails on it)."""
+    codec = Codec(batch.attributes & CODEC_MASK)
+    budget = int(limit * 0.95) - HEADER_SIZE  # room for a codec's framing, which can outgrow its input a little
+    groups: list[list[Record]] = [[]]
+    used = 0
+    for record in decode_records(batch):
+        if record.offset < first_wanted or (end is not None and record.offset >= end):
+            continue
+        size = _estimate(record)
+        if groups[-1] and used + size > budget:
+            groups.append([])
+            used = 0
+        groups[-1].append(record)
+        used += size
+    out: list[tuple[bytearray, list[int]]] = []
+    while groups:
+        group = groups.pop(0)
+        if not group:
+            continue
+        encoded = encode_batch(group, codec=codec)
+        if len(encoded) <= limit:
+            out.append((encoded, [r.offset for r in group]))
+        elif len(group) == 1:
+            raise RecordTooLarge(group[0], len(encoded), limit)
+        else:  # the estimate was short (a codec that grew the data): halve and try again
+            half = len(group) // 2
+            groups[:0] = [group[:half], group[half:]]
+    return out
+
+
+def _estimate(record: Record) -> int:
+    """A record's encoded size, uncompressed, give or take its varints (counted at their largest)."""
+    return (len(record.key or b"") + len(record.value or b"") + 40
+            + sum(len(name) + len(value or b"") + 10 for name, value in record.headers))

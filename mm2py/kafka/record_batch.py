@@ -36,6 +36,7 @@ NO_SEQUENCE = -1
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _PRODUCER = struct.Struct(">qhi")
 _LENGTH = struct.Struct(">qi")
+_BASE_OFFSET = struct.Struct(">q")
 _ATTRIBUTES = struct.Struct(">h")
 _CRC = struct.Struct(">I")
 _CRC_OFFSET = 17
@@ -202,13 +203,17 @@ def split_batches(record_set: bytes | bytearray | memoryview) -> RecordSet:
 
 def with_producer(batch: RecordBatch, producer_id: int, producer_epoch: int, base_sequence: int,
                   transactional: bool = False) -> bytearray:
-    """A copy of ``batch`` that the target producer can send: its own id, epoch and sequence, a new CRC.
+    """A copy of ``batch`` that the target producer can send: base offset 0, its own id, epoch and sequence,
+    a new CRC.
 
     The source producer's id means nothing on the target (a real broker would check its sequence against
     an unknown producer), and the transactional bit is only valid inside the target producer's own
     transaction, so it is cleared unless ``transactional``. Pass -1/-1/-1 for a non-idempotent produce.
     """
     out = bytearray(batch.buffer)
+    # A producer's batches start at offset 0 (the broker assigns offsets); Kafka 4 refuses any other
+    # baseOffset with INVALID_RECORD. Outside the CRC, so changing it costs nothing.
+    _BASE_OFFSET.pack_into(out, 0, 0)
     attributes = (batch.attributes & ~TRANSACTIONAL_FLAG) | (TRANSACTIONAL_FLAG if transactional else 0)
     _ATTRIBUTES.pack_into(out, _ATTRIBUTES_OFFSET, attributes)
     _PRODUCER.pack_into(out, _PRODUCER_OFFSET, producer_id, producer_epoch, base_sequence)

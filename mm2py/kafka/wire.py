@@ -17,6 +17,7 @@ Threads: one :class:`WireClient` per cluster and per thread; it is not shared.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -113,6 +114,11 @@ class Pending:
         self.future = future
         self.node = node
         self.kind = kind
+        self.sent_at = time.monotonic()
+
+    @property
+    def done(self) -> bool:
+        return bool(self.future.is_done)
 
 
 class WireClient:
@@ -237,6 +243,10 @@ class WireClient:
         except kafka_errors.KafkaError as exc:
             return Pending(Future().failure(exc), node, kind)
         return Pending(self._client.send(node, request), node, kind)
+
+    def poll(self, timeout_s: float) -> None:
+        """Serve the connections (send queued bytes, read answers) for up to ``timeout_s``."""
+        self._client.poll(timeout_ms=int(timeout_s * 1000))
 
     def wait(self, pending: Pending, timeout_s: float) -> Any:
         """The response, or an ErrorCode when the request failed in transport or timed out."""

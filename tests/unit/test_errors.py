@@ -72,7 +72,7 @@ def _copy_raising(monkeypatch: pytest.MonkeyPatch, exc: BaseException) -> None:
         raise exc
 
     monkeypatch.setattr(copy_module, "copy_range", copy_range)
-    monkeypatch.setattr(copy_module, "_executor_logging", lambda _spec: None)
+    monkeypatch.setattr(copy_module, "executor_logging", lambda _spec: None)
 
 
 def _results(last_attempt: bool) -> list[CopyResult]:

@@ -1,0 +1,261 @@
+"""The produce side of the batch copy task (runs on executors): forwarded batches to the target, pipelined.
+
+Why pipelined: one Produce round trip per request would bound the copy by the target's latency, not by its
+ingest. So, like Kafka's idempotent producer (``max.in.flight.requests.per.connection`` <= 5), up to
+:data:`MAX_IN_FLIGHT` Produce requests are outstanding per target leader; each carries at most one batch per
+partition (a broker takes one v2 batch per partition per request), so at most five batches of a partition
+are in flight, which is what the broker's duplicate detection remembers per producer and partition.
+
+Why a retried batch is not written twice: a batch gets the target producer's id, epoch and the partition's
+next sequence number once, when it is first sent, and is resent with exactly those bytes. When a batch fails,
+the batches after it fail too (the broker refuses a sequence that does not follow the last one it wrote, with
+OUT_OF_ORDER_SEQUENCE); once every request holding the partition has answered, all its unacknowledged batches
+go back to the front of its queue in sequence order and are sent again. A batch the broker already wrote is
+answered with its original offset (the broker's idempotence), never appended again.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import time
+from dataclasses import dataclass, field
+
+from mm2py.engine.copy import CopySpec
+from mm2py.errors import ReplicationError
+from mm2py.kafka.record_batch import RecordBatch, with_producer
+from mm2py.kafka.wire import TRANSPORT_ERROR, ErrorCode, Pending, TopicPartition, WireClient
+
+log = logging.getLogger(__name__)
+
+MAX_IN_FLIGHT = 5
+_REQUEST_BYTES = 16 * 1024 * 1024  # a Produce request stops taking partitions here (brokers cap requests at 100 MB)
+_RETRY_BACKOFF_S = 0.1  # the Java producer's retry.backoff.ms
+_SEQUENCE_MODULO = 2**31
+_OUT_OF_ORDER_SEQUENCE = 45
+_OUT_OF_ORDER_RESENDS = 3  # the first unacknowledged batch refused this often: the broker lost our producer state
+# Errors a new producer id fixes (the broker forgot or fenced ours): the task fails and Spark retries it.
+_PRODUCER_STATE_ERRORS = {46, 47, 59}  # DUPLICATE_SEQUENCE, INVALID_PRODUCER_EPOCH, UNKNOWN_PRODUCER_ID
+_TOO_LARGE = {10, 18}  # MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE
+
+
+@dataclass(eq=False)
+class Outgoing:
+    """One batch to send (its header still the source producer's) and its records' source offsets."""
+
+    batch: RecordBatch
+    upstream: range | list[int]
+    wire: bytearray | None = None  # the bytes sent: the target producer's id, epoch and sequence; fixed once
+    resends: int = 0
+
+
+@dataclass(eq=False)
+class Lane:
+    """One target partition: batches to send, batches in flight (in sequence order), what was acknowledged."""
+
+    topic: str
+    partition: int
+    where: str
+    pending: collections.deque[Outgoing] = field(default_factory=collections.deque)
+    in_flight: collections.deque[Outgoing] = field(default_factory=collections.deque)
+    requests: int = 0  # requests in flight that hold one of this lane's batches
+    sequence: int = 0
+    blocked: bool = False  # a batch failed: nothing new is sent until every request holding the lane answered
+    retry_at: float = 0.0
+    failing_since: float | None = None
+    upstream: list[int] = field(default_factory=list)
+    downstream: list[int] = field(default_factory=list)
+    bytes: int = 0
+
+    @property
+    def key(self) -> TopicPartition:
+        return (self.topic, self.partition)
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.pending or self.in_flight)
+
+
+@dataclass
+class _Flight:
+    node: int
+    pending: Pending
+    items: dict[TopicPartition, Outgoing]
+
+
+class PipelinedProducer:
+    """Moves the lanes' batches to the target (the task's thread only; the client is not shared)."""
+
+    def __init__(self, spec: CopySpec, client: WireClient, lanes: list[Lane], producer_id: int, epoch: int) -> None:
+        self.spec = spec
+        self.client = client
+        self.lanes = {lane.key: lane for lane in lanes}
+        self.producer_id = producer_id
+        self.epoch = epoch
+        self.flights: dict[int, collections.deque[_Flight]] = collections.defaultdict(collections.deque)
+        self._stale: set[str] = set()  # topics whose leaders must be looked up again
+
+    def busy(self) -> bool:
+        return any(lane.busy for lane in self.lanes.values())
+
+    def step(self) -> None:
+        """Send what may be sent, then take answers: those already there, or the oldest one when nothing more
+        could be sent (every leader has MAX_IN_FLIGHT requests out, or every queue waits on an answer)."""
+        sent = self._send()
+        if not any(self.flights.values()):
+            if not sent:
+                self._wait_for_backoff()
+            return
+        full = all(len(q) >= MAX_IN_FLIGHT for q in self.flights.values() if q)
+        if sent and not full:
+            self.client.poll(0)
+            for queue in self.flights.values():
+                while queue and queue[0].pending.done:
+                    self._complete(queue.popleft())
+        else:
+            oldest = min((q for q in self.flights.values() if q), key=lambda q: q[0].pending.sent_at)
+            self._complete(oldest.popleft())
+        self._requeue()
+
+    # -- sending -------------------------------------------------------------------------------------------
+    def _send(self) -> bool:
+        now = time.monotonic()
+        by_node: dict[int, collections.deque[Lane]] = collections.defaultdict(collections.deque)
+        for lane in self.lanes.values():
+            if not lane.pending or lane.blocked or lane.retry_at > now:
+                continue
+            node = self.client.leader(lane.key)
+            if node is None:
+                self._stale.add(lane.topic)
+                self._note_failure(lane, ErrorCode(5, "LEADER_NOT_AVAILABLE", True), now)
+                continue
+            by_node[node].append(lane)
+        sent = False
+        timeout_ms = int(self.spec.flush_timeout_s * 1000)
+        for node, waiting in by_node.items():
+            queue = self.flights[node]
+            while waiting and len(queue) < MAX_IN_FLIGHT:
+                record_sets: dict[TopicPartition, bytearray] = {}
+                items: dict[TopicPartition, Outgoing] = {}
+                size = 0
+                for _ in range(len(waiting)):
+                    lane = waiting.popleft()
+                    wire = self._wire(lane, lane.pending[0])
+                    if record_sets and size + len(wire) > _REQUEST_BYTES:
+                        waiting.append(lane)  # first in the next request
+                        continue
+                    item = lane.pending.popleft()
+                    record_sets[lane.key], items[lane.key] = wire, item
+                    size += len(wire)
+                    lane.in_flight.append(item)
+                    lane.requests += 1
+                    if lane.pending:
+                        waiting.append(lane)
+                queue.append(_Flight(node, self.client.send_produce(node, record_sets, timeout_ms=timeout_ms), items))
+                sent = True
+        if self._stale:
+            self._refresh()
+        return sent
+
+    def _wire(self, lane: Lane, item: Outgoing) -> bytearray:
+        if item.wire is None:
+            item.wire = with_producer(item.batch, self.producer_id, self.epoch, lane.sequence)
+            lane.sequence = (lane.sequence + item.batch.record_count) % _SEQUENCE_MODULO
+        return item.wire
+
+    def _wait_for_backoff(self) -> None:
+        """Nothing in flight and nothing sendable: the only work left waits for a retry backoff to pass."""
+        waits = [lane.retry_at for lane in self.lanes.values() if lane.pending and not lane.blocked]
+        if waits:
+            time.sleep(max(0.0, min(min(waits) - time.monotonic(), _RETRY_BACKOFF_S)))
+
+    # -- answers -------------------------------------------------------------------------------------------
+    def _complete(self, flight: _Flight) -> None:
+        answer = self.client.produce_result(flight.pending, self.spec.flush_timeout_s)
+        errors: dict[TopicPartition, ErrorCode] = {}
+        offsets: dict[TopicPartition, int] = {}
+        if isinstance(answer, ErrorCode):
+            errors = dict.fromkeys(flight.items, answer)
+        else:
+            for part in answer:
+                key = (part.topic, part.partition)
+                if part.error is None:
+                    offsets[key] = part.base_offset
+                else:
+                    errors[key] = part.error
+        now = time.monotonic()
+        for key, item in flight.items.items():
+            lane = self.lanes[key]
+            lane.requests -= 1
+            if key in offsets:
+                self._acknowledged(lane, item, offsets[key])
+            else:
+                self._failed(lane, item, errors.get(key, TRANSPORT_ERROR), now)
+
+    def _acknowledged(self, lane: Lane, item: Outgoing, base_offset: int) -> None:
+        if not lane.in_flight or lane.in_flight[0] is not item:
+            if lane.blocked:
+                # An earlier batch's answer was lost, yet the broker took this one, so it wrote that one too;
+                # both are resent, and the broker answers each with the offset it gave it.
+                return
+            raise ReplicationError(f"flow={self.spec.flow} {lane.where}: {self.spec.target} acknowledged a batch "
+                                   "before an earlier one of the same partition")
+        lane.in_flight.popleft()
+        lane.upstream.extend(item.upstream)
+        lane.downstream.extend(range(base_offset, base_offset + item.batch.record_count))
+        lane.bytes += item.batch.size
+        lane.failing_since = None
+
+    def _failed(self, lane: Lane, item: Outgoing, error: ErrorCode, now: float) -> None:
+        where = f"flow={self.spec.flow} {lane.where}"
+        if error.code in _TOO_LARGE:
+            batch = item.batch
+            raise ReplicationError(
+                f"{where}: {self.spec.target} refused a record batch of {batch.size} bytes ({batch.record_count} "
+                f"records, source offsets {batch.base_offset}..{batch.last_offset}) as too large ({error}); raise "
+                f"the max.message.bytes of topic {lane.topic} on {self.spec.target} (or the brokers' "
+                f"message.max.bytes) to at least {batch.size}, or set mm2py.copy.mode=record to re-batch the "
+                f"records", code=error.name, retriable=False)
+        head = bool(lane.in_flight) and lane.in_flight[0] is item
+        if error.code == _OUT_OF_ORDER_SEQUENCE and head and not lane.blocked:
+            item.resends += 1  # no earlier batch failed: the broker does not know our sequence
+            if item.resends > _OUT_OF_ORDER_RESENDS:
+                raise ReplicationError(f"{where}: producing to {self.spec.target} failed: {error}")
+        elif error.code in _PRODUCER_STATE_ERRORS:
+            raise ReplicationError(f"{where}: producing to {self.spec.target} failed: {error}")
+        elif not error.retriable and error.code != _OUT_OF_ORDER_SEQUENCE:
+            raise ReplicationError(f"{where}: producing to {self.spec.target} failed: {error}", code=error.name,
+                                   retriable=False)
+        if not lane.blocked:
+            log.warning("%s: produce to %s failed (%s); resending its unacknowledged batches in order",
+                        where, self.spec.target, error)
+        lane.blocked = True
+        self._stale.add(lane.topic)
+        self._note_failure(lane, error, now)
+
+    def _note_failure(self, lane: Lane, error: ErrorCode, now: float) -> None:
+        if lane.failing_since is None:
+            lane.failing_since = now
+        elif now - lane.failing_since > self.spec.stall_timeout_s:
+            raise ReplicationError(f"flow={self.spec.flow} {lane.where}: producing to {self.spec.target} kept "
+                                   f"failing for {self.spec.stall_timeout_s:.0f} s: {error}")
+        lane.retry_at = now + _RETRY_BACKOFF_S
+
+    def _requeue(self) -> None:
+        """Lanes whose every request answered get their unacknowledged batches back, in sequence order."""
+        for lane in self.lanes.values():
+            if lane.blocked and lane.requests == 0:
+                lane.pending.extendleft(reversed(lane.in_flight))
+                lane.in_flight.clear()
+                lane.blocked = False
+        if self._stale:
+            self._refresh()
+
+    def _refresh(self) -> None:
+        """Look the leaders up again; a failed look-up is tried again on the next failure or step."""
+        topics, self._stale = self._stale, set()
+        try:
+            self.client.refresh_leaders(topics, self.spec.stall_timeout_s)
+        except Exception as exc:  # the wire library's own errors: the lanes' deadlines decide when to give up
+            log.warning("flow=%s: looking up leaders on %s failed: %s", self.spec.flow, self.spec.target, exc)
+            self._stale |= topics

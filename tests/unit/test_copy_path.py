@@ -1,0 +1,71 @@
+"""Which copy path a flow takes (``mm2py.copy.mode``), and how a job's ranges become Spark tasks."""
+
+from __future__ import annotations
+
+import pytest
+
+from mm2py.config import MirrorMakerConfig
+from mm2py.config.flow import FlowConfig, build_flow_config
+from mm2py.config.mirror_maker import Flow
+from mm2py.config.properties import parse_properties
+from mm2py.copy_path import choose_copy_path
+from mm2py.engine.copy import PartitionRange
+from mm2py.engine.spark import group_ranges
+from mm2py.errors import ConfigError
+
+
+def flow(extra: str = "") -> FlowConfig:
+    text = ("clusters = a, b\na.bootstrap.servers = localhost:1\nb.bootstrap.servers = localhost:2\n"
+            "a->b.enabled = true\n" + extra)
+    mm = MirrorMakerConfig(parse_properties(text, "mm2.properties"), {})
+    return build_flow_config(mm, Flow("a", "b"))
+
+
+def test_auto_is_the_default_and_forwards_batches() -> None:
+    assert flow().copy_mode == "auto"
+    assert choose_copy_path(flow()).describe() == "batch"
+
+
+@pytest.mark.parametrize(("extra", "reason"), [
+    ("mm2py.provenance.header.enabled = true\n", "provenance header"),
+    ("b.exactly.once.source.support = enabled\n", "exactly-once"),
+    ("b.producer.compression.type = zstd\n", "compression.type=zstd"),
+    # Key stores reach both clients as PEM now; a TLS curve list is something the batch path's client cannot set.
+    ("a.consumer.ssl.curves.list = P-256\na.consumer.security.protocol = SSL\n", "cannot connect to a"),
+    ("mm2py.copy.mode = record\n", "mm2py.copy.mode=record"),
+])
+def test_auto_takes_the_record_path_when_the_flow_needs_per_record_work(extra: str, reason: str) -> None:
+    path = choose_copy_path(flow(extra))
+    assert path.path == "record"
+    assert reason in path.describe()
+    assert path.describe().startswith("record (")
+
+
+def test_batch_on_a_flow_that_needs_per_record_work_is_a_config_error_naming_the_key() -> None:
+    with pytest.raises(ConfigError) as caught:
+        choose_copy_path(flow("mm2py.copy.mode = batch\nmm2py.provenance.header.enabled = true\n"))
+    assert caught.value.key == "mm2py.copy.mode"
+    assert "provenance" in str(caught.value)
+    assert choose_copy_path(flow("mm2py.copy.mode = batch\n")).describe() == "batch"
+
+
+def ranges(sizes: dict[int, int]) -> list[PartitionRange]:
+    return [PartitionRange("t", p, "t", 0, n) for p, n in sizes.items()]
+
+
+def test_tasks_follow_the_parallelism_not_the_partition_count() -> None:
+    groups = group_ranges(ranges({p: 100 for p in range(800)}), 2)
+    assert len(groups) == 2
+    assert sorted(len(g) for g in groups) == [400, 400]
+    assert sorted(r.partition for g in groups for r in g) == list(range(800))
+
+
+def test_groups_balance_records_and_keep_a_partitions_ranges_together() -> None:
+    job = [*ranges({0: 1000, 1: 10, 2: 10, 3: 970}), PartitionRange("t", 1, "t", 10, 20)]
+    groups = group_ranges(job, 2)
+    loads = sorted(sum(r.end - r.start for r in g) for g in groups)
+    assert loads == [1000, 1000]
+    holders = [i for i, g in enumerate(groups) if any(r.partition == 1 for r in g)]
+    assert len(holders) == 1
+    assert [r.start for r in groups[holders[0]] if r.partition == 1] == [0, 10]
+    assert len(group_ranges(ranges({0: 5}), 8)) == 1  # never more tasks than partitions
