@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from confluent_kafka import KafkaError
 
 from mm2py.engine import copy as record_copy
-from mm2py.engine.batch_produce import Lane, Outgoing, PipelinedProducer
+from mm2py.engine.batch_produce import Lane, Outgoing, PipelinedProducer, batch_timestamps
 from mm2py.engine.copy import CopyResult, CopySpec, PartitionRange
 from mm2py.errors import ReplicationError
 from mm2py.kafka.batch_records import RecordTooLarge, needs_rebuild, rebuild, split_to_limit
@@ -179,8 +179,10 @@ class _BatchCopier:
                 syncs = record_copy.write_offset_syncs(spec, rng, lane.upstream, lane.downstream,
                                                        f"flow={spec.flow} {state.where}")
             last = lane.upstream[-1] if lane.upstream else -1
+            measurement = lane.measurer.measurement(spec.source, spec.target, rng.topic, rng.remote_topic,
+                                                    rng.partition)
             results.append(CopyResult(rng.topic, rng.partition, rng.start, max(state.next_offset, rng.start), last,
-                                      len(lane.upstream), lane.bytes, syncs, seconds))
+                                      len(lane.upstream), lane.bytes, syncs, seconds, measurement=measurement))
         return results
 
     # -- the fetcher thread ----------------------------------------------------------------------------------
@@ -269,6 +271,10 @@ class _BatchCopier:
         state.position = min(batches[-1].next_offset, state.rng.end)
         state.last_progress = time.monotonic()
         state.fetch_done = state.position >= state.rng.end
+        now = time.time() * 1000
+        for item in outgoing:  # MM2 measures record age when the task reads the records
+            count, low, high, total, last = batch_timestamps(item.batch)
+            state.lane.measurer.read(now, count, low, high, total, last, item.batch.size)
         self._put((state, outgoing, state.position))
 
     def _split(self, state: _Range, batch: RecordBatch) -> list[Outgoing]:

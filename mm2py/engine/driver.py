@@ -134,7 +134,7 @@ class FlowRunner:
         if f.emit_checkpoints_enabled and f.emit_offset_syncs_enabled:
             self._checkpoints = CheckpointWriter(f)
         if self.metrics is not None:
-            self.metrics.set_copy_path(f.source, f.target, "record")
+            self.metrics.set_copy_path(f.source, f.target, "batch" if self.spec.copy_path == "batch" else "record")
 
     def _partitions(self) -> list[tuple[str, int]]:
         return [(t.topic, p) for t in self.plan.topics for p in range(t.partitions)]
