@@ -86,9 +86,10 @@ class HeartbeatEmitter:
     it never stops replication.
     """
 
-    def __init__(self, pairs: Sequence[FlowConfig],
-                 on_emit: Callable[[str, str], None] | None = None) -> None:
+    def __init__(self, pairs: Sequence[FlowConfig], on_emit: Callable[[str, str], None] | None = None,
+                 once_only: set[tuple[str, str]] | None = None) -> None:
         self._on_emit = on_emit
+        self._once_only = once_only or set()  # (source, target) pairs written once, when the emitter starts
         self._beats = [
             _Beat(HeartbeatWriter(f.source, f.target,
                                   load_replication_policy(f.replication_policy_class,
@@ -109,26 +110,38 @@ class HeartbeatEmitter:
         return [f"{b.writer.source}->{b.writer.target}" for b in self._beats]
 
     def start(self) -> None:
-        if self._beats:
+        """Write the once-only pairs' heartbeats now (before returning), then the others on their timer."""
+        for beat in self._beats:
+            if self._is_once_only(beat):
+                self._emit(beat)
+        if any(not self._is_once_only(b) for b in self._beats):
             self._thread.start()
+        else:
+            self._stop.set()  # nothing left for a timer; counts as started
 
     def stop(self) -> None:
-        """Stop the timer and write one last heartbeat per pair, so a finished ``--once`` leaves a fresh one."""
+        """Stop the timer and write one last heartbeat per timed pair, so a finished ``--once`` leaves a fresh
+        one in its targets."""
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join()
         for beat in self._beats:
-            self._emit(beat)
+            if not self._is_once_only(beat):
+                self._emit(beat)
             beat.writer.close()
 
+    def _is_once_only(self, beat: _Beat) -> bool:
+        return (beat.writer.source, beat.writer.target) in self._once_only
+
     def _loop(self) -> None:
+        timed = [b for b in self._beats if not self._is_once_only(b)]
         while not self._stop.is_set():
             now = time.monotonic()
-            for beat in self._beats:
+            for beat in timed:
                 if now >= beat.due:
                     beat.due = now + beat.interval_s
                     self._emit(beat)
-            next_due = min(b.due for b in self._beats)
+            next_due = min(b.due for b in timed)
             self._stop.wait(max(0.0, next_due - time.monotonic()))
 
     def _emit(self, beat: _Beat) -> None:

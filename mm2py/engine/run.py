@@ -109,11 +109,20 @@ def run_flows(flows: list[FlowConfig], spark_factory: Callable[[], SparkRunner],
     first, so a run whose flows are all held elsewhere exits at once without starting Spark.
     """
     pool = AdminPool()
+    # Heartbeats topics first: the reverse pairs' topic on a source (MM2 creates it there too) is then part of
+    # the plan, and replicated, from the very first run on.
+    for pair in heartbeat_pairs:
+        ensure_internal_topics({pair.target: pool.admin(pair.target, pair)}, heartbeats_topics(pair))
     plan: ReplicationPlan = build_plan(flows, pool)
     runners = [FlowRunner(f, p, None, pool, metrics=metrics) for f, p in zip(flows, plan.flows, strict=True)]
     coordinator = GroupSyncCoordinator([(r.flow, r.latest_group_offsets) for r in runners], pool)
     leases = {r.flow.name: _lease(r.flow) for r in runners}
-    heartbeats = HeartbeatEmitter(heartbeat_pairs, on_emit=metrics.heartbeat_written if metrics else None)
+    # A --once run writes the heartbeats that go into its flows' sources once, before the flows read their end
+    # offsets, so it copies them too and leaves no lag behind; a continuous run writes every pair on its timer.
+    sources = {f.source for f in flows}
+    once_only = {(p.source, p.target) for p in heartbeat_pairs if p.target in sources} if once else set()
+    heartbeats = HeartbeatEmitter(heartbeat_pairs, on_emit=metrics.heartbeat_written if metrics else None,
+                                  once_only=once_only)
     active = threading.Event()  # some flow of this run holds its lease: heartbeats are this run's to write
     errors: list[BaseException] = []
     spark: SparkRunner | None = None
@@ -121,11 +130,11 @@ def run_flows(flows: list[FlowConfig], spark_factory: Callable[[], SparkRunner],
         for runner in runners:
             runner.coordinator = coordinator
             runner.ensure_topics()
-        for pair in heartbeat_pairs:
-            ensure_internal_topics({pair.target: pool.admin(pair.target, pair)}, heartbeats_topics(pair))
         working = _skip_held(runners, leases, stop) if once else runners
         if not working:
             return [r.stats for r in runners]
+        if once:
+            heartbeats.start()  # this run holds a lease: its heartbeats are due now, before any end offset
         spark = spark_factory()
         for runner in working:
             runner.spark = spark

@@ -195,7 +195,9 @@ def test_restart_after_kill_keeps_the_port_and_loses_the_data(kafka_cluster: Clu
 
 
 def test_fixture_stops_brokers_and_reports_their_logs_when_the_test_fails(tmp_path: Path) -> None:
-    for name in ("conftest.py", "kafka_harness.py"):
+    # The suite's conftest and every module it imports (the tansu and the real-Kafka harnesses).
+    for name in ("conftest.py", "kafka_harness.py", "real_kafka.py", "real_kafka_security.py",
+                 "real_kafka_compaction.py", "keystore_files.py"):
         shutil.copy(TESTS_DIR / name, tmp_path / name)
     pid_file = tmp_path / "pids"
     (tmp_path / "test_inner.py").write_text(textwrap.dedent(f"""

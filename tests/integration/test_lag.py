@@ -47,8 +47,12 @@ def test_lag_after_seven_new_records_on_one_partition(kafka_cluster: ClusterFact
     produce(brokers["dc1"].bootstrap, "orders", new)  # all on partition 0
     result = mm2py("lag", str(config), "--json")
     assert result.returncode == 0, result.stderr
-    rows = {(r["flow"], r["partition"]): r for r in json.loads(result.stdout)}
+    every = json.loads(result.stdout)
+    rows = {(r["flow"], r["partition"]): r for r in every if r["topic"] == "orders"}
     assert len(rows) == 6
+    # The run also replicated the heartbeats MM2's reverse pairs wrote into each source, before its end offsets.
+    beats = [r for r in every if r["topic"] == "heartbeats"]
+    assert len(beats) == 2 and all(r["lag_records"] == 0 for r in beats), beats
     hot = rows[("dc1->target", 0)]
     assert (hot["source_end_offset"], hot["replicated_offset"], hot["lag_records"]) == (37, 30, 7)
     assert hot["remote_topic"] == "orders" and hot["lag_seconds"] >= 5.0
@@ -79,7 +83,7 @@ def test_lag_reports_flow_ages_and_prometheus_metrics_after_a_run(kafka_cluster:
     result = mm2py("lag", str(config), "--json")
     assert result.returncode == 0, result.stderr
     rows = json.loads(result.stdout)
-    assert len(rows) == 6
+    assert len(rows) == 8  # 3 partitions of orders and the heartbeats topic, per flow
     for row in rows:
         assert 0 <= row["heartbeat_age_seconds"] < 120, row
         if row["flow"] == "dc1->target":
@@ -100,7 +104,7 @@ def test_lag_reports_flow_ages_and_prometheus_metrics_after_a_run(kafka_cluster:
     assert found["mm2py_replication_lag_records"][hot] == 7
     assert found["mm2py_source_end_offset"][hot] == 37 and found["mm2py_replicated_offset"][hot] == 30
     assert found["mm2py_replication_lag_seconds"][hot] >= 0
-    assert len(found["mm2py_replication_lag_records"]) == 6
+    assert len(found["mm2py_replication_lag_records"]) == 8
     assert sum(found["mm2py_replication_lag_records"].values()) == 7
     flows = {(("source", dc), ("target", "target")) for dc in ("dc1", "dc2")}
     assert set(found["mm2py_heartbeat_age_seconds"]) == flows
