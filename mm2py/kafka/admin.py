@@ -296,8 +296,9 @@ class ClusterAdmin:
         if not offsets:
             return
         meta = metadata or {}
+        # Missing metadata is "" (what Kafka consumers normalise it to; the client takes no None here).
         request = ConsumerGroupTopicPartitions(
-            group, [TopicPartition(t, p, o, meta.get((t, p)) or None) for (t, p), o in offsets.items()])
+            group, [TopicPartition(t, p, o, meta.get((t, p), "")) for (t, p), o in offsets.items()])
         futures = self.client.alter_consumer_group_offsets([request], request_timeout=self.timeout_s)
         try:
             result = futures[group].result(timeout=self.timeout_s)

@@ -47,13 +47,13 @@ def test_ctrl_c_to_the_process_group_finishes_the_batch_and_exits_0(pair: dict[s
                                                                     tmp_path: Path) -> None:
     """A terminal's Ctrl-C signals the whole foreground process group; Spark's JVM and workers must not die of it
     (they have a group of their own) and PySpark must not cancel the job: the run stops as after SIGTERM."""
-    config = config_for(tmp_path, pair, "mm2py.batch.max.records = 20000\n")
+    config = config_for(tmp_path, pair, FLOW + "mm2py.batch.max.records = 20000\n")
     produce(pair["dc1"].bootstrap, "orders", make_records(120_000, partitions=PARTITIONS, seed=6, value_size=64,
                                                           with_headers=False))
     log = tmp_path / "run.log"
     proc = start_run(config, log)
     try:
-        wait_for(lambda: copied(pair["target"]) > 0, 180, "the copy to start", proc, log)
+        wait_for(lambda: copied(pair["target"]) > 0, 180, "the copy to start", proc=proc, log=log)
         os.killpg(proc.pid, signal.SIGINT)
         assert proc.wait(timeout=120) == 0, log.read_text()
     finally:
