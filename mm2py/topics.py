@@ -157,8 +157,27 @@ def remote_partition_counts(plan: FlowPlan) -> dict[str, int]:
     return {t.remote_topic: max(t.target_partitions, t.partitions) for t in plan.topics}
 
 
+def synced_topic_configs(flow: FlowConfig, source_configs: Mapping[str, TopicConfigValue]
+                         ) -> tuple[dict[str, str], list[str]]:
+    """What MM2's incremental config sync does to a remote topic (§4.4.4): the properties to SET to the source
+    value, and those to DELETE so the target's default applies again (default on the source, and not copied as
+    a source default: ``use.defaults.from`` is not ``source``). Excluded properties are in neither."""
+    prop_filter = config_property_filter(flow)
+    to_set: dict[str, str] = {}
+    to_delete: list[str] = []
+    for k, v in source_configs.items():
+        if not prop_filter.should_replicate_config_property(k):
+            continue
+        if v.is_default and not prop_filter.should_replicate_source_default(k):
+            to_delete.append(k)
+        else:
+            to_set[k] = v.value
+    return to_set, to_delete
+
+
 def sync_topic_configs(flow: FlowConfig, plan: FlowPlan, source: ClusterAdmin, target: ClusterAdmin) -> int:
-    """MM2's periodic config sync (§4.4.4): SET source values of copied properties on remote topics.
+    """MM2's periodic config sync (§4.4.4) on remote topics: SET copied source values, DELETE where the source
+    has a default, so an override the source dropped does not linger on the target.
 
     Returns how many topics were altered. Excluded properties are never touched.
     """
@@ -166,8 +185,9 @@ def sync_topic_configs(flow: FlowConfig, plan: FlowPlan, source: ClusterAdmin, t
     source_configs = source.describe_topic_configs([s for s, _ in pairs])
     resources = []
     for topic, remote in pairs:
-        configs = remote_topic_configs(flow, source_configs.get(topic, {}))
-        if configs:
-            entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in configs.items()]
+        to_set, to_delete = synced_topic_configs(flow, source_configs.get(topic, {}))
+        entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in to_set.items()]
+        entries += [ConfigEntry(k, "", incremental_operation=AlterConfigOpType.DELETE) for k in to_delete]
+        if entries:
             resources.append(ConfigResource(ConfigResource.Type.TOPIC, remote, incremental_configs=entries))
     return target.incremental_alter_configs(resources)

@@ -7,7 +7,7 @@ from mm2py.config.flow import FlowConfig, build_flow_config
 from mm2py.config.mirror_maker import Flow
 from mm2py.config.properties import parse_properties
 from mm2py.kafka.admin import TopicConfigValue
-from mm2py.topics import internal_topics, offset_syncs_topic, remote_topic_configs
+from mm2py.topics import internal_topics, offset_syncs_topic, remote_topic_configs, synced_topic_configs
 
 BASE = "clusters = a, b\na.bootstrap.servers = x:1\nb.bootstrap.servers = y:1\na->b.enabled = true\n"
 
@@ -38,6 +38,14 @@ def test_source_defaults_are_copied_only_with_use_defaults_from_source() -> None
 def test_config_properties_exclude_is_honoured() -> None:
     copied = remote_topic_configs(flow("config.properties.exclude = retention\\\\..*\n"), SOURCE)
     assert "retention.ms" not in copied and copied["min.insync.replicas"] == "2"
+
+
+def test_config_sync_restores_target_defaults_where_the_source_has_a_default() -> None:
+    to_set, to_delete = synced_topic_configs(flow(), SOURCE)
+    assert to_set == {"retention.ms": "86400000", "cleanup.policy": "compact"}
+    assert to_delete == ["segment.bytes"]  # MM2 DELETEs it on the target; excluded properties are untouched
+    to_set, to_delete = synced_topic_configs(flow("a->b.use.defaults.from = source\n"), SOURCE)
+    assert to_set["segment.bytes"] == "1073741824" and to_delete == []
 
 
 def test_internal_topic_names_and_homes_follow_mm2() -> None:
