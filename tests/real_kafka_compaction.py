@@ -85,13 +85,13 @@ def alter_topic_config(cluster: KafkaCluster, topic: str, config: dict[str, str]
 
 
 def compact_in_place(cluster: KafkaCluster, topic: str, seal: Callable[[str, int], tuple[bytes, bytes]],
-                     timeout: float = 60.0) -> tuple[int, list[Record]]:
+                     timeout: float = 60.0) -> tuple[list[Record], list[Record]]:
     """Make the log cleaner compact a topic another program wrote (mm2py's internal topics), then prove it did.
 
     The topic gets COMPACTED_TOPIC_CONFIG; then each round appends one *seal* record per partition with a key
     never used before (``seal(name, partition)`` -> key, value, so it can be well-formed for the topic's readers),
-    which rolls the active segment, until a full read holds every (partition, key) once. Returns how many
-    records the topic held before and the final read.
+    which rolls the active segment, until a full read holds every (partition, key) once. Returns what the
+    topic held before (nothing may write to it meanwhile) and the final read.
     """
     before = read_all(cluster.bootstrap, topic, isolation_level="read_uncommitted")
     partitions = len(AdminClient(client_config(cluster.bootstrap)).list_topics(topic, timeout=10)
@@ -108,7 +108,7 @@ def compact_in_place(cluster: KafkaCluster, topic: str, seal: Callable[[str, int
         read = read_all(cluster.bootstrap, topic, isolation_level="read_uncommitted")
         keys = [(r.partition, r.key) for r in read]
         if len(keys) == len(set(keys)):
-            return len(before), read
+            return before, read
         if time.monotonic() > deadline:
             raise TimeoutError(f"{topic} not compacted after {timeout} s: {len(read)} records, "
                                f"{len(keys) - len(set(keys))} older versions of keys left")
