@@ -85,7 +85,7 @@ def test_translation_and_checkpoints_stay_exact_after_the_cleaner_compacted_the_
         f"{dc1}->{tgt}.enabled = true\n{dc2}->{tgt}.enabled = true\n"
         f"{dc2}->{tgt}.offset-syncs.topic.location = target\n"
         f"topics = {topic}\ngroups = (behind|end)-.*\nreplication.policy.class = {IDENTITY}\n"
-        "mm2py.batch.max.records = 40\n"))  # many ranges: many syncs, and both flows interleave in the merge
+        "mm2py.batch.max.records = 100\n"))  # several ranges: many syncs, and both flows interleave in the merge
     groups = {dc1: {"behind": {0: 17, 1: 113}, "end": {0: 300, 1: 300}},
               dc2: {"behind": {0: 31, 1: 350}, "end": {0: 400, 1: 400}}}
     bootstraps = {dc1: real_kafka.bootstrap, dc2: tansu.bootstrap}
