@@ -57,10 +57,11 @@ def test_aborted_source_transactions_are_not_copied(real_kafka: KafkaCluster, re
                                                     record_property: Callable[[str, object], None]) -> None:
     started = time.monotonic()
     topic = real_kafka.create_topic(unique_topic("eos-aborts"), partitions=2)
+    # 41 offsets per transaction and partition (40 records, a marker); ranges of 100 end inside transactions.
     committed = _produce_transactions(real_kafka.bootstrap, topic, [True, False, True, False, False, True], 40)
     uncommitted_source = read_all(real_kafka.bootstrap, topic, isolation_level="read_uncommitted")
     assert len(uncommitted_source) == 6 * 80  # the aborted records are in the source log
-    config, src, _tgt = _config(tmp_path, real_kafka, real_kafka_target, topic, "mm2py.batch.max.records = 50\n")
+    config, src, _tgt = _config(tmp_path, real_kafka, real_kafka_target, topic, "mm2py.batch.max.records = 100\n")
 
     result = mm2py("run", str(config), "--once")
     assert result.returncode == 0, result.stderr
@@ -72,9 +73,10 @@ def test_aborted_source_transactions_are_not_copied(real_kafka: KafkaCluster, re
         for p in (0, 1):  # and in source order
             assert [r.value for r in copied if r.partition == p] == [v for v in committed if f"-p{p}-".encode() in v], \
                 (level, p)
-    again = mm2py("run", str(config), "--once")  # progress reached the source end (markers included)
-    assert again.returncode == 0, again.stderr
-    assert len(read_all(real_kafka_target.bootstrap, remote)) == len(committed)
+    # Progress ends at the last committed record of each partition, whatever aborted records and markers follow.
+    committed_offsets = read_all(real_kafka.bootstrap, topic)
+    assert _progress(real_kafka_target, src, topic) == {
+        p: max(r.offset for r in committed_offsets if r.partition == p) for p in (0, 1)}
     record_property("seconds", round(time.monotonic() - started, 1))
 
 
@@ -133,24 +135,29 @@ def test_a_run_killed_mid_transaction_leaves_only_whole_ranges_and_a_later_once_
                                 "mm2py.batch.max.records = 4000\nconsumer.poll.timeout.ms = 200\n")
     remote = f"{src}.{topic}"
 
-    with MirrorRun(config, tmp_path / "run.log") as run, _TransactionWatch(real_kafka_target.bootstrap, remote) as txn:
-        run.wait_for(txn.open, 180, "an open transaction of mm2py on the target")  # records sent, not committed
-        run.kill()
+    # A kill aimed at an open transaction can still land just after its commit; then another run is killed.
+    uncommitted, attempt = 0, 0
+    while uncommitted == 0 and attempt < 3:
+        attempt += 1
+        with MirrorRun(config, tmp_path / f"run-{attempt}.log") as run, \
+                _TransactionWatch(real_kafka_target.bootstrap, remote) as txn:
+            run.wait_for(txn.open, 180, "an open transaction of mm2py on the target")  # sent, not committed
+            run.kill()
+        visible = _by_partition(read_all(real_kafka_target.bootstrap, remote))
+        in_log = _by_partition(read_all(real_kafka_target.bootstrap, remote, isolation_level="read_uncommitted"))
+        progress = _progress(real_kafka_target, src, topic)
+        uncommitted = sum(map(len, in_log.values())) - sum(map(len, visible.values()))
+        for p in (0, 1):
+            # read_committed sees whole ranges only: a prefix of the source that ends where the progress says.
+            seen = visible.get(p, [])
+            assert seen == source[p][:len(seen)], f"partition {p}: committed records are not a source prefix"
+            assert len(seen) % 4000 == 0 or len(seen) == len(source[p]), f"partition {p}: {len(seen)}: no whole range"
+            assert progress.get(p, -1) == len(seen) - 1, f"partition {p}: progress {progress.get(p)}, {len(seen)} seen"
     killed = time.monotonic()
-
-    visible = _by_partition(read_all(real_kafka_target.bootstrap, remote))
-    in_log = _by_partition(read_all(real_kafka_target.bootstrap, remote, isolation_level="read_uncommitted"))
-    progress = _progress(real_kafka_target, src, topic)
+    record_property("kill_attempts", attempt)
     record_property("committed_at_kill", sum(map(len, visible.values())))
-    record_property("uncommitted_at_kill", sum(map(len, in_log.values())) - sum(map(len, visible.values())))
-    assert sum(map(len, in_log.values())) > sum(map(len, visible.values())), \
-        "the kill did not land inside a transaction (nothing uncommitted in the target log)"
-    for p in (0, 1):
-        # read_committed sees whole ranges only: a prefix of the source that ends where the progress says.
-        seen = visible.get(p, [])
-        assert seen == source[p][:len(seen)], f"partition {p}: committed records are not a source prefix"
-        assert len(seen) % 4000 == 0 or len(seen) == len(source[p]), f"partition {p}: {len(seen)} is no whole range"
-        assert progress.get(p, -1) == len(seen) - 1, f"partition {p}: progress {progress.get(p)}, {len(seen)} seen"
+    record_property("uncommitted_at_kill", uncommitted)
+    assert uncommitted > 0, "no kill landed inside a transaction (nothing uncommitted in the target log)"
 
     resumed = time.monotonic()
     result = mm2py("run", str(config), "--once", timeout=300)
