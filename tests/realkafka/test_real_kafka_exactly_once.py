@@ -89,13 +89,24 @@ class _TransactionWatch:
                         for level in ("read_uncommitted", "read_committed")]
         self._partitions = [TopicPartition(topic, p) for p in range(partitions)]
 
-    def open(self) -> bool:
+    def open_early(self, below: int) -> bool:
+        """A transaction is open with fewer than ``below`` records sent: most of its range is still to come."""
         try:
             ends = [[c.get_watermark_offsets(tp, timeout=5, cached=False)[1] for tp in self._partitions]
                     for c in self._levels]
         except KafkaException:  # the topic does not exist yet
             return False
-        return any(end > stable + 1 for end, stable in zip(*ends, strict=True))
+        return any(0 < end - stable < below for end, stable in zip(*ends, strict=True))
+
+    def wait_open(self, run: MirrorRun, below: int, timeout: float) -> None:
+        """Sample every few milliseconds (MirrorRun.wait_for's 0.2 s would see a range late in its transaction)."""
+        deadline = time.monotonic() + timeout
+        while not self.open_early(below):
+            if run.proc.poll() is not None:
+                pytest.fail(f"mm2py exited with {run.proc.returncode}:\n{run.log_text()[-5000:]}")
+            if time.monotonic() > deadline:
+                pytest.fail(f"no open transaction within {timeout} s:\n{run.log_text()[-5000:]}")
+            time.sleep(0.002)  # sampling interval
 
     def __enter__(self) -> _TransactionWatch:
         return self
@@ -137,11 +148,11 @@ def test_a_run_killed_mid_transaction_leaves_only_whole_ranges_and_a_later_once_
 
     # A kill aimed at an open transaction can still land just after its commit; then another run is killed.
     uncommitted, attempt = 0, 0
-    while uncommitted == 0 and attempt < 3:
+    while uncommitted == 0 and attempt < 5:
         attempt += 1
         with MirrorRun(config, tmp_path / f"run-{attempt}.log") as run, \
                 _TransactionWatch(real_kafka_target.bootstrap, remote) as txn:
-            run.wait_for(txn.open, 180, "an open transaction of mm2py on the target")  # sent, not committed
+            txn.wait_open(run, below=2000, timeout=180)  # at most half of a range sent, none committed
             run.kill()
         visible = _by_partition(read_all(real_kafka_target.bootstrap, remote))
         in_log = _by_partition(read_all(real_kafka_target.bootstrap, remote, isolation_level="read_uncommitted"))
