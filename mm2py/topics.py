@@ -190,7 +190,7 @@ def sync_topic_configs(flow: FlowConfig, plan: FlowPlan, source: ClusterAdmin, t
     for topic, remote in pairs:
         ops = config_sync_ops(flow, source_configs.get(topic, {}))
         entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) if v is not None
-                   else ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE)
+                   else ConfigEntry(k, "", incremental_operation=AlterConfigOpType.DELETE)
                    for k, v in sorted(ops.items())]
         if entries:
             resources.append(ConfigResource(ConfigResource.Type.TOPIC, remote, incremental_configs=entries))

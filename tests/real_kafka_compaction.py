@@ -10,10 +10,11 @@ from __future__ import annotations
 import itertools
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from kafka_harness import Record, produce, read_all
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+from kafka_harness import Record, client_config, produce, read_all
 
 if TYPE_CHECKING:
     from real_kafka import KafkaCluster
@@ -70,4 +71,46 @@ def await_compaction(cluster: KafkaCluster, topic: str, produced: list[Record], 
             raise TimeoutError(f"{topic} not compacted after {timeout} s: {len(read)} records read, "
                                f"{len(expected)} expected")
         time.sleep(0.2)  # poll interval; each round's seal record also rolls the segment of the last one
+    raise AssertionError("unreachable")
+
+
+def alter_topic_config(cluster: KafkaCluster, topic: str, config: dict[str, str]) -> None:
+    """SET ``config`` on an existing topic (IncrementalAlterConfigs), e.g. to make the cleaner compact it soon."""
+    admin = AdminClient(client_config(cluster.bootstrap))
+    entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in config.items()]
+    futures = admin.incremental_alter_configs([ConfigResource(ConfigResource.Type.TOPIC, topic,
+                                                              incremental_configs=entries)])
+    for future in futures.values():
+        future.result(timeout=30)
+
+
+def compact_in_place(cluster: KafkaCluster, topic: str, seal: Callable[[str, int], tuple[bytes, bytes]],
+                     timeout: float = 60.0) -> tuple[list[Record], list[Record]]:
+    """Make the log cleaner compact a topic another program wrote (mm2py's internal topics), then prove it did.
+
+    The topic gets COMPACTED_TOPIC_CONFIG; then each round appends one *seal* record per partition with a key
+    never used before (``seal(name, partition)`` -> key, value, so it can be well-formed for the topic's readers),
+    which rolls the active segment, until a full read holds every (partition, key) once. Returns what the
+    topic held before (nothing may write to it meanwhile) and the final read.
+    """
+    before = read_all(cluster.bootstrap, topic, isolation_level="read_uncommitted")
+    partitions = len(AdminClient(client_config(cluster.bootstrap)).list_topics(topic, timeout=10)
+                     .topics[topic].partitions)
+    alter_topic_config(cluster, topic, COMPACTED_TOPIC_CONFIG)
+    token = uuid.uuid4().hex[:8]
+    deadline = time.monotonic() + timeout
+    for round_ in itertools.count():
+        seals = []
+        for p in range(partitions):
+            key, value = seal(f"seal-{token}-{round_}", p)
+            seals.append(Record(key, value, [], int(time.time() * 1000), p))
+        produce(cluster.bootstrap, topic, seals)
+        read = read_all(cluster.bootstrap, topic, isolation_level="read_uncommitted")
+        keys = [(r.partition, r.key) for r in read]
+        if len(keys) == len(set(keys)):
+            return before, read
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{topic} not compacted after {timeout} s: {len(read)} records, "
+                               f"{len(keys) - len(set(keys))} older versions of keys left")
+        time.sleep(0.2)  # poll interval; each round's seal also rolls the segment of the previous one
     raise AssertionError("unreachable")

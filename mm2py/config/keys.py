@@ -158,7 +158,8 @@ MM2PY_KEYS: dict[str, KeyDef] = {d.name: d for d in (
     _k("mm2py.lease.enabled", B, "true",
        "a run holds a lease on each flow (a consumer-group membership on the target), so one run copies it", "M"),
     _k("mm2py.lease.session.timeout.ms", INT, "10000",
-       "how long a dead lease holder keeps its flow before a standby takes over", "M", minimum=1000),
+       "how long a dead lease holder keeps its flow before a standby takes over (the target broker must allow "
+       "it: group.min.session.timeout.ms, 6000 by default)", "M", minimum=1000),
     _k("mm2py.offset-syncs.dense.retention.ms", LG, "604800000",
        "how long mm2py's dense offset syncs (its own topic, cleanup.policy=delete) are kept", "M", minimum=-1),
     _k("mm2py.offset-syncs.dense.enabled", B, "true",

@@ -287,6 +287,10 @@ def _pump(spec: CopySpec, rng: PartitionRange, consumer: Any, producer: Any, bat
                             f"{len(value or b'')}-byte value, {len(msg.key() or b'')}-byte key, message.max.bytes "
                             f"= {limit}; raise {spec.target}.producer.message.max.bytes (and the topic's "
                             "max.message.bytes)", err) from None
+                    if err.code() == KafkaError._UNKNOWN_PARTITION:  # the remote topic grew after this
+                        drop_producer(_producer_settings(spec, rng))  # producer's metadata: a new one sees it
+                        raise ReplicationError(f"{where}: partition {partition} of {remote} is not in the target "
+                                               "producer's metadata yet") from None
                     raise ReplicationError.of_kafka(f"{where}: the record at offset {offset} cannot be produced to "
                                                     f"{spec.target}: {err.str()}", err) from None
             append(offset)

@@ -202,11 +202,18 @@ class FlowRunner:
     def _check_truncation(self, ends: dict[tuple[str, int], int]) -> None:
         """A source partition that now ends below what was replicated was deleted, re-created or truncated:
         place it again by the resume rule, as if its progress were stored (mid-run, it is)."""
-        shrunk = {tp: end for tp, end in ends.items() if end < self.positions.get(tp, 0)}
+        # An end of -1 is "not known now" (a leader election), never a truncation.
+        shrunk = {tp: end for tp, end in ends.items() if 0 <= end < self.positions.get(tp, 0)}
         if not shrunk:
             return
-        progress = {tp: self.positions.pop(tp) - 1 for tp in shrunk}
-        self._set_positions(progress)
+        saved = {tp: self.positions.pop(tp) for tp in shrunk}
+        try:
+            self._set_positions({tp: position - 1 for tp, position in saved.items()})
+        except BaseException:
+            # A partition without a position would read as caught up (ranges() starts it at its end): put the
+            # positions back, so the retry places them again and nothing is skipped.
+            self.positions.update(saved)
+            raise
 
     def run_once(self, stop: threading.Event) -> None:
         """Copy up to the end offsets the source had when the run started; a signal stops after the job in

@@ -140,8 +140,15 @@ class FlowLease:
                 if not self._closing.is_set():
                     log.warning("flow=%s lease: %s", self.flow, exc)
                 continue
-            if msg is not None and msg.error() is not None and msg.error().fatal():
-                self._error = msg.error()
+            if msg is None or (error := msg.error()) is None:
+                continue
+            if error.fatal():
+                self._error = error
+            elif error.code() == KafkaError.INVALID_SESSION_TIMEOUT:
+                # Not fatal to librdkafka, which rejoins forever; but the broker refuses this timeout every time.
+                self._error = KafkaError(error.code(), (
+                    f"{error.str()}: mm2py.lease.session.timeout.ms = {self._session_timeout_ms} is outside the "
+                    "broker's group.min.session.timeout.ms..group.max.session.timeout.ms (6000..1800000 by default)"))
 
     def _on_assign(self, _consumer: Any, partitions: list[Any]) -> None:
         if any(tp.partition == 0 for tp in partitions):

@@ -132,6 +132,10 @@ class ClusterAdmin:
         """Our error for a failed call, with the client's own reason when it has one (TLS, login)."""
         with contextlib.suppress(Exception):  # the reason is a nicety; never hide the original failure
             self.client.poll(0)  # error events are delivered only when the client is polled
+        if isinstance(exc, FutureTimeout):
+            # librdkafka keeps every broker it has seen and waits on a dead one (a killed node) until each later
+            # call times out too; a new client learns only the live brokers from Metadata, so retries succeed.
+            self._client = None
         return wrap_kafka_error(self.alias, operation, exc, self._last_error)
 
     def list_topics(self) -> dict[str, TopicInfo]:

@@ -39,14 +39,22 @@ def _key(settings: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
 
 
 def cached_producer(settings: Mapping[str, str]) -> Producer:
-    """This process's producer for these settings (created on first use)."""
+    """This process's producer for these settings (created on first use).
+
+    A transactional producer is new on every call: a ``transactional.id`` belongs to whichever producer
+    initialised it last, and with several Python workers that may have been another process since this one
+    cached its producer, which a real broker has then fenced (its next transaction fails with _FENCED, and the
+    workers fence each other round after round). ``init_transactions`` fences every earlier producer and
+    aborts what a crashed one left open; it costs one InitProducerId per range.
+    """
     key = _key(settings)
+    transactional = "transactional.id" in settings
     with _lock:
         producer = _producers.get(key)
-        if producer is None:
+        if producer is None or transactional:
             producer = new_producer(settings)
-            if "transactional.id" in settings:
-                producer.init_transactions(30)  # fences any earlier producer with the same transactional.id
+            if transactional:
+                producer.init_transactions(30)
             _producers[key] = producer
         return producer
 

@@ -1,0 +1,32 @@
+"""Fixtures of the real-Kafka tests that run mm2py: a second one-node cluster, so a flow can go from one real
+cluster to another (offset syncs compacted on a real source, transactions filtered by a real target).
+
+The integration helpers (``mm2py_cli``, ``faults``) are shared with tests/integration; its directory goes on
+``sys.path`` here, as tests/conftest.py does for tests/.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+_INTEGRATION_DIR = str(Path(__file__).resolve().parents[1] / "integration")
+if _INTEGRATION_DIR not in sys.path:
+    sys.path.insert(0, _INTEGRATION_DIR)
+
+from real_kafka import KafkaCluster, KafkaRuntime  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def real_kafka_target(kafka_runtime: KafkaRuntime,
+                      tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
+    """A second one-node real Kafka (PLAINTEXT only), started only if a test asks for it.
+
+    Tests use unique cluster aliases, so the internal topics named after them do not collide; ``heartbeats``
+    and ``mm2py-leases.internal`` are shared, as on any target that several flows write to.
+    """
+    with KafkaCluster(tmp_path_factory.mktemp("real-kafka-target"), 1, runtime=kafka_runtime) as cluster:
+        yield cluster

@@ -1,0 +1,181 @@
+"""Exactly-once mode on real Kafka: what tansu cannot show, because it hands aborted records to read_committed
+consumers (test-broker.md §5). A real source hides aborted transactions from mm2py's read_committed consumer,
+and a real target hides mm2py's own unfinished transactions from read_committed readers.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from faults import MirrorRun
+from kafka_harness import Record, client_config, consumer_config, make_records, produce, read_all
+from mm2py_cli import mm2py
+from real_kafka import KafkaCluster
+from real_kafka_mm2 import unique_alias, write_real_config
+
+from mm2py.records import parse_source_offset_key, parse_source_offset_value
+
+pytestmark = [pytest.mark.realkafka, pytest.mark.spark]
+
+
+def _config(tmp_path: Path, source: KafkaCluster, target: KafkaCluster, topic: str, extra: str = ""
+            ) -> tuple[Path, str, str]:
+    src, tgt = unique_alias("src"), unique_alias("tgt")
+    config = write_real_config(tmp_path / "mm2.properties", {src: source.bootstrap, tgt: target.bootstrap}, (
+        f"{src}->{tgt}.enabled = true\ntopics = {topic}\n{tgt}.exactly.once.source.support = enabled\n" + extra))
+    return config, src, tgt
+
+
+def _produce_transactions(bootstrap: str, topic: str, outcomes: list[bool], per_partition: int) -> list[bytes]:
+    """One transaction per outcome (True commits, False aborts), each writing ``per_partition`` records to
+    partitions 0 and 1; returns the committed values in order."""
+    producer = Producer(client_config(bootstrap, **{"transactional.id": f"eos-source-{topic}", "linger.ms": 5}))
+    producer.init_transactions(30)
+    committed: list[bytes] = []
+    for n, commit in enumerate(outcomes):
+        producer.begin_transaction()
+        values = [f"{'committed' if commit else 'aborted'}-txn{n}-p{i % 2}-{i}".encode()
+                  for i in range(2 * per_partition)]
+        for i, value in enumerate(values):
+            producer.produce(topic, value, key=value, partition=i % 2)
+        producer.flush(30)
+        if commit:
+            producer.commit_transaction(30)
+            committed.extend(values)
+        else:
+            producer.abort_transaction(30)
+    return committed
+
+
+def test_aborted_source_transactions_are_not_copied(real_kafka: KafkaCluster, real_kafka_target: KafkaCluster,
+                                                    unique_topic: Callable[..., str], tmp_path: Path,
+                                                    record_property: Callable[[str, object], None]) -> None:
+    started = time.monotonic()
+    topic = real_kafka.create_topic(unique_topic("eos-aborts"), partitions=2)
+    # 41 offsets per transaction and partition (40 records, a marker); ranges of 100 end inside transactions.
+    committed = _produce_transactions(real_kafka.bootstrap, topic, [True, False, True, False, False, True], 40)
+    uncommitted_source = read_all(real_kafka.bootstrap, topic, isolation_level="read_uncommitted")
+    assert len(uncommitted_source) == 6 * 80  # the aborted records are in the source log
+    config, src, _tgt = _config(tmp_path, real_kafka, real_kafka_target, topic, "mm2py.batch.max.records = 100\n")
+
+    result = mm2py("run", str(config), "--once")
+    assert result.returncode == 0, result.stderr
+
+    remote = f"{src}.{topic}"
+    for level in ("read_committed", "read_uncommitted"):
+        copied = read_all(real_kafka_target.bootstrap, remote, isolation_level=level)
+        assert Counter(r.value for r in copied) == Counter(committed), level
+        for p in (0, 1):  # and in source order
+            assert [r.value for r in copied if r.partition == p] == [v for v in committed if f"-p{p}-".encode() in v], \
+                (level, p)
+    # Progress ends at the last committed record of each partition, whatever aborted records and markers follow.
+    committed_offsets = read_all(real_kafka.bootstrap, topic)
+    assert _progress(real_kafka_target, src, topic) == {
+        p: max(r.offset for r in committed_offsets if r.partition == p) for p in (0, 1)}
+    record_property("seconds", round(time.monotonic() - started, 1))
+
+
+class _TransactionWatch:
+    """Sees an open transaction in a target topic: the log end (read_uncommitted) is past the last stable
+    offset (read_committed), which ListOffsets answers per isolation level."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int = 2) -> None:
+        self._levels = [Consumer(consumer_config(bootstrap, **{"isolation.level": level}))
+                        for level in ("read_uncommitted", "read_committed")]
+        self._partitions = [TopicPartition(topic, p) for p in range(partitions)]
+
+    def open_early(self, below: int) -> bool:
+        """A transaction is open with fewer than ``below`` records sent: most of its range is still to come."""
+        try:
+            ends = [[c.get_watermark_offsets(tp, timeout=5, cached=False)[1] for tp in self._partitions]
+                    for c in self._levels]
+        except KafkaException:  # the topic does not exist yet
+            return False
+        return any(0 < end - stable < below for end, stable in zip(*ends, strict=True))
+
+    def wait_open(self, run: MirrorRun, below: int, timeout: float) -> None:
+        """Sample every few milliseconds (MirrorRun.wait_for's 0.2 s would see a range late in its transaction)."""
+        deadline = time.monotonic() + timeout
+        while not self.open_early(below):
+            if run.proc.poll() is not None:
+                pytest.fail(f"mm2py exited with {run.proc.returncode}:\n{run.log_text()[-5000:]}")
+            if time.monotonic() > deadline:
+                pytest.fail(f"no open transaction within {timeout} s:\n{run.log_text()[-5000:]}")
+            time.sleep(0.002)  # sampling interval
+
+    def __enter__(self) -> _TransactionWatch:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        for consumer in self._levels:
+            consumer.close()
+
+
+def _progress(target: KafkaCluster, source_alias: str, topic: str) -> dict[int, int]:
+    """The newest stored progress (last replicated source offset) per partition of ``topic``."""
+    progress: dict[int, int] = {}
+    for r in read_all(target.bootstrap, f"mm2-offsets.{source_alias}.internal"):
+        parsed = parse_source_offset_key(r.key) if r.key else None
+        offset = parse_source_offset_value(r.value)
+        if parsed is not None and parsed[2] == topic and offset is not None:
+            progress[parsed[3]] = offset
+    return progress
+
+
+def _by_partition(records: list[Record]) -> dict[int, list[bytes | None]]:
+    shaped: dict[int, list[bytes | None]] = {}
+    for r in records:
+        shaped.setdefault(r.partition, []).append(r.value)
+    return shaped
+
+
+def test_a_run_killed_mid_transaction_leaves_only_whole_ranges_and_a_later_once_completes_exactly_once(
+        real_kafka: KafkaCluster, real_kafka_target: KafkaCluster, unique_topic: Callable[..., str],
+        tmp_path: Path, record_property: Callable[[str, object], None]) -> None:
+    started = time.monotonic()
+    topic = real_kafka.create_topic(unique_topic("eos-kill"), partitions=2)
+    records = make_records(40_000, partitions=2, seed=21, value_size=64, with_headers=False)
+    produce(real_kafka.bootstrap, topic, records)
+    source = _by_partition(read_all(real_kafka.bootstrap, topic))
+    config, src, _tgt = _config(tmp_path, real_kafka, real_kafka_target, topic,
+                                "mm2py.batch.max.records = 4000\nconsumer.poll.timeout.ms = 200\n")
+    remote = f"{src}.{topic}"
+
+    # A kill aimed at an open transaction can still land just after its commit; then another run is killed.
+    uncommitted, attempt = 0, 0
+    while uncommitted == 0 and attempt < 5:
+        attempt += 1
+        with MirrorRun(config, tmp_path / f"run-{attempt}.log") as run, \
+                _TransactionWatch(real_kafka_target.bootstrap, remote) as txn:
+            txn.wait_open(run, below=2000, timeout=180)  # at most half of a range sent, none committed
+            run.kill()
+        visible = _by_partition(read_all(real_kafka_target.bootstrap, remote))
+        in_log = _by_partition(read_all(real_kafka_target.bootstrap, remote, isolation_level="read_uncommitted"))
+        progress = _progress(real_kafka_target, src, topic)
+        uncommitted = sum(map(len, in_log.values())) - sum(map(len, visible.values()))
+        for p in (0, 1):
+            # read_committed sees whole ranges only: a prefix of the source that ends where the progress says.
+            seen = visible.get(p, [])
+            assert seen == source[p][:len(seen)], f"partition {p}: committed records are not a source prefix"
+            assert len(seen) % 4000 == 0 or len(seen) == len(source[p]), f"partition {p}: {len(seen)}: no whole range"
+            assert progress.get(p, -1) == len(seen) - 1, f"partition {p}: progress {progress.get(p)}, {len(seen)} seen"
+    killed = time.monotonic()
+    record_property("kill_attempts", attempt)
+    record_property("committed_at_kill", sum(map(len, visible.values())))
+    record_property("uncommitted_at_kill", uncommitted)
+    assert uncommitted > 0, "no kill landed inside a transaction (nothing uncommitted in the target log)"
+
+    resumed = time.monotonic()
+    result = mm2py("run", str(config), "--once", timeout=300)
+    assert result.returncode == 0, result.stderr
+    record_property("resume_once_seconds", round(time.monotonic() - resumed, 1))
+    after = read_all(real_kafka_target.bootstrap, remote)  # read_committed: the killed transaction was aborted
+    assert _by_partition(after) == source
+    assert Counter(r.value for r in after) == Counter(r.value for r in records)
+    record_property("seconds_after_kill", round(time.monotonic() - killed, 1))
+    record_property("seconds", round(time.monotonic() - started, 1))
