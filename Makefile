@@ -40,7 +40,8 @@ integration: $(STAMP)
 	$(BIN)/pytest tests/integration
 
 lint: $(STAMP)
-	$(BIN)/ruff check mm2py tests
+	$(BIN)/ruff format --check mm2py tests bench examples
+	$(BIN)/ruff check mm2py tests bench examples
 	$(BIN)/mypy
 
 # As a module from the repository root, so examples/demo.py can import the broker harness in tests/.

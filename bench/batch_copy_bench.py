@@ -32,14 +32,31 @@ PARTITIONS = 8
 
 def spec_for(source: str, target: str) -> copy.CopySpec:
     return copy.CopySpec(
-        flow="source->target", source="source", target="target",
-        consumer_settings={"bootstrap.servers": source, "group.id": "bench", "enable.auto.commit": "false",
-                           "fetch.queue.backoff.ms": "10", "fetch.wait.max.ms": "10", "enable.partition.eof": "true"},
-        producer_settings={"bootstrap.servers": target, "acks": "all", "enable.idempotence": "true",
-                           "linger.ms": "10", "batch.size": "1000000", "partitioner": "murmur2_random",
-                           "queue.buffering.max.messages": "1000000"},
-        syncs_producer_settings={"bootstrap.servers": source, "acks": "all"}, syncs_topic="mm2-offset-syncs.bench",
-        progress_topic="mm2-offsets.source.internal", offset_lag_max=100)
+        flow="source->target",
+        source="source",
+        target="target",
+        consumer_settings={
+            "bootstrap.servers": source,
+            "group.id": "bench",
+            "enable.auto.commit": "false",
+            "fetch.queue.backoff.ms": "10",
+            "fetch.wait.max.ms": "10",
+            "enable.partition.eof": "true",
+        },
+        producer_settings={
+            "bootstrap.servers": target,
+            "acks": "all",
+            "enable.idempotence": "true",
+            "linger.ms": "10",
+            "batch.size": "1000000",
+            "partitioner": "murmur2_random",
+            "queue.buffering.max.messages": "1000000",
+        },
+        syncs_producer_settings={"bootstrap.servers": source, "acks": "all"},
+        syncs_topic="mm2-offset-syncs.bench",
+        progress_topic="mm2-offsets.source.internal",
+        offset_lag_max=100,
+    )
 
 
 def run(name: str, copier: Any, spec: copy.CopySpec, topic: str, ends: dict[int, int]) -> dict[str, Any]:
@@ -52,8 +69,12 @@ def run(name: str, copier: Any, spec: copy.CopySpec, topic: str, ends: dict[int,
     if errors:
         raise RuntimeError(f"{name}: {errors[0]}")
     records = sum(r.records for r in results)
-    return {"contender": name, "records": records, "seconds": round(seconds, 3),
-            "records_per_s": round(records / seconds)}
+    return {
+        "contender": name,
+        "records": records,
+        "seconds": round(seconds, 3),
+        "records_per_s": round(records / seconds),
+    }
 
 
 def main() -> None:

@@ -49,8 +49,9 @@ def _watch(cmd: list[str], job: Job, name: str, remote_topic: str) -> tuple[Tree
     sampler = EndOffsetSampler(job.target, remote_topic, len(job.ends), sum(job.ends))
     with out.open("wb") as stdout, err.open("wb") as stderr, sampler:
         # Own session: the whole tree (driver, JVM, workers) is one process group we can stop together.
-        proc = subprocess.Popen(cmd, stdout=stdout, stderr=stderr, stdin=subprocess.DEVNULL, cwd=REPO,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            cmd, stdout=stdout, stderr=stderr, stdin=subprocess.DEVNULL, cwd=REPO, start_new_session=True
+        )
         try:
             with TreeMonitor(proc.pid, watch=job.broker_pids) as monitor:
                 proc.wait()
@@ -64,8 +65,14 @@ def _watch(cmd: list[str], job: Job, name: str, remote_topic: str) -> tuple[Tree
     steady = sampler.slope()
     if steady["t10_wall"] is not None:
         steady["cores_steady"] = _cores(monitor, steady["t10_wall"], steady["t90_wall"])
-    return monitor, {**steady, "started_wall": started_wall, "wall_s": wall, "peak_rss_mb": monitor.peak_rss / 1e6,
-                     "peak_pss_mb": monitor.peak_pss / 1e6, "cpu_s": sum(monitor.series[-1].tree.values())}
+    return monitor, {
+        **steady,
+        "started_wall": started_wall,
+        "wall_s": wall,
+        "peak_rss_mb": monitor.peak_rss / 1e6,
+        "peak_pss_mb": monitor.peak_pss / 1e6,
+        "cpu_s": sum(monitor.series[-1].tree.values()),
+    }
 
 
 def _cores(monitor: TreeMonitor, start: float | None = None, end: float | None = None) -> dict[str, float]:
@@ -78,8 +85,21 @@ def _cores(monitor: TreeMonitor, start: float | None = None, end: float | None =
 
 def run_loop(job: Job, per_record_reports: bool = False) -> dict[str, Any]:
     name = f"loop-{job.label}" + ("-reports" if per_record_reports else "")
-    cmd = [sys.executable, "-m", "bench.loop", "--source", job.source, "--target", job.target,
-           "--topic", job.topic, "--remote-topic", job.topic, "--ends", json.dumps(job.ends)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "bench.loop",
+        "--source",
+        job.source,
+        "--target",
+        job.target,
+        "--topic",
+        job.topic,
+        "--remote-topic",
+        job.topic,
+        "--ends",
+        json.dumps(job.ends),
+    ]
     if per_record_reports:
         cmd.append("--per-record-reports")
     monitor, stats = _watch(cmd, job, name, job.topic)
@@ -88,8 +108,14 @@ def run_loop(job: Job, per_record_reports: bool = False) -> dict[str, Any]:
     # checkpoints: work the loop never did.
     admin = AdminClient({"bootstrap.servers": job.source})
     admin.delete_consumer_groups([inner["group"]], request_timeout=30)[inner["group"]].result(30)
-    return {**stats, **inner, "contender": "loop", "remote_topic": job.topic, "cores_run": _cores(monitor),
-            "cores_copy": _cores(monitor, inner["copy_start_wall"], inner["copy_end_wall"])}
+    return {
+        **stats,
+        **inner,
+        "contender": "loop",
+        "remote_topic": job.topic,
+        "cores_run": _cores(monitor),
+        "cores_copy": _cores(monitor, inner["copy_start_wall"], inner["copy_end_wall"]),
+    }
 
 
 MM2PY_CONFIG = """\
@@ -113,22 +139,45 @@ def run_mm2py(job: Job, contender: str, master: str, extra_properties: str = "")
     """``mm2py -v run CONFIG --once`` with Spark's event log on, which gives job and task times exactly."""
     name = f"{contender}-{job.label}"
     config = job.work_dir / f"{name}.properties"
-    config.write_text(MM2PY_CONFIG.format(source=job.source, target=job.target, topic=job.topic,
-                                          master=master, extra=extra_properties))
+    config.write_text(
+        MM2PY_CONFIG.format(
+            source=job.source, target=job.target, topic=job.topic, master=master, extra=extra_properties
+        )
+    )
     events = job.work_dir / f"{name}-events"
     events.mkdir()
-    cmd = [sys.executable, "-m", "mm2py", "-v", "run", str(config), "--once",
-           "--conf", "spark.eventLog.enabled=true", "--conf", f"spark.eventLog.dir=file://{events}",
-           "--conf", "spark.eventLog.compress=false"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "mm2py",
+        "-v",
+        "run",
+        str(config),
+        "--once",
+        "--conf",
+        "spark.eventLog.enabled=true",
+        "--conf",
+        f"spark.eventLog.dir=file://{events}",
+        "--conf",
+        "spark.eventLog.compress=false",
+    ]
     monitor, stats = _watch(cmd, job, name, f"source.{job.topic}")
     records = sum(job.ends)
     spark = read_timeline(events).summary(stats["started_wall"], records)
     copy_start, copy_end = spark.pop("copy_start_wall"), spark.pop("copy_end_wall")
     spark["shutdown_s"] = stats["started_wall"] + stats["wall_s"] - copy_end
-    return {**stats, **spark, "contender": contender, "remote_topic": f"source.{job.topic}",
-            "records": records, "bytes": records * job.value_bytes, "master": master,
-            "properties": extra_properties,
-            "cores_run": _cores(monitor), "cores_copy": _cores(monitor, copy_start, copy_end)}
+    return {
+        **stats,
+        **spark,
+        "contender": contender,
+        "remote_topic": f"source.{job.topic}",
+        "records": records,
+        "bytes": records * job.value_bytes,
+        "master": master,
+        "properties": extra_properties,
+        "cores_run": _cores(monitor),
+        "cores_copy": _cores(monitor, copy_start, copy_end),
+    }
 
 
 def environment() -> dict[str, Any]:
@@ -140,8 +189,14 @@ def environment() -> dict[str, Any]:
         done = subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, check=False)
         return done.stdout.strip()
 
-    return {"cpus": os.cpu_count(), "loadavg": os.getloadavg(), "python": sys.version.split()[0],
-            "pyspark": pyspark.__version__, "confluent_kafka": confluent_kafka.version()[0],
-            "librdkafka": confluent_kafka.libversion()[0], "git_head": git("rev-parse", "--short", "HEAD"),
-            "git_modified": git("status", "--porcelain", "--untracked-files=no").splitlines(),
-            "copy_py_sha256": hashlib.sha256((REPO / "mm2py/engine/copy.py").read_bytes()).hexdigest()[:12]}
+    return {
+        "cpus": os.cpu_count(),
+        "loadavg": os.getloadavg(),
+        "python": sys.version.split()[0],
+        "pyspark": pyspark.__version__,
+        "confluent_kafka": confluent_kafka.version()[0],
+        "librdkafka": confluent_kafka.libversion()[0],
+        "git_head": git("rev-parse", "--short", "HEAD"),
+        "git_modified": git("status", "--porcelain", "--untracked-files=no").splitlines(),
+        "copy_py_sha256": hashlib.sha256((REPO / "mm2py/engine/copy.py").read_bytes()).hexdigest()[:12],
+    }

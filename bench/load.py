@@ -18,9 +18,14 @@ from typing import Any
 from confluent_kafka import KafkaError, Producer
 
 LOAD_PRODUCER = {
-    "acks": "all", "linger.ms": 20, "batch.size": 1_000_000, "batch.num.messages": 10_000,
-    "queue.buffering.max.messages": 1_000_000, "queue.buffering.max.kbytes": 1_048_576,
-    "compression.type": "none", "enable.idempotence": False,
+    "acks": "all",
+    "linger.ms": 20,
+    "batch.size": 1_000_000,
+    "batch.num.messages": 10_000,
+    "queue.buffering.max.messages": 1_000_000,
+    "queue.buffering.max.kbytes": 1_048_576,
+    "compression.type": "none",
+    "enable.idempotence": False,
 }
 
 
@@ -36,11 +41,10 @@ def load_partitions(bootstrap: str, topic: str, partitions: list[int], count: in
 
     def send(partition: int, seq: int) -> None:
         start = seq % 4096
-        value = seq.to_bytes(8, "big") + filler[start:start + size - 8]
+        value = seq.to_bytes(8, "big") + filler[start : start + size - 8]
         while True:
             try:
-                producer.produce(topic, value, f"k{partition}-{seq}".encode(), partition,
-                                 on_delivery=on_error)
+                producer.produce(topic, value, f"k{partition}-{seq}".encode(), partition, on_delivery=on_error)
                 return
             except BufferError:
                 producer.poll(0.05)
@@ -77,8 +81,9 @@ def main() -> None:
     parser.add_argument("--size", type=int, required=True, help="value size in bytes (>= 8)")
     args = parser.parse_args()
     started = time.monotonic()
-    nbytes = load_partitions(args.bootstrap, args.topic, [int(p) for p in args.partitions.split(",")],
-                             args.count, args.size)
+    nbytes = load_partitions(
+        args.bootstrap, args.topic, [int(p) for p in args.partitions.split(",")], args.count, args.size
+    )
     json.dump({"bytes": nbytes, "seconds": time.monotonic() - started}, sys.stdout)
 
 

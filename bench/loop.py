@@ -34,13 +34,22 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 
 CONSUME_BATCH = 10_000
 CONSUMER = {
-    "enable.auto.commit": False, "fetch.queue.backoff.ms": 10, "queued.max.messages.kbytes": 262_144,
-    "max.partition.fetch.bytes": 4 * 1024 * 1024, "fetch.wait.max.ms": 100,
-    "isolation.level": "read_uncommitted", "session.timeout.ms": 6000,
+    "enable.auto.commit": False,
+    "fetch.queue.backoff.ms": 10,
+    "queued.max.messages.kbytes": 262_144,
+    "max.partition.fetch.bytes": 4 * 1024 * 1024,
+    "fetch.wait.max.ms": 100,
+    "isolation.level": "read_uncommitted",
+    "session.timeout.ms": 6000,
 }
 PRODUCER = {
-    "acks": "all", "enable.idempotence": True, "linger.ms": 10, "batch.size": 1_000_000,
-    "batch.num.messages": 10_000, "queue.buffering.max.messages": 1_000_000, "compression.type": "none",
+    "acks": "all",
+    "enable.idempotence": True,
+    "linger.ms": 10,
+    "batch.size": 1_000_000,
+    "batch.num.messages": 10_000,
+    "queue.buffering.max.messages": 1_000_000,
+    "compression.type": "none",
     "delivery.report.only.error": True,
 }
 
@@ -69,8 +78,15 @@ class ProducerReady:
             producer.poll(0.05)
 
 
-def copy(source: str, target: str, topic: str, remote_topic: str, ends: list[int], commit_interval_s: float,
-         per_record_reports: bool) -> dict[str, Any]:
+def copy(
+    source: str,
+    target: str,
+    topic: str,
+    remote_topic: str,
+    ends: list[int],
+    commit_interval_s: float,
+    per_record_reports: bool,
+) -> dict[str, Any]:
     started = time.monotonic()
     group = f"bench-loop-{uuid.uuid4().hex[:8]}"
     consumer = Consumer({"bootstrap.servers": source, "group.id": group, **CONSUMER})
@@ -82,9 +98,16 @@ def copy(source: str, target: str, topic: str, remote_topic: str, ends: list[int
             failures.append(err.str())
 
     # One callback for the producer (not one per produce() call): less work per record.
-    producer = Producer({"bootstrap.servers": target, **PRODUCER, "on_delivery": on_delivery,
-                         "delivery.report.only.error": not per_record_reports,
-                         "statistics.interval.ms": 100, "stats_cb": ready.on_stats})
+    producer = Producer(
+        {
+            "bootstrap.servers": target,
+            **PRODUCER,
+            "on_delivery": on_delivery,
+            "delivery.report.only.error": not per_record_reports,
+            "statistics.interval.ms": 100,
+            "stats_cb": ready.on_stats,
+        }
+    )
     ready.wait(producer, remote_topic)
 
     def checkpoint() -> None:
@@ -122,8 +145,14 @@ def copy(source: str, target: str, topic: str, remote_topic: str, ends: list[int
             kind, timestamp = msg.timestamp()
             while True:
                 try:
-                    produce(remote_topic, value, msg.key(), msg.partition(),  # type: ignore[arg-type]
-                            timestamp=timestamp if kind else 0, headers=msg.headers())
+                    produce(
+                        remote_topic,
+                        value,
+                        msg.key(),
+                        msg.partition(),  # type: ignore[arg-type]
+                        timestamp=timestamp if kind else 0,
+                        headers=msg.headers(),
+                    )
                     break
                 except BufferError:  # local queue full: serve delivery reports, then retry
                     poll(0.05)
@@ -142,17 +171,26 @@ def copy(source: str, target: str, topic: str, remote_topic: str, ends: list[int
     samples.append((last - first, consumed))
     consumer.close()
     to_wall = time.time() - time.monotonic()
-    return {"group": group, "records": consumed, "bytes": nbytes, "startup_s": first - started,
-            "copy_s": last - first,
-            "copy_start_wall": to_wall + first, "copy_end_wall": to_wall + last,
-            "consume_s": consumed_all - first, "final_checkpoint_s": last - consumed_all,
-            "curve": samples[:: max(1, len(samples) // 50)],
-            "records_per_s": consumed / (last - first), "mid80_records_per_s": middle_rate(samples, consumed),
-            "per_record_reports": per_record_reports}
+    return {
+        "group": group,
+        "records": consumed,
+        "bytes": nbytes,
+        "startup_s": first - started,
+        "copy_s": last - first,
+        "copy_start_wall": to_wall + first,
+        "copy_end_wall": to_wall + last,
+        "consume_s": consumed_all - first,
+        "final_checkpoint_s": last - consumed_all,
+        "curve": samples[:: max(1, len(samples) // 50)],
+        "records_per_s": consumed / (last - first),
+        "mid80_records_per_s": middle_rate(samples, consumed),
+        "per_record_reports": per_record_reports,
+    }
 
 
 def middle_rate(samples: list[tuple[float, int]], total: int) -> float | None:
     """Records/s between the moments 10% and 90% of the records were acknowledged (linear interpolation)."""
+
     def when(target: float) -> float | None:
         for (t0, n0), (t1, n1) in itertools.pairwise(samples):
             if n0 <= target <= n1 and n1 > n0:
@@ -173,11 +211,17 @@ def main() -> None:
     parser.add_argument("--remote-topic", required=True)
     parser.add_argument("--ends", required=True, help="JSON list: end offset of each partition (start is 0)")
     parser.add_argument("--commit-interval", type=float, default=1.0, help="seconds between flush+commit")
-    parser.add_argument("--per-record-reports", action="store_true",
-                        help="a delivery report for every record")
+    parser.add_argument("--per-record-reports", action="store_true", help="a delivery report for every record")
     args = parser.parse_args()
-    result = copy(args.source, args.target, args.topic, args.remote_topic, json.loads(args.ends),
-                  args.commit_interval, args.per_record_reports)
+    result = copy(
+        args.source,
+        args.target,
+        args.topic,
+        args.remote_topic,
+        json.loads(args.ends),
+        args.commit_interval,
+        args.per_record_reports,
+    )
     json.dump(result, sys.stdout)
 
 

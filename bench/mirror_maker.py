@@ -139,15 +139,28 @@ def run_mirror_maker(job: Job, contender: str = "mm2") -> dict[str, Any]:
         probe.close()
         mirror_maker.stop()
     copy_s = done - first
-    return {"contender": contender, "remote_topic": remote, "records": records,
-            "bytes": records * job.value_bytes, "startup_s": first - started, "copy_s": copy_s,
-            "records_per_s": records / copy_s, "mid80_records_per_s": middle_rate(samples, records),
-            "wall_s": done - started, "shutdown_s": stop_s, "exit_code": code, "started_wall": started_wall,
-            "curve": samples[:: max(1, len(samples) // 50)], "properties": settings,
-            "jvm_flags": list(MM2_JVM_FLAGS), "peak_rss_mb": monitor.peak_rss / 1e6,
-            "peak_pss_mb": monitor.peak_pss / 1e6, "cpu_s": sum(monitor.series[-1].tree.values()),
-            "cores_run": _cores(monitor),
-            "cores_copy": _cores(monitor, copied_wall - copy_s, copied_wall)}
+    return {
+        "contender": contender,
+        "remote_topic": remote,
+        "records": records,
+        "bytes": records * job.value_bytes,
+        "startup_s": first - started,
+        "copy_s": copy_s,
+        "records_per_s": records / copy_s,
+        "mid80_records_per_s": middle_rate(samples, records),
+        "wall_s": done - started,
+        "shutdown_s": stop_s,
+        "exit_code": code,
+        "started_wall": started_wall,
+        "curve": samples[:: max(1, len(samples) // 50)],
+        "properties": settings,
+        "jvm_flags": list(MM2_JVM_FLAGS),
+        "peak_rss_mb": monitor.peak_rss / 1e6,
+        "peak_pss_mb": monitor.peak_pss / 1e6,
+        "cpu_s": sum(monitor.series[-1].tree.values()),
+        "cores_run": _cores(monitor),
+        "cores_copy": _cores(monitor, copied_wall - copy_s, copied_wall),
+    }
 
 
 def ratios(runs: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
@@ -157,19 +170,26 @@ def ratios(runs: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
         size = mm2["size"]
         for other in (r for r in runs if r["size"] == size and r["contender"] != "mm2"):
             steady = other.get("mid80_records_per_s") or other.get("warm_records_per_s")
-            key = f"mm2/{other['contender']} {size}" if other["contender"].startswith("loop") \
+            key = (
+                f"mm2/{other['contender']} {size}"
+                if other["contender"].startswith("loop")
                 else f"{other['contender']}/mm2 {size}"
+            )
             mine, theirs = mm2["records_per_s"], other["records_per_s"]
             mine_steady, theirs_steady = mm2["mid80_records_per_s"], steady
             flip = not other["contender"].startswith("loop")
             if flip:
                 mine, theirs, mine_steady, theirs_steady = theirs, mine, theirs_steady, mine_steady
-            out[key] = {"copy": mine / theirs,
-                        "steady": (mine_steady or 0.0) / theirs_steady if theirs_steady else 0.0,
-                        "wall": (other["wall_s"] / mm2["wall_s"]) if not flip else mm2["wall_s"] / other["wall_s"]}
+            out[key] = {
+                "copy": mine / theirs,
+                "steady": (mine_steady or 0.0) / theirs_steady if theirs_steady else 0.0,
+                "wall": (other["wall_s"] / mm2["wall_s"]) if not flip else mm2["wall_s"] / other["wall_s"],
+            }
     return out
 
 
 def render_ratios(out: dict[str, dict[str, float]]) -> str:
-    return "\n".join(f"{name}: copy rate {v['copy']:.2f}x, steady {v['steady']:.2f}x, end to end {v['wall']:.2f}x"
-                     for name, v in out.items())
+    return "\n".join(
+        f"{name}: copy rate {v['copy']:.2f}x, steady {v['steady']:.2f}x, end to end {v['wall']:.2f}x"
+        for name, v in out.items()
+    )

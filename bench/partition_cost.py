@@ -40,19 +40,31 @@ def run_case(binary: Path, work: Path, label: str, topics: int, partitions: int,
             create_topic(source.bootstrap, name, partitions)
             load_partitions(source.bootstrap, name, list(range(partitions)), per_partition, 100)
         config = work / f"{label.replace(' ', '-')}.properties"
-        config.write_text(MM2PY_CONFIG.format(source=source.bootstrap, target=target.bootstrap,
-                                              topic=f"cost{topics}-.*", master=master,
-                                              extra="source->target.consumer.poll.timeout.ms = 100\n"))
+        config.write_text(
+            MM2PY_CONFIG.format(
+                source=source.bootstrap,
+                target=target.bootstrap,
+                topic=f"cost{topics}-.*",
+                master=master,
+                extra="source->target.consumer.poll.timeout.ms = 100\n",
+            )
+        )
         started = time.monotonic()
-        done = subprocess.run([sys.executable, "-m", "mm2py", "run", str(config), "--once"], cwd=REPO,
-                              capture_output=True, text=True, check=False)
+        done = subprocess.run(
+            [sys.executable, "-m", "mm2py", "run", str(config), "--once"],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         wall = time.monotonic() - started
         if done.returncode != 0:
             raise RuntimeError(f"{label}: mm2py exited {done.returncode}: {done.stderr[-2000:]}")
         copied = sum(sum(end_offsets(target.bootstrap, f"source.{n}").values()) for n in names)
         if copied != per_partition * topics * partitions:
-            raise RuntimeError(f"{label}: {copied} records on the target, {per_partition * topics * partitions} "
-                               "expected")
+            raise RuntimeError(
+                f"{label}: {copied} records on the target, {per_partition * topics * partitions} expected"
+            )
         summary = [line for line in done.stdout.splitlines() if " copied=" in line]
         return {"wall_s": wall, "records": copied, "summary": summary[-1] if summary else ""}
     finally:
@@ -72,7 +84,8 @@ def main() -> None:
     out = REPO / "bench-results"
     out.mkdir(exist_ok=True)
     (out / time.strftime("partition-cost-%Y%m%d-%H%M%S.json")).write_text(
-        json.dumps({"results": results, "ratio": ratio}, indent=2) + "\n")
+        json.dumps({"results": results, "ratio": ratio}, indent=2) + "\n"
+    )
 
 
 if __name__ == "__main__":

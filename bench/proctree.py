@@ -40,8 +40,9 @@ def read_stat(pid: int) -> ProcStat | None:
     # "pid (comm) state ppid ...": comm may contain spaces and parentheses, so split at the last ')'.
     head, _, rest = text.rpartition(")")
     fields = rest.split()
-    return ProcStat(pid, int(fields[1]), head.split("(", 1)[1], (int(fields[11]) + int(fields[12])) / TICKS,
-                    int(fields[21]) * PAGE)
+    return ProcStat(
+        pid, int(fields[1]), head.split("(", 1)[1], (int(fields[11]) + int(fields[12])) / TICKS, int(fields[21]) * PAGE
+    )
 
 
 def read_pss(pid: int) -> int:

@@ -50,12 +50,29 @@ def load(bootstrap: str, topic: str, per_partition: int, size: int, work_dir: Pa
     started = time.monotonic()
     slices = [list(range(PARTITIONS))[i::LOADERS] for i in range(LOADERS)]
     with contextlib.ExitStack() as files:
-        procs = [subprocess.Popen([sys.executable, "-m", "bench.load", "--bootstrap", bootstrap,
-                                   "--topic", topic, "--partitions", ",".join(map(str, s)),
-                                   "--count", str(per_partition), "--size", str(size)],
-                                  cwd=REPO, stdout=subprocess.DEVNULL,
-                                  stderr=files.enter_context((work_dir / f"load-{topic}-{i}.err").open("wb")))
-                 for i, s in enumerate(slices)]
+        procs = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "bench.load",
+                    "--bootstrap",
+                    bootstrap,
+                    "--topic",
+                    topic,
+                    "--partitions",
+                    ",".join(map(str, s)),
+                    "--count",
+                    str(per_partition),
+                    "--size",
+                    str(size),
+                ],
+                cwd=REPO,
+                stdout=subprocess.DEVNULL,
+                stderr=files.enter_context((work_dir / f"load-{topic}-{i}.err").open("wb")),
+            )
+            for i, s in enumerate(slices)
+        ]
         for proc in procs:
             if proc.wait() != 0:
                 raise RuntimeError(f"loading {topic} failed; see {work_dir}/load-{topic}-*.err")
@@ -67,15 +84,17 @@ def load(bootstrap: str, topic: str, per_partition: int, size: int, work_dir: Pa
     # What `mm2py run --once` will see; the loaders' single-record tail batches make it exact.
     if listed != ends:
         raise RuntimeError(f"{topic}: ListOffsets LATEST says {listed}, the log ends at {ends}")
-    return {"records": per_partition * PARTITIONS, "seconds": seconds,
-            "records_per_s": per_partition * PARTITIONS / seconds}
+    return {
+        "records": per_partition * PARTITIONS,
+        "seconds": seconds,
+        "records_per_s": per_partition * PARTITIONS / seconds,
+    }
 
 
 def list_offsets_latest(bootstrap: str, topic: str) -> dict[int, int]:
     consumer = Consumer(consumer_config(bootstrap))
     try:
-        return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
-                for p in range(PARTITIONS)}
+        return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in range(PARTITIONS)}
     finally:
         consumer.close()
 
@@ -114,24 +133,34 @@ def verify(job: Job, result: dict[str, Any], expected_last: dict[int, tuple[Any,
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--records", type=int, default=1_000_000,
-                        help="records per topic (default 1,000,000)")
+    parser.add_argument("--records", type=int, default=1_000_000, help="records per topic (default 1,000,000)")
     parser.add_argument("--sizes", default=",".join(SIZES), help=f"value sizes to run, of {', '.join(SIZES)}")
     parser.add_argument("--master", default="local[2]", help="Spark master for mm2py (default local[2])")
     parser.add_argument("--mm2py-properties", default="", help="extra lines for mm2py's properties file")
-    parser.add_argument("--contenders", default="loop,mm2py-record,mm2py-batch,mm2",
-                        help="comma-separated, of loop, loop-reports, mm2py, mm2py-tuned, mm2py-record, mm2py-batch, "
-                             "mm2 (Kafka's MirrorMaker 2)")
+    parser.add_argument(
+        "--contenders",
+        default="loop,mm2py-record,mm2py-batch,mm2",
+        help="comma-separated, of loop, loop-reports, mm2py, mm2py-tuned, mm2py-record, mm2py-batch, "
+        "mm2 (Kafka's MirrorMaker 2)",
+    )
     parser.add_argument("--out", type=Path, default=REPO / "bench-results")
     args = parser.parse_args()
     per_partition = -(-args.records // PARTITIONS)
     work_dir = Path(tempfile.mkdtemp(prefix="mm2py-bench-"))
     binary = find_tansu_binary()
-    results: dict[str, Any] = {"environment_before": environment(), "partitions": PARTITIONS,
-                               "records_per_topic": per_partition * PARTITIONS, "work_dir": str(work_dir),
-                               "load": {}, "runs": []}
-    print(f"mm2py bench: {per_partition * PARTITIONS:,} records per topic, {PARTITIONS} partitions, work dir "
-          f"{work_dir}, load average {results['environment_before']['loadavg']}", flush=True)
+    results: dict[str, Any] = {
+        "environment_before": environment(),
+        "partitions": PARTITIONS,
+        "records_per_topic": per_partition * PARTITIONS,
+        "work_dir": str(work_dir),
+        "load": {},
+        "runs": [],
+    }
+    print(
+        f"mm2py bench: {per_partition * PARTITIONS:,} records per topic, {PARTITIONS} partitions, work dir "
+        f"{work_dir}, load average {results['environment_before']['loadavg']}",
+        flush=True,
+    )
     source = TansuBroker("bench-source", binary, log_dir=work_dir)
     brokers = [source]
     try:
@@ -149,14 +178,23 @@ def main() -> None:
                 target = TansuBroker(f"bench-target-{contender}-{label}", binary, log_dir=work_dir)
                 brokers.append(target)
                 target.start()
-                job = Job(label, topic, ends, SIZES[label], source.bootstrap, target.bootstrap,
-                          (source.pid, target.pid), work_dir)
+                job = Job(
+                    label,
+                    topic,
+                    ends,
+                    SIZES[label],
+                    source.bootstrap,
+                    target.bootstrap,
+                    (source.pid, target.pid),
+                    work_dir,
+                )
                 if contender == "mm2py":
                     result = run_mm2py(job, contender, args.master, args.mm2py_properties)
                 elif contender == "mm2py-tuned":
                     result = run_mm2py(job, contender, args.master, TUNED + args.mm2py_properties)
                 elif contender == "mm2":
                     from bench.mirror_maker import run_mirror_maker
+
                     result = run_mirror_maker(job)
                 elif contender in PATHS:
                     result = run_mm2py(job, contender, args.master, PATHS[contender] + args.mm2py_properties)
@@ -178,6 +216,7 @@ def main() -> None:
     print(render_table(results), flush=True)
     if any(r["contender"] == "mm2" for r in results["runs"]):
         from bench.mirror_maker import ratios, render_ratios
+
         results["mm2_ratios"] = ratios(results["runs"])
         print(render_ratios(results["mm2_ratios"]), flush=True)
     args.out.mkdir(parents=True, exist_ok=True)

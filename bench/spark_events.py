@@ -29,8 +29,10 @@ class Timeline:
             "copy_s": copy_s,  # the copy jobs, submission to completion
             "records_per_s": records / copy_s,
             "warm_records_per_s": self.warm_rate(records),
-            "jobs": len(self.jobs), "tasks": len(self.tasks),
-            "copy_start_wall": self.jobs[0][0], "copy_end_wall": self.jobs[-1][1],
+            "jobs": len(self.jobs),
+            "tasks": len(self.tasks),
+            "copy_start_wall": self.jobs[0][0],
+            "copy_end_wall": self.jobs[-1][1],
         }
 
     def warm_rate(self, records: int) -> float | None:
@@ -46,15 +48,16 @@ class Timeline:
         if window_end - window_start < 0.05:
             return None
         per_task = records / len(self.tasks)
-        done = sum(per_task * max(0.0, min(end, window_end) - max(start, window_start))
-                   / max(end - start, 1e-3) for start, end in self.tasks)
+        done = sum(
+            per_task * max(0.0, min(end, window_end) - max(start, window_start)) / max(end - start, 1e-3)
+            for start, end in self.tasks
+        )
         return done / (window_end - window_start)
 
 
 def read_timeline(events_dir: Path) -> Timeline:
     # Spark 4 writes event log v2: a directory eventlog_v2_<app id>/ holding events_<n>_<app id> files.
-    logs = sorted((p for p in events_dir.rglob("events_*") if p.is_file()),
-                  key=lambda p: int(p.name.split("_")[1]))
+    logs = sorted((p for p in events_dir.rglob("events_*") if p.is_file()), key=lambda p: int(p.name.split("_")[1]))
     if not logs:
         raise RuntimeError(f"no Spark event log in {events_dir}")
     app_start = 0.0

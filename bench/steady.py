@@ -40,8 +40,10 @@ class EndOffsetSampler:
         try:
             while not self._stop.wait(self.interval_s):
                 try:
-                    ends = sum(consumer.get_watermark_offsets(TopicPartition(self.topic, p), timeout=2,
-                                                              cached=False)[1] for p in range(self.partitions))
+                    ends = sum(
+                        consumer.get_watermark_offsets(TopicPartition(self.topic, p), timeout=2, cached=False)[1]
+                        for p in range(self.partitions)
+                    )
                 except KafkaException:
                     continue  # the remote topic does not exist yet
                 self.samples.append((time.time(), ends))
@@ -52,11 +54,15 @@ class EndOffsetSampler:
 
     def slope(self) -> dict[str, float | None]:
         """records/s between 10% and 90% of ``total``, and the wall times of those two points."""
+
         def first_at(fraction: float) -> tuple[float, int] | None:
             return next(((t, n) for t, n in self.samples if n >= fraction * self.total), None)
 
         low, high = first_at(0.1), first_at(0.9)
         if low is None or high is None or high[0] <= low[0]:
             return {"steady_records_per_s": None, "t10_wall": None, "t90_wall": None}
-        return {"steady_records_per_s": (high[1] - low[1]) / (high[0] - low[0]), "t10_wall": low[0],
-                "t90_wall": high[0]}
+        return {
+            "steady_records_per_s": (high[1] - low[1]) / (high[0] - low[0]),
+            "t10_wall": low[0],
+            "t90_wall": high[0],
+        }

@@ -48,17 +48,21 @@ class DemoData:
 
 def orders(dc: str, count: int, partitions: int, *, newest_ms: int, first_id: int = 0) -> list[Record]:
     """``count`` orders with ids from ``first_id``, one per SPACING_MS, the last one stamped ``newest_ms``."""
-    return [Record(key=f"customer-{i % 17}".encode(),
-                   value=json.dumps({"order_id": f"{dc}-{i}", "dc": dc, "amount": round(5 + i * 1.25, 2)}).encode(),
-                   headers=[("origin-dc", dc.encode())],
-                   timestamp=newest_ms - (first_id + count - 1 - i) * SPACING_MS,
-                   partition=i % partitions) for i in range(first_id, first_id + count)]
+    return [
+        Record(
+            key=f"customer-{i % 17}".encode(),
+            value=json.dumps({"order_id": f"{dc}-{i}", "dc": dc, "amount": round(5 + i * 1.25, 2)}).encode(),
+            headers=[("origin-dc", dc.encode())],
+            timestamp=newest_ms - (first_id + count - 1 - i) * SPACING_MS,
+            partition=i % partitions,
+        )
+        for i in range(first_id, first_id + count)
+    ]
 
 
 def demo_data(now_ms: int) -> DemoData:
     """The first batch ends one second before ``now_ms``; the late orders end LATE_BY_MS before it."""
-    first = {dc: orders(dc, ORDERS_PER_DC, partitions, newest_ms=now_ms - SPACING_MS)
-             for dc, partitions in DCS.items()}
+    first = {dc: orders(dc, ORDERS_PER_DC, partitions, newest_ms=now_ms - SPACING_MS) for dc, partitions in DCS.items()}
     late = orders(LATE_DC, LATE_ORDERS, DCS[LATE_DC], newest_ms=now_ms - LATE_BY_MS, first_id=ORDERS_PER_DC)
     return DemoData(now_ms, first, late)
 
@@ -85,8 +89,10 @@ def main() -> int:
         for dc, partitions in DCS.items():
             create_topic(brokers[dc].bootstrap, "orders", partitions)
             produce(brokers[dc].bootstrap, "orders", data.orders[dc])
-        print(f"loaded {ORDERS_PER_DC} orders into orders on each of dc1, dc2, dc3 "
-              f"(one per second, the last at {_clock(data.now_ms - SPACING_MS)})")
+        print(
+            f"loaded {ORDERS_PER_DC} orders into orders on each of dc1, dc2, dc3 "
+            f"(one per second, the last at {_clock(data.now_ms - SPACING_MS)})"
+        )
 
         if mm2py("validate", str(CONFIG), env=env) != 0:
             return 1
@@ -104,9 +110,11 @@ def main() -> int:
         produce(brokers[LATE_DC].bootstrap, "orders", data.late)
         oldest, newest = data.late[0].timestamp, data.late[-1].timestamp
         age_min = (time.time() * 1000 - oldest) / 60_000
-        print(f"\n{LATE_ORDERS} late orders reach {LATE_DC} now: its tills were offline and took them between "
-              f"{_clock(oldest)} and {_clock(newest)}, so the oldest is {age_min:.0f} min old.\n"
-              f"Lag in records counts them; lag in seconds is the age of the oldest one not yet replicated:")
+        print(
+            f"\n{LATE_ORDERS} late orders reach {LATE_DC} now: its tills were offline and took them between "
+            f"{_clock(oldest)} and {_clock(newest)}, so the oldest is {age_min:.0f} min old.\n"
+            f"Lag in records counts them; lag in seconds is the age of the oldest one not yet replicated:"
+        )
         mm2py("lag", str(CONFIG), env=env)
         mm2py("run", str(CONFIG), "--once", env=env)
         print("\nafter another --once:")

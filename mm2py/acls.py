@@ -44,8 +44,9 @@ log = logging.getLogger(__name__)
 _WITHOUT_AUTHORIZER: set[tuple[str, str]] = set()
 
 
-def target_topic_acls(acls: Iterable[TopicAcl], source_alias: str, policy: ReplicationPolicy,
-                      should_replicate: Callable[[str], bool]) -> list[TopicAcl]:
+def target_topic_acls(
+    acls: Iterable[TopicAcl], source_alias: str, policy: ReplicationPolicy, should_replicate: Callable[[str], bool]
+) -> list[TopicAcl]:
     """The ACLs MM2 would create on the target for the source's topic ACLs ``acls``, in their order."""
     result: list[TopicAcl] = []
     for acl in acls:
@@ -77,14 +78,23 @@ def sync_topic_acls(flow: FlowConfig, source_admin: ClusterAdmin, target_admin: 
         source_acls = source_admin.describe_topic_acls()
     except SecurityDisabledError:
         _WITHOUT_AUTHORIZER.add(source_key)
-        log.info("no authorizer on the source, so no topic ACLs are synced flow=%s source=%s; set "
-                 "sync.topic.acls.enabled = false to skip asking", flow.name, flow.source)
+        log.info(
+            "no authorizer on the source, so no topic ACLs are synced flow=%s source=%s; set "
+            "sync.topic.acls.enabled = false to skip asking",
+            flow.name,
+            flow.source,
+        )
         return 0
     policy, topic_filter = flow_policy(flow), flow_topic_filter(flow)
 
     def should_replicate(topic: str) -> bool:
-        return should_replicate_topic(topic, topic_filter=topic_filter, policy=policy, target_cluster_alias=flow.target,
-                                      heartbeats_replication_enabled=flow.heartbeats_replication_enabled)
+        return should_replicate_topic(
+            topic,
+            topic_filter=topic_filter,
+            policy=policy,
+            target_cluster_alias=flow.target,
+            heartbeats_replication_enabled=flow.heartbeats_replication_enabled,
+        )
 
     wanted = target_topic_acls(source_acls, flow.source, policy, should_replicate)
     if not wanted:
@@ -92,13 +102,24 @@ def sync_topic_acls(flow: FlowConfig, source_admin: ClusterAdmin, target_admin: 
     try:
         outcome = target_admin.create_topic_acls(wanted)
     except SecurityDisabledError:
-        log.warning("the target has no authorizer, so %d topic ACLs cannot be created flow=%s target=%s",
-                    len(wanted), flow.name, flow.target)
+        log.warning(
+            "the target has no authorizer, so %d topic ACLs cannot be created flow=%s target=%s",
+            len(wanted),
+            flow.name,
+            flow.target,
+        )
         return 0
     for acl, error in outcome.items():
         if error is not None:
-            log.warning("could not create ACL flow=%s topic=%s principal=%s operation=%s permission=%s: %s",
-                        flow.name, acl.topic, acl.principal, acl.operation, acl.permission, error)
+            log.warning(
+                "could not create ACL flow=%s topic=%s principal=%s operation=%s permission=%s: %s",
+                flow.name,
+                acl.topic,
+                acl.principal,
+                acl.operation,
+                acl.permission,
+                error,
+            )
     created = sum(error is None for error in outcome.values())
     log.info("synced topic ACLs flow=%s described=%d created=%d", flow.name, len(source_acls), created)
     return created

@@ -48,9 +48,14 @@ class GroupOffset:
     metadata: str = ""  # the source commit's metadata, carried into checkpoints and synced commits as MM2 does
 
     def to_json(self) -> dict[str, object]:
-        return {"topic": self.remote_topic, "partition": self.partition, "upstream_offset": self.upstream_offset,
-                "offset": self.translation.offset, "method": self.translation.method,
-                **({"reason": self.translation.reason} if self.translation.reason else {})}
+        return {
+            "topic": self.remote_topic,
+            "partition": self.partition,
+            "upstream_offset": self.upstream_offset,
+            "offset": self.translation.offset,
+            "method": self.translation.method,
+            **({"reason": self.translation.reason} if self.translation.reason else {}),
+        }
 
 
 def read_offset_maps(flow: FlowConfig) -> dict[tuple[str, int], OffsetMap]:
@@ -62,8 +67,9 @@ def read_offset_maps(flow: FlowConfig) -> dict[tuple[str, int], OffsetMap]:
 class FlowTranslator:
     """Everything needed to translate one flow's group offsets, loaded once per use."""
 
-    def __init__(self, flow: FlowConfig, plan: FlowPlan, source: ClusterAdmin,
-                 store: OffsetSyncStore | None = None) -> None:
+    def __init__(
+        self, flow: FlowConfig, plan: FlowPlan, source: ClusterAdmin, store: OffsetSyncStore | None = None
+    ) -> None:
         self.flow = flow
         self.source = source
         self.remote = {t.topic: t.remote_topic for t in plan.topics}
@@ -96,8 +102,9 @@ class CheckpointWriter:
         self.flow = flow
         self.topic = checkpoints_topic(flow)
         self.last: dict[tuple[str, str, int], Checkpoint] = {}
-        for msg in read_topic(flow.target, flow.target_consumer.settings(), self.topic,
-                              purpose="reading previous checkpoints"):
+        for msg in read_topic(
+            flow.target, flow.target_consumer.settings(), self.topic, purpose="reading previous checkpoints"
+        ):
             try:
                 cp = Checkpoint.from_record(msg.key(), msg.value())
             except RecordFormatError:
@@ -109,16 +116,24 @@ class CheckpointWriter:
         written = checkpoints_to_emit(rows, self.last)
         failures: list[KafkaError] = []
         for cp in written:
-            self._producer.produce(self.topic, cp.record_value(), cp.record_key(), 0, timestamp=listed_at_ms,
-                                   on_delivery=lambda err, _m: failures.append(err) if err else None)
+            self._producer.produce(
+                self.topic,
+                cp.record_value(),
+                cp.record_key(),
+                0,
+                timestamp=listed_at_ms,
+                on_delivery=lambda err, _m: failures.append(err) if err else None,
+            )
         if self._producer.flush(30) > 0 or failures:
-            raise KafkaOperationError(self.flow.target, f"writing checkpoints to {self.topic}",
-                                      failures[0].str() if failures else "not acknowledged within 30 s")
+            raise KafkaOperationError(
+                self.flow.target,
+                f"writing checkpoints to {self.topic}",
+                failures[0].str() if failures else "not acknowledged within 30 s",
+            )
         return written
 
 
-def checkpoints_to_emit(rows: Iterable[GroupOffset],
-                        last: dict[tuple[str, str, int], Checkpoint]) -> list[Checkpoint]:
+def checkpoints_to_emit(rows: Iterable[GroupOffset], last: dict[tuple[str, str, int], Checkpoint]) -> list[Checkpoint]:
     """MM2's checkpoint rule: a checkpoint is written only if it is "more recent" than the last one for its
     (group, downstream partition): there is none yet, the group rewound upstream, or the downstream offset grew.
     A repeat, or a downstream offset that went back without an upstream rewind, is skipped. ``last`` is
@@ -127,11 +142,13 @@ def checkpoints_to_emit(rows: Iterable[GroupOffset],
     for row in rows:
         if row.translation.offset is None:
             continue
-        cp = Checkpoint(row.group, row.remote_topic, row.partition, row.upstream_offset, row.translation.offset,
-                        row.metadata)
+        cp = Checkpoint(
+            row.group, row.remote_topic, row.partition, row.upstream_offset, row.translation.offset, row.metadata
+        )
         previous = last.get((cp.consumer_group_id, cp.topic, cp.partition))
-        if previous is not None and not (cp.upstream_offset < previous.upstream_offset
-                                         or cp.downstream_offset > previous.downstream_offset):
+        if previous is not None and not (
+            cp.upstream_offset < previous.upstream_offset or cp.downstream_offset > previous.downstream_offset
+        ):
             continue
         last[(cp.consumer_group_id, cp.topic, cp.partition)] = cp
         written.append(cp)
@@ -164,8 +181,7 @@ def merged_group_offsets(rows: Iterable[GroupOffset]) -> dict[str, dict[tuple[st
     return result
 
 
-def sync_group_offsets(target: ClusterAdmin,
-                       offsets: Mapping[str, Mapping[tuple[str, int], Commit]]) -> dict[str, str]:
+def sync_group_offsets(target: ClusterAdmin, offsets: Mapping[str, Mapping[tuple[str, int], Commit]]) -> dict[str, str]:
     """MM2's group offset sync (KIP-545) for groups idle on the target; never rewinds a committed offset.
 
     Returns group -> what happened (for logs and tests).
@@ -178,8 +194,9 @@ def sync_group_offsets(target: ClusterAdmin,
             continue
         current = target.committed_offsets(group)
         commit = {tp: c for tp, c in wanted.items() if current.get(tp, -1) < c.offset}
-        target.alter_group_offsets(group, {tp: c.offset for tp, c in commit.items()},
-                                   {tp: c.metadata for tp, c in commit.items()})
+        target.alter_group_offsets(
+            group, {tp: c.offset for tp, c in commit.items()}, {tp: c.metadata for tp, c in commit.items()}
+        )
         outcome[group] = f"committed {len(commit)} partition(s)"
     return outcome
 
@@ -191,12 +208,15 @@ def execute_translation(target: ClusterAdmin, group: str, rows: list[GroupOffset
     """
     state = target.group_state(group)
     if state not in IDLE_GROUP_STATES:
-        raise CheckFailed(f"group {group} is {state} on {target.alias}: it has active members; stop its consumers "
-                          "and run again")
+        raise CheckFailed(
+            f"group {group} is {state} on {target.alias}: it has active members; stop its consumers and run again"
+        )
     exact = [r for r in rows if r.translation.offset is not None]
-    target.alter_group_offsets(group, {(r.remote_topic, r.partition): r.translation.offset for r in exact
-                                       if r.translation.offset is not None},
-                               {(r.remote_topic, r.partition): r.metadata for r in exact})
+    target.alter_group_offsets(
+        group,
+        {(r.remote_topic, r.partition): r.translation.offset for r in exact if r.translation.offset is not None},
+        {(r.remote_topic, r.partition): r.metadata for r in exact},
+    )
     return len(exact)
 
 

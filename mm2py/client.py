@@ -65,7 +65,8 @@ def is_remote_topic(policy: ReplicationPolicy, topic: str) -> bool:
 def remote_topics_in(policy: ReplicationPolicy, topics: Iterable[str], source_alias: str | None = None) -> set[str]:
     """The remote topics among ``topics``; with ``source_alias``, only those replicated directly from it."""
     return {
-        topic for topic in topics
+        topic
+        for topic in topics
         if is_remote_topic(policy, topic) and (source_alias is None or policy.topic_source(topic) == source_alias)
     }
 
@@ -145,8 +146,7 @@ def mirror_client_java_config(props: Mapping[str, str], kind: ClientKind) -> dic
     return java
 
 
-def _raise_first_error(alias: str, kind: ClientKind, props: Mapping[str, str],
-                       issues: list[TranslationIssue]) -> None:
+def _raise_first_error(alias: str, kind: ClientKind, props: Mapping[str, str], issues: list[TranslationIssue]) -> None:
     errors = [issue for issue in issues if issue.severity == "error"]
     if not errors:
         return
@@ -161,8 +161,12 @@ def _replication_policy(alias: str, props: Mapping[str, str]) -> ReplicationPoli
     enabled = props.get(INTERNAL_TOPIC_SEPARATOR_ENABLED_CONFIG)
     if enabled is not None and enabled.strip().lower() not in ("true", "false"):
         # MirrorClientConfig declares it BOOLEAN, so Java refuses anything else before the policy sees it.
-        raise ConfigError(f"not a boolean (cluster {alias})", key=INTERNAL_TOPIC_SEPARATOR_ENABLED_CONFIG,
-                          value=enabled, allowed="true or false")
+        raise ConfigError(
+            f"not a boolean (cluster {alias})",
+            key=INTERNAL_TOPIC_SEPARATOR_ENABLED_CONFIG,
+            value=enabled,
+            allowed="true or false",
+        )
     class_name = props.get(REPLICATION_POLICY_CLASS_CONFIG, DEFAULT_REPLICATION_POLICY_CLASS)
     try:
         return load_replication_policy(class_name, props)
@@ -184,8 +188,13 @@ class MirrorClient:
     is created on first use and kept. Not picklable by design: never ship it to executors.
     """
 
-    def __init__(self, alias: str, consumer_settings: Mapping[str, str], admin_settings: Mapping[str, str],
-                 policy: ReplicationPolicy) -> None:
+    def __init__(
+        self,
+        alias: str,
+        consumer_settings: Mapping[str, str],
+        admin_settings: Mapping[str, str],
+        policy: ReplicationPolicy,
+    ) -> None:
         """Use librdkafka settings that are already complete (``from_properties`` builds them from MM2 keys).
 
         ``alias`` names the cluster in errors and log lines only; ``policy`` must be the one MM2 uses for
@@ -208,32 +217,50 @@ class MirrorClient:
         """
         forwarding_admin = props.get(FORWARDING_ADMIN_CLASS_CONFIG, "").strip()
         if forwarding_admin and forwarding_admin != DEFAULT_FORWARDING_ADMIN_CLASS:
-            logger.warning("ignoring Java class key=%s value=%s cluster=%s: topics are listed with a plain admin",
-                           FORWARDING_ADMIN_CLASS_CONFIG, forwarding_admin, alias)
-        dropped = sorted(key for key in props if key.startswith(CLIENT_PREFIXES)
-                         and key.partition(".")[2] not in CONNECTION_KEYS)
+            logger.warning(
+                "ignoring Java class key=%s value=%s cluster=%s: topics are listed with a plain admin",
+                FORWARDING_ADMIN_CLASS_CONFIG,
+                forwarding_admin,
+                alias,
+            )
+        dropped = sorted(
+            key for key in props if key.startswith(CLIENT_PREFIXES) and key.partition(".")[2] not in CONNECTION_KEYS
+        )
         if dropped:
-            logger.info("only connection keys reach MirrorClient's clients, as in MM2; dropped keys=%s cluster=%s",
-                        ",".join(dropped), alias)
+            logger.info(
+                "only connection keys reach MirrorClient's clients, as in MM2; dropped keys=%s cluster=%s",
+                ",".join(dropped),
+                alias,
+            )
         settings: dict[ClientKind, dict[str, str]] = {}
         warned: set[tuple[str, str]] = set()
         for kind in ("consumer", "admin"):
             java = mirror_client_java_config(props, kind)
             if not java.get("bootstrap.servers", "").strip():
                 key = f"{kind}.bootstrap.servers" if f"{kind}.bootstrap.servers" in props else "bootstrap.servers"
-                raise ConfigError(f"required to reach cluster {alias}", key=key, value=props.get(key),
-                                  allowed="host:port[,host:port...]")
+                raise ConfigError(
+                    f"required to reach cluster {alias}",
+                    key=key,
+                    value=props.get(key),
+                    allowed="host:port[,host:port...]",
+                )
             translated, issues = translate_client_config(java, kind)
             _raise_first_error(alias, kind, props, issues)
             for issue in issues:
                 if (issue.key, issue.reason) not in warned:
                     warned.add((issue.key, issue.reason))
-                    logger.warning("client setting key=%s value=%s cluster=%s: %s",
-                                   issue.key, issue.value, alias, issue.reason)
+                    logger.warning(
+                        "client setting key=%s value=%s cluster=%s: %s", issue.key, issue.value, alias, issue.reason
+                    )
             settings[kind] = translated
         policy = _replication_policy(alias, props)
-        logger.info("mirror client cluster=%s policy=%s consumer=%s admin=%s", alias, type(policy).__name__,
-                    masked(settings["consumer"]), masked(settings["admin"]))
+        logger.info(
+            "mirror client cluster=%s policy=%s consumer=%s admin=%s",
+            alias,
+            type(policy).__name__,
+            masked(settings["consumer"]),
+            masked(settings["admin"]),
+        )
         return cls(alias, settings["consumer"], settings["admin"], policy)
 
     def _list_topics(self) -> set[str]:
@@ -260,8 +287,9 @@ class MirrorClient:
         ``source_alias`` when given."""
         return remote_topics_in(self.policy, self._list_topics(), source_alias)
 
-    def remote_consumer_offsets(self, group: str, remote_alias: str,
-                                timeout_s: float = DEFAULT_TIMEOUT_S) -> dict[tuple[str, int], int]:
+    def remote_consumer_offsets(
+        self, group: str, remote_alias: str, timeout_s: float = DEFAULT_TIMEOUT_S
+    ) -> dict[tuple[str, int], int]:
         """Where ``group`` of cluster ``remote_alias`` should resume here: (local topic, partition) -> offset.
 
         MM2's ``RemoteClusterUtils.translateOffsets``: the newest checkpoint per partition wins. Topic names
@@ -273,8 +301,13 @@ class MirrorClient:
         for checkpoint in self.checkpoints(remote_alias, timeout_s):
             if checkpoint.consumer_group_id == group:
                 offsets[(checkpoint.topic, checkpoint.partition)] = checkpoint.downstream_offset
-        logger.info("read checkpoints group=%s cluster=%s remote=%s partitions=%d",
-                    group, self.alias, remote_alias, len(offsets))
+        logger.info(
+            "read checkpoints group=%s cluster=%s remote=%s partitions=%d",
+            group,
+            self.alias,
+            remote_alias,
+            len(offsets),
+        )
         return offsets
 
     def checkpoints(self, remote_alias: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> list[Checkpoint]:
@@ -312,5 +345,11 @@ class MirrorClient:
                 yield record_type.from_record(msg.key(), msg.value())
             except RecordFormatError as exc:
                 # str(exc), not exc: a captured log record would keep the traceback, and with it this client.
-                logger.warning("skipping undecodable record cluster=%s topic=%s partition=%s offset=%s: %s",
-                               self.alias, topic, msg.partition(), msg.offset(), str(exc))
+                logger.warning(
+                    "skipping undecodable record cluster=%s topic=%s partition=%s offset=%s: %s",
+                    self.alias,
+                    topic,
+                    msg.partition(),
+                    msg.offset(),
+                    str(exc),
+                )

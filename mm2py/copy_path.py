@@ -38,21 +38,29 @@ def record_only_reasons(flow: FlowConfig) -> list[tuple[str, str]]:
     if flow.provenance_header_enabled:
         reasons.append(("mm2py.provenance.header.enabled", "a provenance header is added to every record"))
     if flow.exactly_once:
-        reasons.append((f"{flow.target}.exactly.once.source.support",
-                        "exactly-once copies inside producer transactions"))
+        reasons.append(
+            (f"{flow.target}.exactly.once.source.support", "exactly-once copies inside producer transactions")
+        )
     # The Java producer (and so MM2) re-compresses with the producer's compression.type; forwarding keeps
     # the source batches' codec, which is only the same when the user did not ask for a codec.
     codec = dict(flow.target_producer.java).get("compression.type")
     if codec is not None:
-        reasons.append((f"{flow.target}.producer.compression.type",
-                        f"compression.type={codec} re-compresses every record"))
-    for alias, settings in ((flow.source, flow.source_consumer.settings()),
-                            (flow.target, flow.target_producer.settings())):
+        reasons.append(
+            (f"{flow.target}.producer.compression.type", f"compression.type={codec} re-compresses every record")
+        )
+    for alias, settings in (
+        (flow.source, flow.source_consumer.settings()),
+        (flow.target, flow.target_producer.settings()),
+    ):
         try:
             wire_config(alias, settings)
         except ConfigError as exc:
-            reasons.append((f"{alias}.{exc.key}" if exc.key else alias,
-                            f"the batch path cannot connect to {alias} with {exc.key or 'these settings'}"))
+            reasons.append(
+                (
+                    f"{alias}.{exc.key}" if exc.key else alias,
+                    f"the batch path cannot connect to {alias} with {exc.key or 'these settings'}",
+                )
+            )
     return reasons
 
 
@@ -65,6 +73,11 @@ def choose_copy_path(flow: FlowConfig) -> CopyPath:
         return CopyPath("batch")
     key, reason = reasons[0]
     if flow.copy_mode == "batch":
-        raise ConfigError(f"{flow.name}: mm2py.copy.mode=batch, but {reason} ({key})", source=flow.source_file,
-                          key="mm2py.copy.mode", value="batch", allowed="auto, record")
+        raise ConfigError(
+            f"{flow.name}: mm2py.copy.mode=batch, but {reason} ({key})",
+            source=flow.source_file,
+            key="mm2py.copy.mode",
+            value="batch",
+            allowed="auto, record",
+        )
     return CopyPath("record", reason)

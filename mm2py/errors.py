@@ -98,11 +98,21 @@ class KafkaErrorLike(Protocol):
 # Kafka error codes that waiting cannot fix, by name: the record is larger than the target accepts, access is
 # denied, the topic or partition is not there (deleted, or never created). librdkafka flags only some
 # errors (those of its transactional API) as retriable, so this set, not the flag, decides the rest.
-PERMANENT_KAFKA_ERRORS = frozenset({
-    "MSG_SIZE_TOO_LARGE", "RECORD_LIST_TOO_LARGE", "INVALID_RECORD", "INVALID_TOPIC_EXCEPTION",
-    "TOPIC_AUTHORIZATION_FAILED", "CLUSTER_AUTHORIZATION_FAILED", "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
-    "SASL_AUTHENTICATION_FAILED", "UNKNOWN_TOPIC_OR_PART", "_UNKNOWN_TOPIC", "_UNKNOWN_PARTITION",
-})
+PERMANENT_KAFKA_ERRORS = frozenset(
+    {
+        "MSG_SIZE_TOO_LARGE",
+        "RECORD_LIST_TOO_LARGE",
+        "INVALID_RECORD",
+        "INVALID_TOPIC_EXCEPTION",
+        "TOPIC_AUTHORIZATION_FAILED",
+        "CLUSTER_AUTHORIZATION_FAILED",
+        "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
+        "SASL_AUTHENTICATION_FAILED",
+        "UNKNOWN_TOPIC_OR_PART",
+        "_UNKNOWN_TOPIC",
+        "_UNKNOWN_PARTITION",
+    }
+)
 
 
 def is_retriable(error: KafkaErrorLike) -> bool:

@@ -176,9 +176,7 @@ class DefaultConfigPropertyFilter(ConfigPropertyFilter):
         self.configure({})
 
     def configure(self, config: Mapping[str, str]) -> None:
-        self.exclude = _compile_config_list(
-            config, CONFIG_PROPERTIES_EXCLUDE_CONFIG, DEFAULT_CONFIG_PROPERTIES_EXCLUDE
-        )
+        self.exclude = _compile_config_list(config, CONFIG_PROPERTIES_EXCLUDE_CONFIG, DEFAULT_CONFIG_PROPERTIES_EXCLUDE)
         use_defaults_from = config.get(USE_DEFAULTS_FROM_CONFIG, DEFAULT_USE_DEFAULTS_FROM)
         self.use_defaults_from = use_defaults_from.strip(_JAVA_TRIM)
 

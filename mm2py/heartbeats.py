@@ -39,9 +39,14 @@ class HeartbeatWriter:
     def emit(self, now_ms: int | None = None, timeout_s: float = 30.0) -> Heartbeat:
         heartbeat = Heartbeat(self.source, self.target, int(time.time() * 1000) if now_ms is None else now_ms)
         failures: list[KafkaError] = []
-        self._producer.produce(self.topic, heartbeat.record_value(), heartbeat.record_key(), 0,
-                               timestamp=heartbeat.timestamp,
-                               on_delivery=lambda err, _msg: failures.append(err) if err else None)
+        self._producer.produce(
+            self.topic,
+            heartbeat.record_value(),
+            heartbeat.record_key(),
+            0,
+            timestamp=heartbeat.timestamp,
+            on_delivery=lambda err, _msg: failures.append(err) if err else None,
+        )
         if self._producer.flush(timeout_s) > 0 or failures:
             cause = failures[0].str() if failures else f"not acknowledged within {timeout_s:.0f} s"
             raise KafkaOperationError(self.target, f"writing a heartbeat to {self.topic}", cause)
@@ -51,8 +56,9 @@ class HeartbeatWriter:
         self._producer.flush(timeout_s)
 
 
-def heartbeat_flows(mm: MirrorMakerConfig, flows: Sequence[FlowConfig],
-                    targets: Iterable[str] | None = None) -> list[FlowConfig]:
+def heartbeat_flows(
+    mm: MirrorMakerConfig, flows: Sequence[FlowConfig], targets: Iterable[str] | None = None
+) -> list[FlowConfig]:
     """The herder pairs whose heartbeats this run emits: MM2's ``cluster_pairs`` with heartbeats on, between
     the clusters the run's flows connect (both directions), and only into ``targets`` when given (``--clusters``).
     """
@@ -86,17 +92,26 @@ class HeartbeatEmitter:
     it never stops replication.
     """
 
-    def __init__(self, pairs: Sequence[FlowConfig], on_emit: Callable[[str, str], None] | None = None,
-                 once_only: set[tuple[str, str]] | None = None) -> None:
+    def __init__(
+        self,
+        pairs: Sequence[FlowConfig],
+        on_emit: Callable[[str, str], None] | None = None,
+        once_only: set[tuple[str, str]] | None = None,
+    ) -> None:
         self._on_emit = on_emit
         self._once_only = once_only or set()  # (source, target) pairs written once, when the emitter starts
         self._beats = [
-            _Beat(HeartbeatWriter(f.source, f.target,
-                                  load_replication_policy(f.replication_policy_class,
-                                                          f.plugin_config()).heartbeats_topic(),
-                                  _producer_settings(f)),
-                  float(f.emit_heartbeats_interval_seconds))
-            for f in pairs]
+            _Beat(
+                HeartbeatWriter(
+                    f.source,
+                    f.target,
+                    load_replication_policy(f.replication_policy_class, f.plugin_config()).heartbeats_topic(),
+                    _producer_settings(f),
+                ),
+                float(f.emit_heartbeats_interval_seconds),
+            )
+            for f in pairs
+        ]
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="heartbeats", daemon=True)
         self.emitted = 0

@@ -18,9 +18,7 @@ class PatternError(ValueError):
     config layer can point at the key and value.
     """
 
-    def __init__(
-        self, msg: str, pattern: str | None = None, pos: int | None = None, key: str | None = None
-    ) -> None:
+    def __init__(self, msg: str, pattern: str | None = None, pos: int | None = None, key: str | None = None) -> None:
         self.msg = msg
         self.pattern = pattern
         self.pos = pos
@@ -32,9 +30,19 @@ class PatternError(ValueError):
 
 # POSIX classes as Java defines them (US-ASCII only); values are character-class bodies.
 _POSIX_CLASSES = {
-    "Lower": "a-z", "Upper": "A-Z", "ASCII": r"\x00-\x7f", "Alpha": "a-zA-Z", "Digit": "0-9",
-    "Alnum": "a-zA-Z0-9", "Punct": r"!-/:-@\[-`{-~", "Graph": "!-~", "Print": " -~", "Blank": r" \t",
-    "Cntrl": r"\x00-\x1f\x7f", "XDigit": "0-9a-fA-F", "Space": r" \t\n\x0b\f\r",
+    "Lower": "a-z",
+    "Upper": "A-Z",
+    "ASCII": r"\x00-\x7f",
+    "Alpha": "a-zA-Z",
+    "Digit": "0-9",
+    "Alnum": "a-zA-Z0-9",
+    "Punct": r"!-/:-@\[-`{-~",
+    "Graph": "!-~",
+    "Print": " -~",
+    "Blank": r" \t",
+    "Cntrl": r"\x00-\x1f\x7f",
+    "XDigit": "0-9a-fA-F",
+    "Space": r" \t\n\x0b\f\r",
 }
 _HORIZONTAL_SPACE = r" \t\xa0\u1680\u180e\u2000-\u200a\u202f\u205f\u3000"
 _VERTICAL_SPACE = r"\n\x0b\f\r\x85\u2028\u2029"
@@ -91,7 +99,7 @@ class _JavaRegexTranslator:
                 i += 1
             elif c == "[":
                 self.class_start = i + 2 if p.startswith("^", i + 1) else i + 1
-                self.out.append(p[i:self.class_start])
+                self.out.append(p[i : self.class_start])
                 i = self.class_start
             elif c == "(":
                 i = self.open_group(i)
@@ -156,7 +164,7 @@ class _JavaRegexTranslator:
         if e == "Q":
             end = p.find("\\E", i + 2)
             end = len(p) if end < 0 else end
-            return re.escape(p[i + 2:end]), min(end + 2, len(p))
+            return re.escape(p[i + 2 : end]), min(end + 2, len(p))
         if e in "pP":
             return self.posix_class(i, e == "P", in_class)
         if e in "hv":
@@ -171,12 +179,12 @@ class _JavaRegexTranslator:
         if e == "c" and i + 2 < len(p):
             return f"\\x{ord(p[i + 2]) ^ 64:02x}", i + 3
         if e == "x" and p.startswith("{", i + 2):
-            code = re.match(r"\{([0-9a-fA-F]{1,6})\}", p[i + 2:])
+            code = re.match(r"\{([0-9a-fA-F]{1,6})\}", p[i + 2 :])
             if code is None or int(code.group(1), 16) > 0x10FFFF:
                 raise self.fail("\\x{...} needs a hexadecimal code point", i)
             return f"\\U{int(code.group(1), 16):08x}", i + 2 + code.end()
         if e == "0":
-            octal = re.match(r"[0-3][0-7]{2}|[0-7]{1,2}", p[i + 2:])
+            octal = re.match(r"[0-3][0-7]{2}|[0-7]{1,2}", p[i + 2 :])
             if octal is None:
                 raise self.fail("\\0 must be followed by octal digits", i)
             return f"\\x{int(octal.group(0), 8):02x}", i + 2 + octal.end()
@@ -188,16 +196,16 @@ class _JavaRegexTranslator:
             if e == "R":
                 return _LINE_TERMINATOR, i + 2
             if e == "k":
-                ref = re.match(r"<([a-zA-Z][a-zA-Z0-9]*)>", p[i + 2:])
+                ref = re.match(r"<([a-zA-Z][a-zA-Z0-9]*)>", p[i + 2 :])
                 if ref is None:
                     raise self.fail("\\k must be followed by <name>", i)
                 return f"(?P={ref.group(1)})", i + 2 + ref.end()
-        return p[i:i + 2], i + 2
+        return p[i : i + 2], i + 2
 
     def posix_class(self, i: int, negated: bool, in_class: bool) -> tuple[str, int]:
         p = self.pattern
-        braced = re.match(r"\{([^}]*)\}", p[i + 2:])
-        name, end = (braced.group(1), i + 2 + braced.end()) if braced else (p[i + 2:i + 3], i + 3)
+        braced = re.match(r"\{([^}]*)\}", p[i + 2 :])
+        name, end = (braced.group(1), i + 2 + braced.end()) if braced else (p[i + 2 : i + 3], i + 3)
         construct = f"\\{'P' if negated else 'p'}{{{name}}}"
         body = _POSIX_CLASSES.get(name)
         if body is None:

@@ -67,8 +67,10 @@ class FlowAges:
     checkpoint_age_seconds: float | None
 
     def to_json(self) -> dict[str, Any]:
-        return {"heartbeat_age_seconds": self.heartbeat_age_seconds,
-                "checkpoint_age_seconds": self.checkpoint_age_seconds}
+        return {
+            "heartbeat_age_seconds": self.heartbeat_age_seconds,
+            "checkpoint_age_seconds": self.checkpoint_age_seconds,
+        }
 
 
 @dataclass(frozen=True)
@@ -84,8 +86,14 @@ class GroupLag:
     lag: int
 
     def to_json(self) -> dict[str, Any]:
-        return {"group": self.group, "topic": self.topic, "partition": self.partition,
-                "current_offset": self.current_offset, "log_end_offset": self.log_end_offset, "lag": self.lag}
+        return {
+            "group": self.group,
+            "topic": self.topic,
+            "partition": self.partition,
+            "current_offset": self.current_offset,
+            "log_end_offset": self.log_end_offset,
+            "lag": self.lag,
+        }
 
 
 @dataclass(frozen=True)
@@ -102,8 +110,9 @@ class LagSnapshot:
         if self.groups is not None:
             return [g.to_json() for g in self.groups]
         none = {"heartbeat_age_seconds": None, "checkpoint_age_seconds": None}
-        return [{**r.to_json(), **(self.ages[r.flow].to_json() if r.flow in self.ages else none)}
-                for r in self.partitions]
+        return [
+            {**r.to_json(), **(self.ages[r.flow].to_json() if r.flow in self.ages else none)} for r in self.partitions
+        ]
 
     def lags(self) -> dict[tuple[str, str, str, int], int]:
         """Lag in records per row key, what ``--watch`` compares between refreshes."""
@@ -122,13 +131,19 @@ def trend(previous: Mapping[K, int] | None, current: Mapping[K, int]) -> dict[K,
     """Per key: ↑ when the lag grew since the previous refresh, ↓ when it shrank, = when unchanged, and ""
     for a key without an earlier value (first refresh, new partition)."""
     before = previous or {}
-    return {key: "" if key not in before else GROWS if lag > before[key] else SHRINKS if lag < before[key]
-            else SAME for key, lag in current.items()}
+    return {
+        key: "" if key not in before else GROWS if lag > before[key] else SHRINKS if lag < before[key] else SAME
+        for key, lag in current.items()
+    }
 
 
 def breaches(rows: list[PartitionLag], max_lag: int | None, max_lag_seconds: float | None) -> list[PartitionLag]:
-    return [r for r in rows if (max_lag is not None and r.lag_records > max_lag)
-            or (max_lag_seconds is not None and r.lag_seconds > max_lag_seconds)]
+    return [
+        r
+        for r in rows
+        if (max_lag is not None and r.lag_records > max_lag)
+        or (max_lag_seconds is not None and r.lag_seconds > max_lag_seconds)
+    ]
 
 
 def group_breaches(rows: list[GroupLag], max_lag: int | None) -> list[GroupLag]:
@@ -138,9 +153,16 @@ def group_breaches(rows: list[GroupLag], max_lag: int | None) -> list[GroupLag]:
 class LagCheck:
     """One ``mm2py lag`` question, asked once or on every ``--watch`` refresh over the same admin clients."""
 
-    def __init__(self, flows: list[FlowConfig], topics: re.Pattern[str] | None = None, *,
-                 groups: bool = False, max_lag: int | None = None, max_lag_seconds: float | None = None,
-                 pool: AdminPool | None = None) -> None:
+    def __init__(
+        self,
+        flows: list[FlowConfig],
+        topics: re.Pattern[str] | None = None,
+        *,
+        groups: bool = False,
+        max_lag: int | None = None,
+        max_lag_seconds: float | None = None,
+        pool: AdminPool | None = None,
+    ) -> None:
         self.flows = flows
         self.topics = topics
         self.groups = groups
@@ -155,17 +177,20 @@ class LagCheck:
         self._asked = True
         if self.groups:
             group_rows = group_lags(self.flows, plan, self.pool, self.topics)
-            return LagSnapshot(checked_at, groups=tuple(group_rows),
-                               over=tuple(group_breaches(group_rows, self.max_lag)))
+            return LagSnapshot(
+                checked_at, groups=tuple(group_rows), over=tuple(group_breaches(group_rows, self.max_lag))
+            )
         now_ms = int(checked_at * 1000)
         rows = partition_lags(self.flows, plan, self.pool, self.topics, now_ms)
         ages = flow_ages(self.flows, self.pool, now_ms)
-        return LagSnapshot(checked_at, tuple(rows), ages,
-                           over=tuple(breaches(rows, self.max_lag, self.max_lag_seconds)))
+        return LagSnapshot(
+            checked_at, tuple(rows), ages, over=tuple(breaches(rows, self.max_lag, self.max_lag_seconds))
+        )
 
 
-def partition_lags(flows: list[FlowConfig], plan: ReplicationPlan, pool: AdminPool,
-                   topics: re.Pattern[str] | None, now_ms: int) -> list[PartitionLag]:
+def partition_lags(
+    flows: list[FlowConfig], plan: ReplicationPlan, pool: AdminPool, topics: re.Pattern[str] | None, now_ms: int
+) -> list[PartitionLag]:
     rows: list[PartitionLag] = []
     for flow, flow_plan in zip(flows, plan.flows, strict=True):
         selected = [t for t in flow_plan.topics if topics is None or topics.fullmatch(t.topic)]
@@ -186,19 +211,33 @@ def partition_lags(flows: list[FlowConfig], plan: ReplicationPlan, pool: AdminPo
         remote = {t.topic: t.remote_topic for t in selected}
         for tp in partitions:
             lag = ends[tp] - positions[tp]
-            rows.append(PartitionLag(flow.name, flow.source, flow.target, tp[0], remote[tp[0]], tp[1], ends[tp],
-                                     positions[tp], lag, ages.get(tp, 0.0) if lag > 0 else 0.0))
+            rows.append(
+                PartitionLag(
+                    flow.name,
+                    flow.source,
+                    flow.target,
+                    tp[0],
+                    remote[tp[0]],
+                    tp[1],
+                    ends[tp],
+                    positions[tp],
+                    lag,
+                    ages.get(tp, 0.0) if lag > 0 else 0.0,
+                )
+            )
     return rows
 
 
-def record_ages(flow: FlowConfig, positions: Mapping[tuple[str, int], int], now_ms: int,
-                 timeout_s: float = 15.0) -> dict[tuple[str, int], float]:
+def record_ages(
+    flow: FlowConfig, positions: Mapping[tuple[str, int], int], now_ms: int, timeout_s: float = 15.0
+) -> dict[tuple[str, int], float]:
     """Age in seconds of the first record at or after each position (the oldest one not yet replicated)."""
     assert flow.source_consumer is not None
     settings = {**flow.source_consumer.settings(), "group.id": f"mm2py-lag-{flow.source}", "fetch.wait.max.ms": "50"}
     ages: dict[tuple[str, int], float] = {}
-    with PartitionReader(flow.source, settings, positions, purpose="reading source records for lag",
-                         timeout_s=timeout_s) as reader:
+    with PartitionReader(
+        flow.source, settings, positions, purpose="reading source records for lag", timeout_s=timeout_s
+    ) as reader:
         for msg in reader.records():
             tp = (msg.topic() or "", msg.partition() or 0)
             ages[tp] = max(0.0, (now_ms - msg.timestamp()[1]) / 1000)
@@ -213,13 +252,17 @@ def flow_ages(flows: list[FlowConfig], pool: AdminPool, now_ms: int) -> dict[str
     for flow in flows:
         topic = flow_policy(flow).heartbeats_topic()
         if (flow.target, topic) not in newest_heartbeats:
-            wanted = {(f.source, f.target) for f in flows
-                      if f.target == flow.target and flow_policy(f).heartbeats_topic() == topic}
+            wanted = {
+                (f.source, f.target)
+                for f in flows
+                if f.target == flow.target and flow_policy(f).heartbeats_topic() == topic
+            }
             newest_heartbeats[(flow.target, topic)] = _newest_heartbeats(flow, pool, topic, wanted)
         heartbeat = newest_heartbeats[(flow.target, topic)].get((flow.source, flow.target))
         checkpoint = _newest_checkpoint(flow, pool)
-        result[flow.name] = FlowAges(flow.name, flow.source, flow.target, _age(heartbeat, now_ms),
-                                     _age(checkpoint, now_ms))
+        result[flow.name] = FlowAges(
+            flow.name, flow.source, flow.target, _age(heartbeat, now_ms), _age(checkpoint, now_ms)
+        )
     return result
 
 
@@ -227,8 +270,9 @@ def _age(timestamp_ms: int | None, now_ms: int) -> float | None:
     return None if timestamp_ms is None else max(0.0, (now_ms - timestamp_ms) / 1000)
 
 
-def _newest_heartbeats(flow: FlowConfig, pool: AdminPool, topic: str,
-                       wanted: set[tuple[str, str]]) -> dict[tuple[str, str], int]:
+def _newest_heartbeats(
+    flow: FlowConfig, pool: AdminPool, topic: str, wanted: set[tuple[str, str]]
+) -> dict[tuple[str, str], int]:
     """Newest Heartbeat timestamp per (source, target) in ``topic`` on the flow's target.
 
     The tail is read first; only a flow whose heartbeat is not in it (stopped long ago) costs a full read.
@@ -266,8 +310,9 @@ def _newest_checkpoint(flow: FlowConfig, pool: AdminPool) -> int | None:
     return newest
 
 
-def _tail_starts(flow: FlowConfig, pool: AdminPool, topic: str,
-                 window: int | None) -> tuple[dict[tuple[str, int], int], bool]:
+def _tail_starts(
+    flow: FlowConfig, pool: AdminPool, topic: str, window: int | None
+) -> tuple[dict[tuple[str, int], int], bool]:
     """Where the last ``window`` records (all when None) of each partition of ``topic`` on the target start,
     and whether that is the whole topic. No partitions when the topic does not exist.
 
@@ -287,19 +332,25 @@ def _tail_starts(flow: FlowConfig, pool: AdminPool, topic: str,
     return starts, starts == earliest
 
 
-def _read_from(flow: FlowConfig, starts: Mapping[tuple[str, int], int], *, purpose: str,
-               timeout_s: float = 30.0) -> Iterator[Any]:
+def _read_from(
+    flow: FlowConfig, starts: Mapping[tuple[str, int], int], *, purpose: str, timeout_s: float = 30.0
+) -> Iterator[Any]:
     """Every record of the target from ``starts`` up to partition EOF (the end ``read_topic`` reads to)."""
     if not starts:
         return
     assert flow.target_consumer is not None
-    settings = {**flow.target_consumer.settings(), "group.id": f"mm2py-lag-{flow.target}",
-                "isolation.level": "read_committed", "fetch.wait.max.ms": "50"}
+    settings = {
+        **flow.target_consumer.settings(),
+        "group.id": f"mm2py-lag-{flow.target}",
+        "isolation.level": "read_committed",
+        "fetch.wait.max.ms": "50",
+    }
     yield from read_partitions(flow.target, settings, starts, purpose=purpose, timeout_s=timeout_s)
 
 
-def group_lags(flows: list[FlowConfig], plan: ReplicationPlan, pool: AdminPool,
-               topics: re.Pattern[str] | None = None) -> list[GroupLag]:
+def group_lags(
+    flows: list[FlowConfig], plan: ReplicationPlan, pool: AdminPool, topics: re.Pattern[str] | None = None
+) -> list[GroupLag]:
     """Lag of every group with committed offsets on the target on remote topics of ``flows``.
 
     Log end offsets are ListOffsets LATEST (read_uncommitted), as kafka-consumer-groups computes them.
@@ -308,7 +359,8 @@ def group_lags(flows: list[FlowConfig], plan: ReplicationPlan, pool: AdminPool,
     flow_of: dict[str, FlowConfig] = {}
     for flow, flow_plan in zip(flows, plan.flows, strict=True):
         remotes.setdefault(flow.target, set()).update(
-            t.remote_topic for t in flow_plan.topics if topics is None or topics.fullmatch(t.topic))
+            t.remote_topic for t in flow_plan.topics if topics is None or topics.fullmatch(t.topic)
+        )
         flow_of.setdefault(flow.target, flow)
     rows: list[GroupLag] = []
     for target, remote_topics in remotes.items():

@@ -50,20 +50,39 @@ SAMPLES = 2
 SAMPLE_SECONDS = 30.0
 JOB_SECONDS_BUCKETS = (0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, math.inf)
 
-_SOURCE_ATTRIBUTES = ("record_count", "record_rate", "byte_count", "byte_rate",
-                      "record_age_ms", "record_age_ms_min", "record_age_ms_max", "record_age_ms_avg",
-                      "replication_latency_ms", "replication_latency_ms_min", "replication_latency_ms_max",
-                      "replication_latency_ms_avg")
-_CHECKPOINT_ATTRIBUTES = ("checkpoint_latency_ms", "checkpoint_latency_ms_min", "checkpoint_latency_ms_max",
-                          "checkpoint_latency_ms_avg")
+_SOURCE_ATTRIBUTES = (
+    "record_count",
+    "record_rate",
+    "byte_count",
+    "byte_rate",
+    "record_age_ms",
+    "record_age_ms_min",
+    "record_age_ms_max",
+    "record_age_ms_avg",
+    "replication_latency_ms",
+    "replication_latency_ms_min",
+    "replication_latency_ms_max",
+    "replication_latency_ms_avg",
+)
+_CHECKPOINT_ATTRIBUTES = (
+    "checkpoint_latency_ms",
+    "checkpoint_latency_ms_min",
+    "checkpoint_latency_ms_max",
+    "checkpoint_latency_ms_avg",
+)
 
 # Every sample name a scrape can show (a histogram shows three per family, a counter its _total).
 METRIC_NAMES: tuple[str, ...] = (
     *(SOURCE_PREFIX + a for a in _SOURCE_ATTRIBUTES),
     *(CHECKPOINT_PREFIX + a for a in _CHECKPOINT_ATTRIBUTES),
-    "mm2py_replication_lag_records", "mm2py_replication_lag_seconds", "mm2py_heartbeat_age_seconds",
-    "mm2py_copy_job_duration_seconds_bucket", "mm2py_copy_job_duration_seconds_count",
-    "mm2py_copy_job_duration_seconds_sum", "mm2py_retries_total", "mm2py_copy_path",
+    "mm2py_replication_lag_records",
+    "mm2py_replication_lag_seconds",
+    "mm2py_heartbeat_age_seconds",
+    "mm2py_copy_job_duration_seconds_bucket",
+    "mm2py_copy_job_duration_seconds_count",
+    "mm2py_copy_job_duration_seconds_sum",
+    "mm2py_retries_total",
+    "mm2py_copy_path",
 )
 
 CopyPath = Literal["batch", "record"]
@@ -140,27 +159,46 @@ class RangeMeasurer:
     age: list[float] = field(default_factory=lambda: [math.inf, -math.inf, 0.0, math.nan])  # min, max, sum, last
     latency: list[float] = field(default_factory=lambda: [math.inf, -math.inf, 0.0, math.nan])
 
-    def read(self, now_ms: float, count: int, ts_min: float, ts_max: float, ts_sum: float, ts_last: float,
-             value_bytes: int) -> None:
+    def read(
+        self, now_ms: float, count: int, ts_min: float, ts_max: float, ts_sum: float, ts_last: float, value_bytes: int
+    ) -> None:
         """``count`` records with these timestamps were read at ``now_ms``."""
         self.records += count
         self.bytes += value_bytes
         _fold(self.age, now_ms, count, ts_min, ts_max, ts_sum, ts_last)
 
-    def acknowledged(self, now_ms: float, count: int, ts_min: float, ts_max: float, ts_sum: float,
-                     ts_last: float) -> None:
+    def acknowledged(
+        self, now_ms: float, count: int, ts_min: float, ts_max: float, ts_sum: float, ts_last: float
+    ) -> None:
         """The target acknowledged ``count`` records with these timestamps at ``now_ms``."""
         _fold(self.latency, now_ms, count, ts_min, ts_max, ts_sum, ts_last)
 
-    def measurement(self, source: str, target: str, topic: str, remote_topic: str,
-                    partition: int) -> PartitionMeasurement:
+    def measurement(
+        self, source: str, target: str, topic: str, remote_topic: str, partition: int
+    ) -> PartitionMeasurement:
         a, lat = _finite(self.age), _finite(self.latency)
-        return PartitionMeasurement(source, target, topic, remote_topic, partition, self.records, self.bytes,
-                                    a[0], a[1], a[2], a[3], lat[0], lat[1], lat[2], lat[3])
+        return PartitionMeasurement(
+            source,
+            target,
+            topic,
+            remote_topic,
+            partition,
+            self.records,
+            self.bytes,
+            a[0],
+            a[1],
+            a[2],
+            a[3],
+            lat[0],
+            lat[1],
+            lat[2],
+            lat[3],
+        )
 
 
-def _fold(acc: list[float], now_ms: float, count: int, ts_min: float, ts_max: float, ts_sum: float,
-          ts_last: float) -> None:
+def _fold(
+    acc: list[float], now_ms: float, count: int, ts_min: float, ts_max: float, ts_sum: float, ts_last: float
+) -> None:
     if count <= 0:
         return
     acc[0] = min(acc[0], now_ms - ts_max)
@@ -170,8 +208,12 @@ def _fold(acc: list[float], now_ms: float, count: int, ts_min: float, ts_max: fl
 
 
 def _finite(acc: list[float]) -> list[float]:
-    return [acc[0] if math.isfinite(acc[0]) else math.nan, acc[1] if math.isfinite(acc[1]) else math.nan,
-            acc[2], acc[3]]
+    return [
+        acc[0] if math.isfinite(acc[0]) else math.nan,
+        acc[1] if math.isfinite(acc[1]) else math.nan,
+        acc[2],
+        acc[3],
+    ]
 
 
 class _Window:
@@ -288,16 +330,16 @@ class RunMetrics(Collector):
         with self._lock:
             now = self._clock()
             for m in measurements:
-                entry = self._checkpoints.setdefault((m.source, m.target, m.group, m.topic, str(m.partition)),
-                                                     _Latency())
+                entry = self._checkpoints.setdefault(
+                    (m.source, m.target, m.group, m.topic, str(m.partition)), _Latency()
+                )
                 entry.last = m.latency_ms
                 entry.window.record(now, 1, m.latency_ms, m.latency_ms, m.latency_ms)
 
     def set_lag(self, source: str, target: str, rows: Iterable[LagRow]) -> None:
         """The flow's lag now, replacing what it was (partitions no longer replicated disappear)."""
         with self._lock:
-            self._lag[(source, target)] = {(r.topic, str(r.partition)): (r.lag_records, r.lag_seconds)
-                                           for r in rows}
+            self._lag[(source, target)] = {(r.topic, str(r.partition)): (r.lag_records, r.lag_seconds) for r in rows}
 
     def heartbeat_written(self, source: str, target: str, at: float | None = None) -> None:
         """A heartbeat reached the target; its age is measured from ``at`` (Unix seconds) when scraped."""
@@ -335,51 +377,78 @@ class RunMetrics(Collector):
         return generate_latest(self.registry).decode("utf-8")
 
     def _source_families(self, now: float) -> Iterator[Metric]:
-        families = {a: GaugeMetricFamily(SOURCE_PREFIX + a, f"MirrorSourceConnector {a.replace('_', '-')}",
-                                         labels=SOURCE_LABELS) for a in _SOURCE_ATTRIBUTES}
+        families = {
+            a: GaugeMetricFamily(
+                SOURCE_PREFIX + a, f"MirrorSourceConnector {a.replace('_', '-')}", labels=SOURCE_LABELS
+            )
+            for a in _SOURCE_ATTRIBUTES
+        }
         for key, s in sorted(self._partitions.items()):
             labels = list(key)
             age_min, age_max, age_avg = s.age.stats(now)
             lat_min, lat_max, lat_avg = s.latency.stats(now)
-            values = (s.record_count, s.records.rate(now), s.byte_count, s.bytes.rate(now),
-                      s.age_last, age_min, age_max, age_avg, s.latency_last, lat_min, lat_max, lat_avg)
+            values = (
+                s.record_count,
+                s.records.rate(now),
+                s.byte_count,
+                s.bytes.rate(now),
+                s.age_last,
+                age_min,
+                age_max,
+                age_avg,
+                s.latency_last,
+                lat_min,
+                lat_max,
+                lat_avg,
+            )
             for attribute, value in zip(_SOURCE_ATTRIBUTES, values, strict=True):
                 families[attribute].add_metric(labels, value)
         yield from families.values()
 
     def _checkpoint_families(self, now: float) -> Iterator[Metric]:
-        families = [GaugeMetricFamily(CHECKPOINT_PREFIX + a, f"MirrorCheckpointConnector {a.replace('_', '-')}",
-                                      labels=CHECKPOINT_LABELS) for a in _CHECKPOINT_ATTRIBUTES]
+        families = [
+            GaugeMetricFamily(
+                CHECKPOINT_PREFIX + a, f"MirrorCheckpointConnector {a.replace('_', '-')}", labels=CHECKPOINT_LABELS
+            )
+            for a in _CHECKPOINT_ATTRIBUTES
+        ]
         for key, entry in sorted(self._checkpoints.items()):
             for family, value in zip(families, (entry.last, *entry.window.stats(now)), strict=True):
                 family.add_metric(list(key), value)
         yield from families
 
     def _own_families(self, now: float) -> Iterator[Metric]:
-        records = GaugeMetricFamily("mm2py_replication_lag_records", "Source records not yet replicated",
-                                    labels=LAG_LABELS)
-        seconds = GaugeMetricFamily("mm2py_replication_lag_seconds",
-                                    "Age of the oldest source record not yet replicated", labels=LAG_LABELS)
+        records = GaugeMetricFamily(
+            "mm2py_replication_lag_records", "Source records not yet replicated", labels=LAG_LABELS
+        )
+        seconds = GaugeMetricFamily(
+            "mm2py_replication_lag_seconds", "Age of the oldest source record not yet replicated", labels=LAG_LABELS
+        )
         for (source, target), rows in sorted(self._lag.items()):
             for (topic, partition), (lag_records, lag_seconds) in sorted(rows.items()):
                 records.add_metric([source, target, topic, partition], lag_records)
                 seconds.add_metric([source, target, topic, partition], lag_seconds)
-        heartbeat = GaugeMetricFamily("mm2py_heartbeat_age_seconds",
-                                      "Seconds since this run's newest heartbeat reached the target",
-                                      labels=FLOW_LABELS)
+        heartbeat = GaugeMetricFamily(
+            "mm2py_heartbeat_age_seconds",
+            "Seconds since this run's newest heartbeat reached the target",
+            labels=FLOW_LABELS,
+        )
         for flow, at in sorted(self._heartbeats.items()):
             heartbeat.add_metric(list(flow), max(0.0, now - at))
-        jobs = HistogramMetricFamily("mm2py_copy_job_duration_seconds",
-                                     "Wall time of one copy job (one Spark job of a flow)", labels=FLOW_LABELS)
+        jobs = HistogramMetricFamily(
+            "mm2py_copy_job_duration_seconds", "Wall time of one copy job (one Spark job of a flow)", labels=FLOW_LABELS
+        )
         for flow, j in sorted(self._jobs.items()):
             bounds = ["+Inf" if math.isinf(b) else str(b) for b in JOB_SECONDS_BUCKETS]
             jobs.add_metric(list(flow), list(zip(bounds, j.buckets, strict=True)), j.seconds)
-        retries = CounterMetricFamily("mm2py_retries", "Transient failures retried (copy jobs, admin steps)",
-                                      labels=FLOW_LABELS)
+        retries = CounterMetricFamily(
+            "mm2py_retries", "Transient failures retried (copy jobs, admin steps)", labels=FLOW_LABELS
+        )
         for flow, count in sorted(self._retries.items()):
             retries.add_metric(list(flow), count)
-        path = GaugeMetricFamily("mm2py_copy_path", "1 for the copy path the flow uses (batch or record)",
-                                 labels=(*FLOW_LABELS, "path"))
+        path = GaugeMetricFamily(
+            "mm2py_copy_path", "1 for the copy path the flow uses (batch or record)", labels=(*FLOW_LABELS, "path")
+        )
         for flow, name in sorted(self._paths.items()):
             path.add_metric([*flow, name], 1)
         yield from (records, seconds, heartbeat, jobs, retries, path)

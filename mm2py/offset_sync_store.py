@@ -26,10 +26,13 @@ class OffsetSyncStore:
         self.flow = flow
         self.timeout_s = timeout_s
         client = flow.source_consumer if flow.offset_syncs_topic_location == "source" else flow.target_consumer
-        self._settings = {**client.settings(), "group.id": f"mm2py-offset-syncs-{flow.source}-{flow.target}",
-                          "isolation.level": "read_committed", "fetch.wait.max.ms": "10"}
-        self.topics = [offset_syncs_topic(flow)] + ([dense_offset_syncs_topic(flow)] if flow.dense_offset_syncs
-                                                    else [])
+        self._settings = {
+            **client.settings(),
+            "group.id": f"mm2py-offset-syncs-{flow.source}-{flow.target}",
+            "isolation.level": "read_committed",
+            "fetch.wait.max.ms": "10",
+        }
+        self.topics = [offset_syncs_topic(flow)] + ([dense_offset_syncs_topic(flow)] if flow.dense_offset_syncs else [])
         self._maps: dict[str, dict[tuple[str, int], OffsetMap]] = {t: {} for t in self.topics}
         self._next: dict[tuple[str, int], int] = {}  # (syncs topic, partition) -> next offset to read
         self.records_read = 0
@@ -37,10 +40,14 @@ class OffsetSyncStore:
     def refresh(self) -> dict[tuple[str, int], OffsetMap]:
         """Read what was written since the last refresh; the flow's maps, one per upstream partition."""
         skipped = 0
-        with PartitionReader(self.flow.offset_syncs_cluster, self._settings, purpose="reading offset syncs",
-                             timeout_s=self.timeout_s) as reader:
-            starts = {(topic, p): self._next.get((topic, p), OFFSET_BEGINNING)
-                      for topic in self.topics for p in reader.topic_partitions(topic)}
+        with PartitionReader(
+            self.flow.offset_syncs_cluster, self._settings, purpose="reading offset syncs", timeout_s=self.timeout_s
+        ) as reader:
+            starts = {
+                (topic, p): self._next.get((topic, p), OFFSET_BEGINNING)
+                for topic in self.topics
+                for p in reader.topic_partitions(topic)
+            }
             if starts:
                 reader.assign(starts)
                 for msg in reader.records():

@@ -49,17 +49,30 @@ class PartitionOffsetSyncState:
         self.pending = False
 
 
-def offset_syncs_for(topic: str, partition: int, pairs: Iterable[tuple[int, int]], offset_lag_max: int,
-                     state: PartitionOffsetSyncState | None = None, dense: bool = False) -> list[OffsetSync]:
+def offset_syncs_for(
+    topic: str,
+    partition: int,
+    pairs: Iterable[tuple[int, int]],
+    offset_lag_max: int,
+    state: PartitionOffsetSyncState | None = None,
+    dense: bool = False,
+) -> list[OffsetSync]:
     """:func:`offset_syncs_for_offsets` for (upstream, downstream) pairs."""
     pairs = list(pairs)
-    return offset_syncs_for_offsets(topic, partition, [u for u, _ in pairs], [d for _, d in pairs],
-                                    offset_lag_max, state, dense)
+    return offset_syncs_for_offsets(
+        topic, partition, [u for u, _ in pairs], [d for _, d in pairs], offset_lag_max, state, dense
+    )
 
 
-def offset_syncs_for_offsets(topic: str, partition: int, upstream: Sequence[int], downstream: Sequence[int],
-                             offset_lag_max: int, state: PartitionOffsetSyncState | None = None,
-                             dense: bool = False) -> list[OffsetSync]:
+def offset_syncs_for_offsets(
+    topic: str,
+    partition: int,
+    upstream: Sequence[int],
+    downstream: Sequence[int],
+    offset_lag_max: int,
+    state: PartitionOffsetSyncState | None = None,
+    dense: bool = False,
+) -> list[OffsetSync]:
     """The syncs to write for the acknowledged records of one partition (upstream[i] -> downstream[i]), in order.
 
     Every sync MM2's rule makes due is kept (MM2 sends them as they come), and the last record is added if it

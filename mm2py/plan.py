@@ -34,9 +34,13 @@ class TopicPlan:
     merged_from: tuple[str, ...] = ()  # every source alias feeding remote_topic on this target (N->1)
 
     def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"topic": self.topic, "remote_topic": self.remote_topic,
-                                "partitions": self.partitions, "action": self.action,
-                                "target_partitions": self.target_partitions}
+        data: dict[str, Any] = {
+            "topic": self.topic,
+            "remote_topic": self.remote_topic,
+            "partitions": self.partitions,
+            "action": self.action,
+            "target_partitions": self.target_partitions,
+        }
         if self.merged_from:
             data["merged_from"] = list(self.merged_from)
         return data
@@ -54,8 +58,12 @@ class FlowPlan:
         return f"{self.source}->{self.target}"
 
     def to_json(self) -> dict[str, Any]:
-        return {"source": self.source, "target": self.target, "path": self.path,
-                "topics": [t.to_json() for t in self.topics]}
+        return {
+            "source": self.source,
+            "target": self.target,
+            "path": self.path,
+            "topics": [t.to_json() for t in self.topics],
+        }
 
 
 @dataclass(frozen=True)
@@ -75,13 +83,19 @@ class Merge:
         text = f"{self.target}:{self.remote_topic} merges {parts}"
         if self.conflict:
             most = max(self.source_partitions.values())
-            text += (f"; the partition counts differ: the remote topic gets {most}, and a partition n "
-                     "receives records only from sources that have partition n")
+            text += (
+                f"; the partition counts differ: the remote topic gets {most}, and a partition n "
+                "receives records only from sources that have partition n"
+            )
         return text
 
     def to_json(self) -> dict[str, Any]:
-        return {"target": self.target, "remote_topic": self.remote_topic,
-                "sources": dict(sorted(self.source_partitions.items())), "partition_conflict": self.conflict}
+        return {
+            "target": self.target,
+            "remote_topic": self.remote_topic,
+            "sources": dict(sorted(self.source_partitions.items())),
+            "partition_conflict": self.conflict,
+        }
 
 
 @dataclass(frozen=True)
@@ -108,9 +122,15 @@ def select_topics(flow: FlowConfig, source_topics: Iterable[str]) -> list[str]:
     policy = flow_policy(flow)
     topic_filter = flow_topic_filter(flow)
     return sorted(
-        t for t in source_topics
-        if should_replicate_topic(t, topic_filter=topic_filter, policy=policy, target_cluster_alias=flow.target,
-                                  heartbeats_replication_enabled=flow.heartbeats_replication_enabled)
+        t
+        for t in source_topics
+        if should_replicate_topic(
+            t,
+            topic_filter=topic_filter,
+            policy=policy,
+            target_cluster_alias=flow.target,
+            heartbeats_replication_enabled=flow.heartbeats_replication_enabled,
+        )
     )
 
 
@@ -177,6 +197,7 @@ def build_plan(flows: list[FlowConfig], pool: AdminPool | None = None, refresh: 
             merged = tuple(sorted(sources)) if len(sources) > 1 else ()
             topic_plans.append(TopicPlan(topic, remote, partitions, action, final, merged))
         flow_plans.append(FlowPlan(flow.source, flow.target, tuple(topic_plans), choose_copy_path(flow).describe()))
-    merges = tuple(Merge(target, remote, dict(sources))
-                   for (target, remote), sources in sorted(wanted.items()) if len(sources) > 1)
+    merges = tuple(
+        Merge(target, remote, dict(sources)) for (target, remote), sources in sorted(wanted.items()) if len(sources) > 1
+    )
     return ReplicationPlan(tuple(flow_plans), merges)

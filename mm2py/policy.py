@@ -172,7 +172,7 @@ class DefaultReplicationPolicy(ReplicationPolicy):
         source = self.topic_source(topic)
         if source is None:
             return None
-        return topic[len(source) + len(self.separator):]
+        return topic[len(source) + len(self.separator) :]
 
     def _internal_separator(self) -> str:
         return self.separator if self.internal_topic_separator_enabled else "."
@@ -240,9 +240,7 @@ def java_names(*classes: type) -> dict[str, type]:
     return names
 
 
-def load_plugin(
-    class_name: str, base: type, builtins: Mapping[str, type], config: Mapping[str, str]
-) -> object:
+def load_plugin(class_name: str, base: type, builtins: Mapping[str, type], config: Mapping[str, str]) -> object:
     """Create and configure the plugin a ``*.class`` key names; callers narrow the result to ``base``.
 
     ``class_name`` is one of MM2's Java class names in ``builtins`` (fully qualified or simple), or a Python

@@ -36,19 +36,26 @@ class ProgressRecord:
 
 
 def progress_record(source_alias: str, topic: str, partition: int, last_offset: int) -> ProgressRecord:
-    return ProgressRecord(source_offset_key(source_alias, topic, partition, SOURCE_CONNECTOR_NAME),
-                          source_offset_value(last_offset))
+    return ProgressRecord(
+        source_offset_key(source_alias, topic, partition, SOURCE_CONNECTOR_NAME), source_offset_value(last_offset)
+    )
 
 
-def read_progress(target_alias: str, consumer_settings: Mapping[str, str], source_alias: str,
-                  timeout_s: float = 30.0) -> dict[tuple[str, int], int]:
+def read_progress(
+    target_alias: str, consumer_settings: Mapping[str, str], source_alias: str, timeout_s: float = 30.0
+) -> dict[tuple[str, int], int]:
     """Last replicated offset per (source topic, partition), read from the start of the offsets topic to its end.
 
     Tombstones remove a partition's progress (KIP-875 resets); keys of other connectors or clusters are ignored.
     """
     result: dict[tuple[str, int], int] = {}
-    for msg in read_topic(target_alias, consumer_settings, progress_topic(source_alias),
-                          purpose="reading replication progress", timeout_s=timeout_s):
+    for msg in read_topic(
+        target_alias,
+        consumer_settings,
+        progress_topic(source_alias),
+        purpose="reading replication progress",
+        timeout_s=timeout_s,
+    ):
         parsed = parse_source_offset_key(msg.key() or b"")
         if parsed is None:
             continue
@@ -63,8 +70,13 @@ def read_progress(target_alias: str, consumer_settings: Mapping[str, str], sourc
     return result
 
 
-def write_progress(target_alias: str, producer_settings: Mapping[str, str], source_alias: str,
-                   last_offsets: Mapping[tuple[str, int], int], timeout_s: float = 30.0) -> None:
+def write_progress(
+    target_alias: str,
+    producer_settings: Mapping[str, str],
+    source_alias: str,
+    last_offsets: Mapping[tuple[str, int], int],
+    timeout_s: float = 30.0,
+) -> None:
     """Record ``last_offsets`` as replicated (driver side): positions taken from ``auto.offset.reset`` or a
     restart after truncation, so the next run resumes there too. Raises KafkaOperationError if not acknowledged."""
     if not last_offsets:
@@ -73,9 +85,14 @@ def write_progress(target_alias: str, producer_settings: Mapping[str, str], sour
     failures: list[KafkaError] = []
     for (topic, partition), offset in sorted(last_offsets.items()):
         record = progress_record(source_alias, topic, partition, offset)
-        producer.produce(progress_topic(source_alias), record.value, record.key,
-                         on_delivery=lambda err, _msg: failures.append(err) if err else None)
+        producer.produce(
+            progress_topic(source_alias),
+            record.value,
+            record.key,
+            on_delivery=lambda err, _msg: failures.append(err) if err else None,
+        )
     if producer.flush(timeout_s) > 0 or failures:
         cause = failures[0].str() if failures else f"not acknowledged within {timeout_s:.0f} s"
-        raise KafkaOperationError(target_alias, f"recording starting positions in {progress_topic(source_alias)}",
-                                  cause)
+        raise KafkaOperationError(
+            target_alias, f"recording starting positions in {progress_topic(source_alias)}", cause
+        )

@@ -128,9 +128,7 @@ class Heartbeat:
         )
 
     def record_value(self) -> bytes:
-        return _int("Heartbeat", "version", VERSION, _INT16) + _int(
-            "Heartbeat", "timestamp", self.timestamp, _INT64
-        )
+        return _int("Heartbeat", "version", VERSION, _INT16) + _int("Heartbeat", "timestamp", self.timestamp, _INT64)
 
     @classmethod
     def from_record(cls, key: bytes | None, value: bytes | None) -> Heartbeat:
@@ -208,9 +206,7 @@ class OffsetSync:
     downstream_offset: int
 
     def record_key(self) -> bytes:
-        return _string("OffsetSync", "topic", self.topic) + _int(
-            "OffsetSync", "partition", self.partition, _INT32
-        )
+        return _string("OffsetSync", "topic", self.topic) + _int("OffsetSync", "partition", self.partition, _INT32)
 
     def record_value(self) -> bytes:
         return _int("OffsetSync", "upstreamOffset", self.upstream_offset, _INT64) + _int(

@@ -32,8 +32,10 @@ class Resume:
         if self.reason == "deleted":
             return "offsets before {start} were deleted from the source before they were replicated"
         if self.reason == "truncated":
-            return ("the source partition ends before the recorded progress: the topic was re-created or "
-                    "truncated; replicating it again from offset {start}")
+            return (
+                "the source partition ends before the recorded progress: the topic was re-created or "
+                "truncated; replicating it again from offset {start}"
+            )
         return None
 
 

@@ -64,21 +64,32 @@ def checkpoints_topic(flow: FlowConfig) -> str:
 def internal_topics(flow: FlowConfig) -> list[InternalTopic]:
     policy = flow_policy(flow)
     topics = [
-        InternalTopic(flow.target, progress_topic(flow.source), flow.offset_storage_partitions,
-                      flow.offset_storage_replication_factor),
+        InternalTopic(
+            flow.target,
+            progress_topic(flow.source),
+            flow.offset_storage_partitions,
+            flow.offset_storage_replication_factor,
+        ),
         InternalTopic(flow.target, policy.heartbeats_topic(), 1, flow.heartbeats_topic_replication_factor),
     ]
     if flow.emit_offset_syncs_enabled:
-        topics.append(InternalTopic(flow.offset_syncs_cluster, offset_syncs_topic(flow), 1,
-                                    flow.offset_syncs_topic_replication_factor))
+        topics.append(
+            InternalTopic(
+                flow.offset_syncs_cluster, offset_syncs_topic(flow), 1, flow.offset_syncs_topic_replication_factor
+            )
+        )
     if flow.emit_offset_syncs_enabled and flow.dense_offset_syncs:
-        topics.append(InternalTopic(flow.offset_syncs_cluster, dense_offset_syncs_topic(flow), 1,
-                                    flow.offset_syncs_topic_replication_factor,
-                                    {"cleanup.policy": "delete",
-                                     "retention.ms": str(flow.dense_offset_syncs_retention_ms)}))
+        topics.append(
+            InternalTopic(
+                flow.offset_syncs_cluster,
+                dense_offset_syncs_topic(flow),
+                1,
+                flow.offset_syncs_topic_replication_factor,
+                {"cleanup.policy": "delete", "retention.ms": str(flow.dense_offset_syncs_retention_ms)},
+            )
+        )
     if flow.emit_checkpoints_enabled and flow.emit_offset_syncs_enabled:
-        topics.append(InternalTopic(flow.target, checkpoints_topic(flow), 1,
-                                    flow.checkpoints_topic_replication_factor))
+        topics.append(InternalTopic(flow.target, checkpoints_topic(flow), 1, flow.checkpoints_topic_replication_factor))
     if flow.lease_enabled:
         topics.append(lease_topic(flow))
     return topics
@@ -86,8 +97,9 @@ def internal_topics(flow: FlowConfig) -> list[InternalTopic]:
 
 def heartbeats_topics(pair: FlowConfig) -> list[InternalTopic]:
     """The ``heartbeats`` topic a herder pair writes to, on the pair's target (MM2 creates it for every pair)."""
-    return [InternalTopic(pair.target, flow_policy(pair).heartbeats_topic(), 1,
-                          pair.heartbeats_topic_replication_factor)]
+    return [
+        InternalTopic(pair.target, flow_policy(pair).heartbeats_topic(), 1, pair.heartbeats_topic_replication_factor)
+    ]
 
 
 def lease_topic(flow: FlowConfig) -> InternalTopic:
@@ -105,12 +117,16 @@ def ensure_internal_topics(admins: dict[str, ClusterAdmin], topics: Iterable[Int
         admin = admins[cluster]
         existing = admin.list_topics()
         missing = [t for t in wanted if t.name not in existing]
-        outcome = admin.create_topics([NewTopic(t.name, t.partitions, t.replication_factor, config=dict(t.config))
-                                       for t in missing])
+        outcome = admin.create_topics(
+            [NewTopic(t.name, t.partitions, t.replication_factor, config=dict(t.config)) for t in missing]
+        )
         for name, error in outcome.items():
             if error is not None:
-                raise KafkaOperationError(cluster, f"creating internal topic {name}",
-                                          f"{error} (check the *.replication.factor keys for a small cluster)")
+                raise KafkaOperationError(
+                    cluster,
+                    f"creating internal topic {name}",
+                    f"{error} (check the *.replication.factor keys for a small cluster)",
+                )
             log.info("created internal topic cluster=%s topic=%s", cluster, name)
 
 
@@ -122,9 +138,12 @@ def remote_topic_configs(flow: FlowConfig, source_configs: Mapping[str, TopicCon
     """Source topic configs MM2 copies to a remote topic: set on the source topic (or a source default when
     ``use.defaults.from = source``) and not excluded by ``config.properties.exclude``."""
     prop_filter = config_property_filter(flow)
-    return {k: v.value for k, v in source_configs.items()
-            if prop_filter.should_replicate_config_property(k)
-            and (not v.is_default or prop_filter.should_replicate_source_default(k))}
+    return {
+        k: v.value
+        for k, v in source_configs.items()
+        if prop_filter.should_replicate_config_property(k)
+        and (not v.is_default or prop_filter.should_replicate_source_default(k))
+    }
 
 
 def ensure_remote_topics(flow: FlowConfig, plan: FlowPlan, source: ClusterAdmin, target: ClusterAdmin) -> None:
@@ -137,8 +156,15 @@ def ensure_remote_topics(flow: FlowConfig, plan: FlowPlan, source: ClusterAdmin,
     """
     to_create = [t for t in plan.topics if t.action == "create"]
     configs = source.describe_topic_configs([t.topic for t in to_create])
-    new = [NewTopic(t.remote_topic, t.target_partitions, flow.replication_factor,
-                    config=remote_topic_configs(flow, configs.get(t.topic, {}))) for t in to_create]
+    new = [
+        NewTopic(
+            t.remote_topic,
+            t.target_partitions,
+            flow.replication_factor,
+            config=remote_topic_configs(flow, configs.get(t.topic, {})),
+        )
+        for t in to_create
+    ]
     for name, error in target.create_topics(new).items():
         if error is not None:
             raise KafkaOperationError(flow.target, f"creating remote topic {name}", error)
@@ -189,9 +215,12 @@ def sync_topic_configs(flow: FlowConfig, plan: FlowPlan, source: ClusterAdmin, t
     resources = []
     for topic, remote in pairs:
         ops = config_sync_ops(flow, source_configs.get(topic, {}))
-        entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) if v is not None
-                   else ConfigEntry(k, "", incremental_operation=AlterConfigOpType.DELETE)
-                   for k, v in sorted(ops.items())]
+        entries = [
+            ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
+            if v is not None
+            else ConfigEntry(k, "", incremental_operation=AlterConfigOpType.DELETE)
+            for k, v in sorted(ops.items())
+        ]
         if entries:
             resources.append(ConfigResource(ConfigResource.Type.TOPIC, remote, incremental_configs=entries))
     return target.incremental_alter_configs(resources)

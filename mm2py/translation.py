@@ -87,9 +87,13 @@ class OffsetMap:
             return Translation(g, None, "unavailable", "no offset syncs for this partition: nothing replicated yet")
         i = bisect.bisect_right(self._upstream, g) - 1
         if i < 0:
-            return Translation(g, None, "unavailable",
-                               f"older than the oldest offset sync ({self.points[0].upstream}): not replicated, "
-                               "or its syncs were compacted away")
+            return Translation(
+                g,
+                None,
+                "unavailable",
+                f"older than the oldest offset sync ({self.points[0].upstream}): not replicated, "
+                "or its syncs were compacted away",
+            )
         a = self.points[i]
         if a.upstream == g:
             return Translation(g, a.downstream, "exact")
@@ -100,8 +104,9 @@ class OffsetMap:
                 return Translation(g, offset, "exact")
             return Translation(g, a.downstream + 1, "conservative", "between offset syncs written by MM2")
         if last_replicated is not None and g > last_replicated + 1:
-            return Translation(g, a.downstream + 1, "conservative",
-                               f"not replicated yet (replicated up to {last_replicated})")
+            return Translation(
+                g, a.downstream + 1, "conservative", f"not replicated yet (replicated up to {last_replicated})"
+            )
         if a.dense and last_replicated == a.upstream:
             return Translation(g, a.downstream + 1, "exact")
         return Translation(g, a.downstream + 1, "conservative", "after the newest offset sync")
@@ -111,8 +116,9 @@ def _one_to_one(a: SyncPoint, b: SyncPoint) -> bool:
     return b.upstream - a.upstream == b.downstream - a.downstream
 
 
-def offset_maps(records: Iterable[tuple[bytes | None, bytes | None, Mapping[str, bytes | None]]]
-                ) -> tuple[dict[tuple[str, int], OffsetMap], int]:
+def offset_maps(
+    records: Iterable[tuple[bytes | None, bytes | None, Mapping[str, bytes | None]]],
+) -> tuple[dict[tuple[str, int], OffsetMap], int]:
     """Build one OffsetMap per upstream partition from offset-sync records (key, value, headers).
 
     Returns the maps and how many records could not be decoded (they are skipped, as MM2 skips them).
@@ -125,21 +131,22 @@ def offset_maps(records: Iterable[tuple[bytes | None, bytes | None, Mapping[str,
     return maps, skipped
 
 
-def add_offset_sync(maps: dict[tuple[str, int], OffsetMap], key: bytes | None, value: bytes | None,
-                    headers: Mapping[str, bytes | None]) -> bool:
+def add_offset_sync(
+    maps: dict[tuple[str, int], OffsetMap], key: bytes | None, value: bytes | None, headers: Mapping[str, bytes | None]
+) -> bool:
     """Add one offset-sync record to ``maps``; False when it cannot be decoded (skipped, as MM2 skips it)."""
     try:
         sync = OffsetSync.from_record(key, value)
     except RecordFormatError:
         return False
     dense = headers.get(DENSE_SYNC_HEADER) == DENSE_SYNC_VALUE
-    maps.setdefault((sync.topic, sync.partition), OffsetMap()).add(sync.upstream_offset, sync.downstream_offset,
-                                                                   dense)
+    maps.setdefault((sync.topic, sync.partition), OffsetMap()).add(sync.upstream_offset, sync.downstream_offset, dense)
     return True
 
 
-def combine_offset_maps(mm2: Mapping[tuple[str, int], OffsetMap],
-                        dense: Mapping[tuple[str, int], OffsetMap]) -> dict[tuple[str, int], OffsetMap]:
+def combine_offset_maps(
+    mm2: Mapping[tuple[str, int], OffsetMap], dense: Mapping[tuple[str, int], OffsetMap]
+) -> dict[tuple[str, int], OffsetMap]:
     """One map per partition from MM2's compacted syncs topic and mm2py's dense syncs topic.
 
     mm2py writes every sync MM2's rule makes due to both topics, so where the dense topic has syncs it is the
@@ -155,7 +162,7 @@ def combine_offset_maps(mm2: Mapping[tuple[str, int], OffsetMap],
             continue
         merged = OffsetMap()
         first = newer.points[0].upstream
-        for point in (older.points if older is not None else []):
+        for point in older.points if older is not None else []:
             if point.upstream < first:
                 merged.add(point.upstream, point.downstream, point.dense)
         for point in newer.points:

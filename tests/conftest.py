@@ -27,8 +27,7 @@ _CLUSTERS = pytest.StashKey[ClusterFactory]()
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item,
-                              call: pytest.CallInfo[None]) -> Generator[None, object, object]:
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, object, object]:
     """Keep each phase's report on the item and append broker log tails to failed ones."""
     report = yield
     assert isinstance(report, pytest.TestReport)
@@ -50,8 +49,9 @@ def tansu_bin() -> Path:
 
 
 @pytest.fixture
-def kafka_cluster(request: pytest.FixtureRequest, tansu_bin: Path,
-                  tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterFactory]:
+def kafka_cluster(
+    request: pytest.FixtureRequest, tansu_bin: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ClusterFactory]:
     """Factory: ``kafka_cluster("dc1", "target")`` starts one independent broker per name.
 
     Every broker started through it is stopped when the test ends, whatever its outcome.
@@ -90,16 +90,18 @@ class _RealKafkaLogTails:
     """Appends the node log tails of every real-Kafka cluster a failed test used to its report."""
 
     @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_makereport(self, item: pytest.Item,
-                                  call: pytest.CallInfo[None]) -> Generator[None, object, object]:
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, object, object]:
         report = yield
         assert isinstance(report, pytest.TestReport)
         if report.failed:
             for value in getattr(item, "funcargs", {}).values():
                 if isinstance(value, KafkaCluster):
                     for node in value.nodes:
-                        report.sections.append((f"kafka node {node.node_id} ({node.address()}) log tail",
-                                                node.log_tail()))
+                        report.sections.append(
+                            (f"kafka node {node.node_id} ({node.address()}) log tail", node.log_tail())
+                        )
         return report
 
 
@@ -124,8 +126,9 @@ def real_kafka(kafka_runtime: KafkaRuntime, tmp_path_factory: pytest.TempPathFac
     Clients connect on PLAINTEXT, or as user ``admin``/``alice`` (PLAIN or SCRAM-SHA-512) on SASL_PLAINTEXT
     and SASL_SSL, or on SSL: ``real_kafka.client_config("SASL_SSL", user="alice", mechanism="PLAIN")``.
     """
-    with KafkaCluster(tmp_path_factory.mktemp("real-kafka"), 1, runtime=kafka_runtime,
-                      listeners=CLIENT_LISTENERS) as cluster:
+    with KafkaCluster(
+        tmp_path_factory.mktemp("real-kafka"), 1, runtime=kafka_runtime, listeners=CLIENT_LISTENERS
+    ) as cluster:
         yield cluster
 
 
@@ -137,16 +140,20 @@ def real_kafka_acl(kafka_runtime: KafkaRuntime, tmp_path_factory: pytest.TempPat
     certificate ``CN=mm2py-client``; ``alice`` may do only what ACLs allow. Its SSL listener demands a client
     certificate (mTLS): ``cluster.security.java_keystore_settings()`` presents one from a JKS keystore.
     """
-    cluster = KafkaCluster(tmp_path_factory.mktemp("real-kafka-acl"), 1, runtime=kafka_runtime,
-                           listeners=CLIENT_LISTENERS, broker_config=ACL_BROKER_SETTINGS)
+    cluster = KafkaCluster(
+        tmp_path_factory.mktemp("real-kafka-acl"),
+        1,
+        runtime=kafka_runtime,
+        listeners=CLIENT_LISTENERS,
+        broker_config=ACL_BROKER_SETTINGS,
+    )
     cluster.broker_config.update(cluster.security.mutual_tls_settings())
     with cluster:
         yield cluster
 
 
 @pytest.fixture(scope="session")
-def real_kafka_cluster(kafka_runtime: KafkaRuntime,
-                       tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
+def real_kafka_cluster(kafka_runtime: KafkaRuntime, tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
     """Three real Kafka nodes, started only if a test asks for them.
 
     A test that kills or stops a node must restart it before it ends (``restart_node`` in a ``finally``).
@@ -169,8 +176,9 @@ def compacted_topic(unique_topic: Callable[..., str]) -> Callable[..., str]:
     seconds; real_kafka_compaction.await_compaction drives it to the fully compacted state.
     """
 
-    def make(cluster: KafkaCluster, partitions: int = 1, replication_factor: int = 1,
-             config: dict[str, str] | None = None) -> str:
+    def make(
+        cluster: KafkaCluster, partitions: int = 1, replication_factor: int = 1, config: dict[str, str] | None = None
+    ) -> str:
         return cluster.create_compacted_topic(unique_topic("compacted"), partitions, replication_factor, config)
 
     return make

@@ -43,8 +43,14 @@ STOP_TIMEOUT = 10.0
 _CLIENT_LOG = logging.getLogger("kafka_harness.librdkafka")
 # Environment variables `tansu broker` reads as defaults; a stray one in the developer's shell must not
 # change the broker under test (e.g. a schema registry or an OTLP exporter).
-_TANSU_ENV = ("CLUSTER_ID", "LISTENER_URL", "ADVERTISED_LISTENER_URL", "STORAGE_ENGINE", "SCHEMA_REGISTRY",
-              "OTEL_EXPORTER_OTLP_ENDPOINT")
+_TANSU_ENV = (
+    "CLUSTER_ID",
+    "LISTENER_URL",
+    "ADVERTISED_LISTENER_URL",
+    "STORAGE_ENGINE",
+    "SCHEMA_REGISTRY",
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+)
 _issued_ports: set[int] = set()
 
 
@@ -85,17 +91,31 @@ def free_port() -> int:
 
 def client_config(bootstrap: str, **overrides: Any) -> dict[str, Any]:
     """Settings every harness client shares; fast reconnects because brokers start and stop often."""
-    return {"bootstrap.servers": bootstrap, "logger": _CLIENT_LOG, "reconnect.backoff.ms": 10,
-            "reconnect.backoff.max.ms": 500, **overrides}
+    return {
+        "bootstrap.servers": bootstrap,
+        "logger": _CLIENT_LOG,
+        "reconnect.backoff.ms": 10,
+        "reconnect.backoff.max.ms": 500,
+        **overrides,
+    }
 
 
 def consumer_config(bootstrap: str, **overrides: Any) -> dict[str, Any]:
     """Consumer settings per docs/test-broker.md, *Settings for tests*: short sessions, no 1 s queue
     backoff, no auto commit."""
-    return client_config(bootstrap, **{
-        "group.id": f"kafka-harness-{uuid.uuid4().hex[:12]}", "enable.auto.commit": False,
-        "session.timeout.ms": 6000, "heartbeat.interval.ms": 500, "fetch.queue.backoff.ms": 10,
-        "fetch.wait.max.ms": 10, "auto.offset.reset": "earliest", **overrides})
+    return client_config(
+        bootstrap,
+        **{
+            "group.id": f"kafka-harness-{uuid.uuid4().hex[:12]}",
+            "enable.auto.commit": False,
+            "session.timeout.ms": 6000,
+            "heartbeat.interval.ms": 500,
+            "fetch.queue.backoff.ms": 10,
+            "fetch.wait.max.ms": 10,
+            "auto.offset.reset": "earliest",
+            **overrides,
+        },
+    )
 
 
 @dataclass
@@ -185,8 +205,18 @@ class TansuBroker:
 
     def _spawn(self) -> None:
         url = f"tcp://{HOST}:{self.port}"
-        cmd = [str(self.binary), "broker", "--listener-url", url, "--advertised-listener-url", url,
-               "--cluster-id", self.name, "--storage-engine", "memory://tansu/"]
+        cmd = [
+            str(self.binary),
+            "broker",
+            "--listener-url",
+            url,
+            "--advertised-listener-url",
+            url,
+            "--cluster-id",
+            self.name,
+            "--storage-engine",
+            "memory://tansu/",
+        ]
         env = {k: v for k, v in os.environ.items() if k not in _TANSU_ENV}
         env["NO_COLOR"] = "1"
         self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -194,8 +224,9 @@ class TansuBroker:
             log.write(f"### {' '.join(cmd)}\n".encode())
             log.flush()
             # Own session: a Ctrl-C in the terminal reaches pytest only; the fixtures stop the brokers.
-            self._process = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log,
-                                             stderr=subprocess.STDOUT, env=env, start_new_session=True)
+            self._process = subprocess.Popen(
+                cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+            )
 
     def _wait_ready(self, timeout: float) -> None:
         """Poll until the broker accepts TCP and then answers Metadata with our cluster id and address."""
@@ -206,8 +237,10 @@ class TansuBroker:
             if self._process is not None and self._process.poll() is not None:
                 if "AddrInUse" in self.log_tail():
                     raise _PortTaken()
-                raise RuntimeError(f"tansu {self.name} exited with {self._process.returncode} while "
-                                   f"starting; log {self.log_path}:\n{self.log_tail()}")
+                raise RuntimeError(
+                    f"tansu {self.name} exited with {self._process.returncode} while "
+                    f"starting; log {self.log_path}:\n{self.log_tail()}"
+                )
             if admin is None:
                 try:
                     socket.create_connection((HOST, self.port), timeout=0.2).close()
@@ -225,8 +258,10 @@ class TansuBroker:
             if metadata.cluster_id == self.name and (HOST, self.port) in advertised:
                 return
             last_error = f"port {self.port} answered as cluster {metadata.cluster_id!r} {advertised}"
-        raise TimeoutError(f"tansu {self.name} on {self.bootstrap} not ready after {timeout} s "
-                           f"({last_error}); log {self.log_path}:\n{self.log_tail()}")
+        raise TimeoutError(
+            f"tansu {self.name} on {self.bootstrap} not ready after {timeout} s "
+            f"({last_error}); log {self.log_path}:\n{self.log_tail()}"
+        )
 
     def _await_stopped_state(self, stopped: bool, timeout: float = 5.0) -> None:
         """Signals are delivered asynchronously; return once /proc shows the wanted state (Linux only)."""
@@ -316,12 +351,14 @@ def _partition_ids(bootstrap: str, topic: str, timeout: float) -> list[int]:
     return sorted(described.partitions)
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int, config: dict[str, str] | None = None,
-                 timeout: float = DEFAULT_TIMEOUT) -> None:
+def create_topic(
+    bootstrap: str, topic: str, partitions: int, config: dict[str, str] | None = None, timeout: float = DEFAULT_TIMEOUT
+) -> None:
     """Create a topic and prove it has ``partitions`` partitions (not tansu's auto-created 4)."""
     admin = AdminClient(client_config(bootstrap))
-    futures = admin.create_topics([NewTopic(topic, partitions, 1, config=dict(config or {}))],
-                                  operation_timeout=timeout, request_timeout=timeout)
+    futures = admin.create_topics(
+        [NewTopic(topic, partitions, 1, config=dict(config or {}))], operation_timeout=timeout, request_timeout=timeout
+    )
     futures[topic].result(timeout=timeout)
     deadline = time.monotonic() + timeout
     while (count := list_topics(bootstrap, timeout).get(topic)) is None and time.monotonic() < deadline:
@@ -347,8 +384,12 @@ def produce(bootstrap: str, topic: str, records: Iterable[Record], timeout: floa
     records = list(records)
     last_index = {record.partition: i for i, record in enumerate(records)}
     tails = set(last_index.values())
-    producer = Producer(client_config(bootstrap, **{
-        "acks": "all", "enable.idempotence": True, "linger.ms": 5, "message.max.bytes": 64 * 1024 * 1024}))
+    producer = Producer(
+        client_config(
+            bootstrap,
+            **{"acks": "all", "enable.idempotence": True, "linger.ms": 5, "message.max.bytes": 64 * 1024 * 1024},
+        )
+    )
     failures: list[str] = []
 
     def on_delivery(err: KafkaError | None, msg: Any) -> None:
@@ -360,8 +401,15 @@ def produce(bootstrap: str, topic: str, records: Iterable[Record], timeout: floa
             headers: list[tuple[str, str | bytes | None]] = list(record.headers)
             while True:
                 try:
-                    producer.produce(topic, value=record.value, key=record.key, partition=record.partition,
-                                     timestamp=record.timestamp, headers=headers, on_delivery=on_delivery)
+                    producer.produce(
+                        topic,
+                        value=record.value,
+                        key=record.key,
+                        partition=record.partition,
+                        timestamp=record.timestamp,
+                        headers=headers,
+                        on_delivery=on_delivery,
+                    )
                     break
                 except BufferError:
                     producer.poll(0.1)  # local queue full: serve delivery reports, then retry
@@ -374,9 +422,17 @@ def produce(bootstrap: str, topic: str, records: Iterable[Record], timeout: floa
     send([records[i] for i in sorted(tails)])
 
 
-def make_records(n: int, *, partitions: int, seed: int = 0, value_size: int = 32, with_headers: bool = True,
-                 tombstone_every: int = 0, null_key_every: int = 0,
-                 base_timestamp: int | None = None) -> list[Record]:
+def make_records(
+    n: int,
+    *,
+    partitions: int,
+    seed: int = 0,
+    value_size: int = 32,
+    with_headers: bool = True,
+    tombstone_every: int = 0,
+    null_key_every: int = 0,
+    base_timestamp: int | None = None,
+) -> list[Record]:
     """A deterministic dataset for exactly-once and ordering checks.
 
     Record ``i`` goes to partition ``i % partitions`` with CreateTime ``base_timestamp + i`` (now, in ms,
@@ -395,36 +451,56 @@ def make_records(n: int, *, partitions: int, seed: int = 0, value_size: int = 32
         headers: list[tuple[str, bytes | None]] = []
         if with_headers:
             headers = [("seq", str(i).encode()), ("dup", b"first"), ("dup", b"second"), ("none", None)]
-        records.append(Record(
-            key=None if null_key_every and (i + 1) % null_key_every == 0 else f"k-{tag}".encode(),
-            value=None if tombstone_every and (i + 1) % tombstone_every == 0 else f"{tag}|{padding}".encode(),
-            headers=headers, timestamp=base + i, partition=partition))
+        records.append(
+            Record(
+                key=None if null_key_every and (i + 1) % null_key_every == 0 else f"k-{tag}".encode(),
+                value=None if tombstone_every and (i + 1) % tombstone_every == 0 else f"{tag}|{padding}".encode(),
+                headers=headers,
+                timestamp=base + i,
+                partition=partition,
+            )
+        )
     return records
 
 
 def _message_to_record(msg: Any) -> Record:
-    return Record(key=msg.key(), value=msg.value(), headers=list(msg.headers() or []),
-                  timestamp=msg.timestamp()[1], partition=msg.partition(), offset=msg.offset())
+    return Record(
+        key=msg.key(),
+        value=msg.value(),
+        headers=list(msg.headers() or []),
+        timestamp=msg.timestamp()[1],
+        partition=msg.partition(),
+        offset=msg.offset(),
+    )
 
 
-def read_all(bootstrap: str, topic: str, partition: int | None = None, *, timeout: float = DEFAULT_TIMEOUT,
-             isolation_level: str = "read_committed") -> list[Record]:
+def read_all(
+    bootstrap: str,
+    topic: str,
+    partition: int | None = None,
+    *,
+    timeout: float = DEFAULT_TIMEOUT,
+    isolation_level: str = "read_committed",
+) -> list[Record]:
     """Every record of the topic (or one partition), sorted by (partition, offset).
 
     Uses ``assign()`` from offset 0 and stops at partition EOF on each partition: no consumer group, so no
     JoinGroup wait (docs/test-broker.md, *Consumer groups*), and no reliance on ListOffsets.
     """
     partitions = [partition] if partition is not None else _partition_ids(bootstrap, topic, timeout)
-    consumer = Consumer(consumer_config(bootstrap, **{
-        "enable.partition.eof": True, "isolation.level": isolation_level}))
+    consumer = Consumer(
+        consumer_config(bootstrap, **{"enable.partition.eof": True, "isolation.level": isolation_level})
+    )
     records: list[Record] = []
     try:
         consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
         pending, deadline = set(partitions), time.monotonic() + timeout
         while pending:
             if time.monotonic() > deadline:
-                raise TimeoutError(f"read_all {topic!r} on {bootstrap}: no EOF on {sorted(pending)} after "
-                                   f"{timeout} s ({len(records)} records read)")
+                raise TimeoutError(
+                    f"read_all {topic!r} on {bootstrap}: no EOF on {sorted(pending)} after "
+                    f"{timeout} s ({len(records)} records read)"
+                )
             for msg in consumer.consume(num_messages=10_000, timeout=0.1):
                 if (err := msg.error()) is None:
                     records.append(_message_to_record(msg))
@@ -437,20 +513,23 @@ def read_all(bootstrap: str, topic: str, partition: int | None = None, *, timeou
     return sorted(records, key=lambda r: (r.partition, r.offset))
 
 
-def end_offsets(bootstrap: str, topic: str, partitions: list[int] | None = None,
-                timeout: float = DEFAULT_TIMEOUT) -> dict[int, int]:
+def end_offsets(
+    bootstrap: str, topic: str, partitions: list[int] | None = None, timeout: float = DEFAULT_TIMEOUT
+) -> dict[int, int]:
     """The exact log end offset per partition (docs/test-broker.md, *ListOffsets*).
 
     tansu's ListOffsets LATEST may understate the end but never overstates it, so fetching from there until
     partition EOF yields the true end (the Fetch high watermark). read_uncommitted: the log end, not the LSO.
     """
     partitions = partitions if partitions is not None else _partition_ids(bootstrap, topic, timeout)
-    consumer = Consumer(consumer_config(bootstrap, **{"enable.partition.eof": True,
-                                                       "isolation.level": "read_uncommitted",
-                                                       "max.partition.fetch.bytes": 1024}))
+    consumer = Consumer(
+        consumer_config(
+            bootstrap,
+            **{"enable.partition.eof": True, "isolation.level": "read_uncommitted", "max.partition.fetch.bytes": 1024},
+        )
+    )
     try:
-        start = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)[1]
-                 for p in partitions}
+        start = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)[1] for p in partitions}
         consumer.assign([TopicPartition(topic, p, offset) for p, offset in start.items()])
         ends: dict[int, int] = {}
         deadline = time.monotonic() + timeout
@@ -484,7 +563,9 @@ def committed_group(bootstrap: str, group: str, topic: str, partitions: int) -> 
     """The group's committed offset per partition of ``topic`` (-1001 where none)."""
     consumer = Consumer(consumer_config(bootstrap, **{"group.id": group}))
     try:
-        return {tp.partition: tp.offset for tp in
-                consumer.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=10)}
+        return {
+            tp.partition: tp.offset
+            for tp in consumer.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=10)
+        }
     finally:
         consumer.close()

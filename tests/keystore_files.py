@@ -50,9 +50,16 @@ def identity(name: str) -> Identity:
     key = ec.generate_private_key(ec.SECP256R1())
     subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
     now = datetime.datetime.now(datetime.timezone.utc)
-    cert = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject).public_key(key.public_key())
-            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=2)).sign(key, hashes.SHA256()))
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=2))
+        .sign(key, hashes.SHA256())
+    )
     return Identity(name, key, cert)
 
 
@@ -79,6 +86,9 @@ def pkcs12_truststore(path: Path, password: str, *certs: Identity) -> Path:
 
 
 def pkcs12_keystore(path: Path, password: str, owner: Identity) -> Path:
-    path.write_bytes(pkcs12.serialize_key_and_certificates(owner.name.encode(), owner.key, owner.cert, None,
-                                                           BestAvailableEncryption(password.encode())))
+    path.write_bytes(
+        pkcs12.serialize_key_and_certificates(
+            owner.name.encode(), owner.key, owner.cert, None, BestAvailableEncryption(password.encode())
+        )
+    )
     return path

@@ -73,8 +73,15 @@ class MirrorMaker:
     ``jvm_flags`` default to the test brokers' small, fast-starting JVM; a benchmark passes its own.
     """
 
-    def __init__(self, runtime: KafkaRuntime, properties: Path, work_dir: Path, *, clusters: Sequence[str] = (),
-                 jvm_flags: Sequence[str] = JVM_FLAGS) -> None:
+    def __init__(
+        self,
+        runtime: KafkaRuntime,
+        properties: Path,
+        work_dir: Path,
+        *,
+        clusters: Sequence[str] = (),
+        jvm_flags: Sequence[str] = JVM_FLAGS,
+    ) -> None:
         self.runtime = runtime
         self.properties = properties
         self.work_dir = work_dir
@@ -99,9 +106,17 @@ class MirrorMaker:
     def command(self) -> list[str]:
         log4j = self.work_dir / "mirror-maker-log4j2.properties"
         clusters = ["--clusters", *self.clusters] if self.clusters else []
-        return [str(self.runtime.java), *self.jvm_flags, f"-Dlog4j2.configurationFile={log4j}",
-                f"-Dmm2py.test.log={self.log_path}", "-cp", os.pathsep.join(map(str, self.runtime.classpath)),
-                MIRROR_MAKER_MAIN, str(self.properties), *clusters]
+        return [
+            str(self.runtime.java),
+            *self.jvm_flags,
+            f"-Dlog4j2.configurationFile={log4j}",
+            f"-Dmm2py.test.log={self.log_path}",
+            "-cp",
+            os.pathsep.join(map(str, self.runtime.classpath)),
+            MIRROR_MAKER_MAIN,
+            str(self.properties),
+            *clusters,
+        ]
 
     def start(self) -> None:
         if self.running:
@@ -110,8 +125,9 @@ class MirrorMaker:
         (self.work_dir / "mirror-maker-log4j2.properties").write_text(_LOG4J)
         with (self.work_dir / "mirror-maker.stdout").open("ab") as out:
             # Own session: Ctrl-C reaches pytest only, and stop() ends MM2.
-            self._process = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL, stdout=out,
-                                             stderr=subprocess.STDOUT, start_new_session=True)
+            self._process = subprocess.Popen(
+                self.command(), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
 
     def stop(self, timeout: float = STOP_TIMEOUT) -> int | None:
         """SIGTERM, wait up to ``timeout`` s, else SIGKILL. The exit code, or None if it had to be killed."""
@@ -148,8 +164,9 @@ class MirrorMaker:
                 parts.append(f"<no {path.name}: {exc}>")
         return "\n".join(parts)
 
-    def await_progress(self, target_bootstrap: str, source_alias: str, ends: Mapping[tuple[str, int], int],
-                       timeout: float = 180.0) -> dict[tuple[str, int], int]:
+    def await_progress(
+        self, target_bootstrap: str, source_alias: str, ends: Mapping[tuple[str, int], int], timeout: float = 180.0
+    ) -> dict[tuple[str, int], int]:
         """Wait until MM2's committed Connect offsets say every (topic, partition) was copied up to its end.
 
         ``ends`` are source end offsets; MM2 stores the offset of the last replicated record, so the wait is
@@ -165,8 +182,10 @@ class MirrorMaker:
                 return seen
             if time.monotonic() > deadline:
                 got = {tp: seen.get(tp) for tp in wanted}
-                raise TimeoutError(f"MirrorMaker's offsets after {timeout} s: {got}, wanted {wanted}; "
-                                   f"log {self.log_path}:\n{self.log_tail()}")
+                raise TimeoutError(
+                    f"MirrorMaker's offsets after {timeout} s: {got}, wanted {wanted}; "
+                    f"log {self.log_path}:\n{self.log_tail()}"
+                )
             time.sleep(0.5)  # poll interval: MM2 commits offsets every offset.flush.interval.ms
 
 
@@ -174,8 +193,9 @@ def offsets_topic(source_alias: str) -> str:
     return f"mm2-offsets.{source_alias}.internal"
 
 
-def connect_offsets(bootstrap: str, source_alias: str, connector: str = SOURCE_CONNECTOR,
-                    timeout: float = 30.0) -> dict[tuple[str, int], int]:
+def connect_offsets(
+    bootstrap: str, source_alias: str, connector: str = SOURCE_CONNECTOR, timeout: float = 30.0
+) -> dict[tuple[str, int], int]:
     """Last replicated offset per (source topic, partition) in ``mm2-offsets.<source>.internal``.
 
     Kafka Connect's format: key ``[connector, {"cluster": A, "partition": P, "topic": T}]`` and value
@@ -230,6 +250,7 @@ def properties_text(settings: Mapping[str, str] | Iterable[tuple[str, str]]) -> 
 
 # --- RemoteClusterUtils.translateOffsets through the Java helper ----------------------------------------------
 
+
 def java_helper_classes(runtime: KafkaRuntime) -> Path:
     """The directory holding the compiled helper; compiled at most once per source and classpath."""
     digest = hashlib.sha256(JAVA_HELPER_SOURCE.read_bytes())
@@ -246,8 +267,20 @@ def java_helper_classes(runtime: KafkaRuntime) -> Path:
     staging = classes.with_name(f"{classes.name}.{uuid.uuid4().hex[:8]}.tmp")
     staging.mkdir(parents=True)
     try:
-        done = subprocess.run([str(javac), "-d", str(staging), "-cp", os.pathsep.join(map(str, runtime.classpath)),
-                               str(JAVA_HELPER_SOURCE)], capture_output=True, text=True, timeout=180, check=False)
+        done = subprocess.run(
+            [
+                str(javac),
+                "-d",
+                str(staging),
+                "-cp",
+                os.pathsep.join(map(str, runtime.classpath)),
+                str(JAVA_HELPER_SOURCE),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=180,
+            check=False,
+        )
         if done.returncode != 0:
             raise RuntimeError(f"javac {JAVA_HELPER_SOURCE.name} failed:\n{done.stdout}{done.stderr}")
         try:
@@ -260,8 +293,13 @@ def java_helper_classes(runtime: KafkaRuntime) -> Path:
     return classes
 
 
-def translate_offsets(runtime: KafkaRuntime, client_properties: Mapping[str, str], remote_cluster_alias: str,
-                      group: str, timeout_ms: int = 30_000) -> dict[tuple[str, int], int]:
+def translate_offsets(
+    runtime: KafkaRuntime,
+    client_properties: Mapping[str, str],
+    remote_cluster_alias: str,
+    group: str,
+    timeout_ms: int = 30_000,
+) -> dict[tuple[str, int], int]:
     """``RemoteClusterUtils.translateOffsets(props, remoteClusterAlias, group, timeout)``: MM2's own reading of
     the checkpoints on the cluster ``client_properties`` point at, as {(local topic, partition): offset}."""
     classes = java_helper_classes(runtime)
@@ -269,9 +307,18 @@ def translate_offsets(runtime: KafkaRuntime, client_properties: Mapping[str, str
     if not log4j.is_file():
         log4j.write_text(_STDERR_LOG4J)
     classpath = os.pathsep.join([str(classes), *map(str, runtime.classpath)])
-    cmd = [str(runtime.java), *JVM_FLAGS, f"-Dlog4j2.configurationFile={log4j}", "-cp", classpath,
-           "TranslateOffsets", remote_cluster_alias, group, str(timeout_ms),
-           *(f"{k}={v}" for k, v in client_properties.items())]
+    cmd = [
+        str(runtime.java),
+        *JVM_FLAGS,
+        f"-Dlog4j2.configurationFile={log4j}",
+        "-cp",
+        classpath,
+        "TranslateOffsets",
+        remote_cluster_alias,
+        group,
+        str(timeout_ms),
+        *(f"{k}={v}" for k, v in client_properties.items()),
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_ms / 1000 + 120, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"TranslateOffsets exited with {done.returncode}:\n{done.stderr[-4000:]}")

@@ -46,8 +46,15 @@ START_TIMEOUT = 90.0  # three JVMs starting at once on two busy cores can take a
 STOP_TIMEOUT = 15.0
 # Small heap (the cleaner's dedupe buffer is shrunk to match), serial GC and C1 only: faster start-up and
 # less CPU for short-lived test brokers; throughput is still far above what the tests need.
-JVM_FLAGS = ("-Xmx384m", "-Xms128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-XX:-UsePerfData",
-             "-XX:+ExitOnOutOfMemoryError", "-Djava.awt.headless=true")
+JVM_FLAGS = (
+    "-Xmx384m",
+    "-Xms128m",
+    "-XX:+UseSerialGC",
+    "-XX:TieredStopAtLevel=1",
+    "-XX:-UsePerfData",
+    "-XX:+ExitOnOutOfMemoryError",
+    "-Djava.awt.headless=true",
+)
 _LOG4J = """\
 status = warn
 appender.file.type = File
@@ -121,13 +128,26 @@ class KafkaRuntime:
         key = hashlib.sha256(release + str(java_home).encode() + "\n".join(map(str, self.classpath)).encode())
         return LIBS_DIR / "cds" / f"kafka-{key.hexdigest()[:16]}.jsa"
 
-    def command(self, main: str, *args: str, log_file: Path, log4j: Path,
-                dump_archive: Path | None = None) -> list[str]:
+    def command(
+        self, main: str, *args: str, log_file: Path, log4j: Path, dump_archive: Path | None = None
+    ) -> list[str]:
         """``java ... main args``; with ``dump_archive`` the JVM writes a CDS archive there on exit."""
-        cds = [f"-XX:ArchiveClassesAtExit={dump_archive}"] if dump_archive else (
-            [f"-XX:SharedArchiveFile={self.cds_archive}"] if self.cds_archive.is_file() else [])
-        return [str(self.java), *JVM_FLAGS, *cds, f"-Dlog4j2.configurationFile={log4j}",
-                f"-Dmm2py.test.log={log_file}", "-cp", os.pathsep.join(map(str, self.classpath)), main, *args]
+        cds = (
+            [f"-XX:ArchiveClassesAtExit={dump_archive}"]
+            if dump_archive
+            else ([f"-XX:SharedArchiveFile={self.cds_archive}"] if self.cds_archive.is_file() else [])
+        )
+        return [
+            str(self.java),
+            *JVM_FLAGS,
+            *cds,
+            f"-Dlog4j2.configurationFile={log4j}",
+            f"-Dmm2py.test.log={log_file}",
+            "-cp",
+            os.pathsep.join(map(str, self.classpath)),
+            main,
+            *args,
+        ]
 
 
 @dataclass
@@ -169,12 +189,14 @@ class KafkaNode:
         if self.running:
             raise RuntimeError(f"kafka node {self.node_id} is already running")
         self._dump = dump_archive
-        cmd = runtime.command("kafka.Kafka", str(self.config_path), log_file=self.log_path, log4j=log4j,
-                              dump_archive=dump_archive)
+        cmd = runtime.command(
+            "kafka.Kafka", str(self.config_path), log_file=self.log_path, log4j=log4j, dump_archive=dump_archive
+        )
         with (self.work_dir / "stdout.log").open("ab") as out:
             # Own session: Ctrl-C reaches pytest only, and the fixtures stop the brokers.
-            self._process = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                             start_new_session=True)
+            self._process = subprocess.Popen(
+                cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
 
     def request_stop(self) -> None:
         if self.running:
@@ -219,8 +241,15 @@ class KafkaCluster:
     ``broker_config`` overrides any generated setting.
     """
 
-    def __init__(self, work_dir: Path, size: int = 1, *, runtime: KafkaRuntime | None = None,
-                 listeners: Iterable[str] = (), broker_config: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        work_dir: Path,
+        size: int = 1,
+        *,
+        runtime: KafkaRuntime | None = None,
+        listeners: Iterable[str] = (),
+        broker_config: Mapping[str, str] | None = None,
+    ) -> None:
         if size < 1:
             raise ValueError(f"a cluster needs at least one node, not {size}")
         self.runtime = runtime or KafkaRuntime.locate()
@@ -253,8 +282,9 @@ class KafkaCluster:
     def node(self, node_id: int) -> KafkaNode:
         return self.nodes[node_id - 1]
 
-    def client_config(self, listener: str = "PLAINTEXT", *, user: str = "admin", mechanism: str = "SCRAM-SHA-512",
-                      **overrides: Any) -> dict[str, Any]:
+    def client_config(
+        self, listener: str = "PLAINTEXT", *, user: str = "admin", mechanism: str = "SCRAM-SHA-512", **overrides: Any
+    ) -> dict[str, Any]:
         """librdkafka settings for ``listener`` as ``user``, with the credentials and CA file it needs."""
         security = self.security.client_settings(listener, user, mechanism)
         return client_config(self.bootstrap_for(listener), **{**security, **overrides})
@@ -283,8 +313,13 @@ class KafkaCluster:
             except BaseException:
                 self.stop()
                 raise
-        _log.info("kafka %s: %d node(s) ready in %.1f s at %s", self.runtime.version, self.size,
-                  time.monotonic() - started, self.bootstrap)
+        _log.info(
+            "kafka %s: %d node(s) ready in %.1f s at %s",
+            self.runtime.version,
+            self.size,
+            time.monotonic() - started,
+            self.bootstrap,
+        )
 
     def _prepare(self) -> None:
         self.work_dir.mkdir(parents=True, exist_ok=True)
@@ -327,8 +362,10 @@ class KafkaCluster:
             for i in node_ids:
                 node = self.node(i)
                 if not node.running:
-                    raise RuntimeError(f"kafka node {i} exited while starting; log {node.log_path}:\n"
-                                       f"{node.stdout_tail()}\n{node.log_tail()}")
+                    raise RuntimeError(
+                        f"kafka node {i} exited while starting; log {node.log_path}:\n"
+                        f"{node.stdout_tail()}\n{node.log_tail()}"
+                    )
             try:
                 listed = {b.id: (str(b.host), b.port) for b in admin.list_topics(timeout=1.0).brokers.values()}
             except KafkaException as exc:
@@ -348,19 +385,24 @@ class KafkaCluster:
         described = metadata.topics[topic].partitions[partition]
         return described.leader, list(described.isrs)
 
-    def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 1,
-                     config: Mapping[str, str] | None = None) -> str:
+    def create_topic(
+        self, name: str, partitions: int = 1, replication_factor: int = 1, config: Mapping[str, str] | None = None
+    ) -> str:
         """Create ``name`` and return it once every partition has a leader."""
         admin = AdminClient(client_config(self.bootstrap))
-        futures = admin.create_topics([NewTopic(name, partitions, replication_factor, config=dict(config or {}))],
-                                      operation_timeout=30, request_timeout=30)
+        futures = admin.create_topics(
+            [NewTopic(name, partitions, replication_factor, config=dict(config or {}))],
+            operation_timeout=30,
+            request_timeout=30,
+        )
         futures[name].result(timeout=30)
         for partition in range(partitions):
             poll_until(functools.partial(self._has_leader, name, partition), 30, f"leader for {name}-{partition}")
         return name
 
-    def create_compacted_topic(self, name: str, partitions: int = 1, replication_factor: int = 1,
-                               config: Mapping[str, str] | None = None) -> str:
+    def create_compacted_topic(
+        self, name: str, partitions: int = 1, replication_factor: int = 1, config: Mapping[str, str] | None = None
+    ) -> str:
         """A topic the cleaner compacts within seconds (real_kafka_compaction, then ``config``)."""
         return self.create_topic(name, partitions, replication_factor, {**COMPACTED_TOPIC_CONFIG, **(config or {})})
 
@@ -383,10 +425,18 @@ class KafkaCluster:
 
     def _format(self, node: KafkaNode) -> None:
         """Kafka's StorageTool writes meta.properties and the bootstrap metadata (and SCRAM users)."""
-        args = ["format", "--cluster-id", self.cluster_id, "--config", str(node.config_path), "--ignore-formatted",
-                *self.security.format_args(self.listeners)]
-        cmd = self.runtime.command("kafka.tools.StorageTool", *args, log_file=node.work_dir / "storage-tool.log",
-                                   log4j=self.log4j)
+        args = [
+            "format",
+            "--cluster-id",
+            self.cluster_id,
+            "--config",
+            str(node.config_path),
+            "--ignore-formatted",
+            *self.security.format_args(self.listeners),
+        ]
+        cmd = self.runtime.command(
+            "kafka.tools.StorageTool", *args, log_file=node.work_dir / "storage-tool.log", log4j=self.log4j
+        )
         done = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, timeout=120, check=False)
         if done.returncode != 0:
             output = (done.stdout + done.stderr).decode(errors="replace")[-3000:]
@@ -405,7 +455,8 @@ class KafkaCluster:
             "listeners": ",".join(f"{name}://{node.address(name)}" for name in node.ports),
             "advertised.listeners": ",".join(f"{name}://{node.address(name)}" for name in self.listeners),
             "listener.security.protocol.map": ",".join(
-                f"{name}:{'PLAINTEXT' if name == 'CONTROLLER' else name}" for name in node.ports),
+                f"{name}:{'PLAINTEXT' if name == 'CONTROLLER' else name}" for name in node.ports
+            ),
             "log.dirs": str(node.data_dir),
             "offsets.topic.replication.factor": replicas,
             "offsets.topic.num.partitions": "5",
@@ -428,4 +479,3 @@ class KafkaCluster:
             **self.broker_config,
         }
         return "".join(f"{key}={value}\n" for key, value in settings.items())
-

@@ -45,8 +45,9 @@ def _shape(records: Iterable[Record], drop_tombstones: bool) -> dict[int, list[t
     return shaped
 
 
-def await_compaction(cluster: KafkaCluster, topic: str, produced: list[Record], partitions: int,
-                     timeout: float = 60.0) -> list[Record]:
+def await_compaction(
+    cluster: KafkaCluster, topic: str, produced: list[Record], partitions: int, timeout: float = 60.0
+) -> list[Record]:
     """Drive the log cleaner until a full read of ``topic`` holds exactly the newest record per key.
 
     Kafka never cleans a partition's active segment, and rolls it (``segment.ms``) only on an append. So
@@ -58,8 +59,9 @@ def await_compaction(cluster: KafkaCluster, topic: str, produced: list[Record], 
     seal = f"seal-{uuid.uuid4().hex[:8]}"
     deadline = time.monotonic() + timeout
     for round_ in itertools.count():
-        seals = [Record(f"{seal}-{round_}".encode(), b"seal", [], int(time.time() * 1000), p)
-                 for p in range(partitions)]
+        seals = [
+            Record(f"{seal}-{round_}".encode(), b"seal", [], int(time.time() * 1000), p) for p in range(partitions)
+        ]
         produce(cluster.bootstrap, topic, seals)
         produced.extend(seals)
         expected = [r for records in newest_per_key(produced).values() for r in records]
@@ -68,8 +70,9 @@ def await_compaction(cluster: KafkaCluster, topic: str, produced: list[Record], 
         if len(keys) == len(set(keys)) and _shape(read, True) == _shape(expected, True):
             return read
         if time.monotonic() > deadline:
-            raise TimeoutError(f"{topic} not compacted after {timeout} s: {len(read)} records read, "
-                               f"{len(expected)} expected")
+            raise TimeoutError(
+                f"{topic} not compacted after {timeout} s: {len(read)} records read, {len(expected)} expected"
+            )
         time.sleep(0.2)  # poll interval; each round's seal record also rolls the segment of the last one
     raise AssertionError("unreachable")
 
@@ -78,14 +81,16 @@ def alter_topic_config(cluster: KafkaCluster, topic: str, config: dict[str, str]
     """SET ``config`` on an existing topic (IncrementalAlterConfigs), e.g. to make the cleaner compact it soon."""
     admin = AdminClient(client_config(cluster.bootstrap))
     entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in config.items()]
-    futures = admin.incremental_alter_configs([ConfigResource(ConfigResource.Type.TOPIC, topic,
-                                                              incremental_configs=entries)])
+    futures = admin.incremental_alter_configs(
+        [ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=entries)]
+    )
     for future in futures.values():
         future.result(timeout=30)
 
 
-def compact_in_place(cluster: KafkaCluster, topic: str, seal: Callable[[str, int], tuple[bytes, bytes]],
-                     timeout: float = 60.0) -> tuple[list[Record], list[Record]]:
+def compact_in_place(
+    cluster: KafkaCluster, topic: str, seal: Callable[[str, int], tuple[bytes, bytes]], timeout: float = 60.0
+) -> tuple[list[Record], list[Record]]:
     """Make the log cleaner compact a topic another program wrote (mm2py's internal topics), then prove it did.
 
     The topic gets COMPACTED_TOPIC_CONFIG; then each round appends one *seal* record per partition with a key
@@ -94,8 +99,9 @@ def compact_in_place(cluster: KafkaCluster, topic: str, seal: Callable[[str, int
     topic held before (nothing may write to it meanwhile) and the final read.
     """
     before = read_all(cluster.bootstrap, topic, isolation_level="read_uncommitted")
-    partitions = len(AdminClient(client_config(cluster.bootstrap)).list_topics(topic, timeout=10)
-                     .topics[topic].partitions)
+    partitions = len(
+        AdminClient(client_config(cluster.bootstrap)).list_topics(topic, timeout=10).topics[topic].partitions
+    )
     alter_topic_config(cluster, topic, COMPACTED_TOPIC_CONFIG)
     token = uuid.uuid4().hex[:8]
     deadline = time.monotonic() + timeout
@@ -110,7 +116,9 @@ def compact_in_place(cluster: KafkaCluster, topic: str, seal: Callable[[str, int
         if len(keys) == len(set(keys)):
             return before, read
         if time.monotonic() > deadline:
-            raise TimeoutError(f"{topic} not compacted after {timeout} s: {len(read)} records, "
-                               f"{len(keys) - len(set(keys))} older versions of keys left")
+            raise TimeoutError(
+                f"{topic} not compacted after {timeout} s: {len(read)} records, "
+                f"{len(keys) - len(set(keys))} older versions of keys left"
+            )
         time.sleep(0.2)  # poll interval; each round's seal also rolls the segment of the previous one
     raise AssertionError("unreachable")

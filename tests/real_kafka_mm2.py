@@ -35,8 +35,9 @@ def unique_alias(prefix: str) -> str:
     return f"{prefix}{uuid.uuid4().hex[:6]}"
 
 
-def write_real_config(path: Path, bootstraps: Mapping[str, str], body: str,
-                      cluster_settings: str = REAL_SMALL_CLUSTER) -> Path:
+def write_real_config(
+    path: Path, bootstraps: Mapping[str, str], body: str, cluster_settings: str = REAL_SMALL_CLUSTER
+) -> Path:
     """An MM2 properties file: ``clusters``, one ``<alias>.bootstrap.servers`` per cluster, settings, ``body``."""
     lines = [f"clusters = {', '.join(bootstraps)}"]
     lines += [f"{alias}.bootstrap.servers = {bootstrap}" for alias, bootstrap in bootstraps.items()]

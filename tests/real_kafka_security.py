@@ -75,14 +75,20 @@ class Security:
         self._make_stores()
         self._make_client_store()
         prefix = "listener.name.ssl."
-        return {f"{prefix}ssl.client.auth": "required", f"{prefix}ssl.truststore.type": "JKS",
-                f"{prefix}ssl.truststore.location": str(self.broker_truststore),
-                f"{prefix}ssl.truststore.password": self._store_password}
+        return {
+            f"{prefix}ssl.client.auth": "required",
+            f"{prefix}ssl.truststore.type": "JKS",
+            f"{prefix}ssl.truststore.location": str(self.broker_truststore),
+            f"{prefix}ssl.truststore.password": self._store_password,
+        }
 
     def java_keystore_settings(self) -> dict[str, str]:
         """Java client settings that present the client keystore, as an MM2 user writes them."""
-        return {"ssl.keystore.location": str(self.client_keystore), "ssl.keystore.password": self._store_password,
-                "ssl.key.password": self._key_password}
+        return {
+            "ssl.keystore.location": str(self.client_keystore),
+            "ssl.keystore.password": self._store_password,
+            "ssl.key.password": self._key_password,
+        }
 
     def broker_settings(self, listeners: Iterable[str]) -> dict[str, str]:
         """server.properties entries for the SASL and TLS listeners among ``listeners``."""
@@ -98,9 +104,15 @@ class Security:
                 settings[f"{prefix}.scram-sha-512.sasl.jaas.config"] = f"{_SCRAM_MODULE} required;"
         if any(_tls(name) for name in listeners):
             self._make_stores()
-            settings.update({"ssl.keystore.type": "JKS", "ssl.keystore.location": str(self.keystore),
-                             "ssl.keystore.password": self._store_password,
-                             "ssl.key.password": self._store_password, "ssl.client.auth": "none"})
+            settings.update(
+                {
+                    "ssl.keystore.type": "JKS",
+                    "ssl.keystore.location": str(self.keystore),
+                    "ssl.keystore.password": self._store_password,
+                    "ssl.key.password": self._store_password,
+                    "ssl.client.auth": "none",
+                }
+            )
         return settings
 
     def format_args(self, listeners: Iterable[str]) -> list[str]:
@@ -112,32 +124,40 @@ class Security:
             args += ["--add-scram", f"SCRAM-SHA-512=[name={user},password={password}]"]
         return args
 
-    def client_settings(self, listener: str, user: str = "admin",
-                        mechanism: str = "SCRAM-SHA-512") -> dict[str, str]:
+    def client_settings(self, listener: str, user: str = "admin", mechanism: str = "SCRAM-SHA-512") -> dict[str, str]:
         """librdkafka settings to connect to ``listener`` as ``user``."""
         if listener == "PLAINTEXT":
             return {}
         settings = {"security.protocol": listener}
         if _sasl(listener):
-            settings.update({"sasl.mechanism": mechanism, "sasl.username": user,
-                             "sasl.password": self.passwords[user]})
+            settings.update({"sasl.mechanism": mechanism, "sasl.username": user, "sasl.password": self.passwords[user]})
         if _tls(listener):
             settings["ssl.ca.location"] = str(self.ca_pem)
         return settings
 
-    def java_client_settings(self, listener: str, user: str = "admin",
-                             mechanism: str = "SCRAM-SHA-512") -> dict[str, str]:
+    def java_client_settings(
+        self, listener: str, user: str = "admin", mechanism: str = "SCRAM-SHA-512"
+    ) -> dict[str, str]:
         """The same connection for a Java client (e.g. MirrorMaker 2 in dedicated mode)."""
         if listener == "PLAINTEXT":
             return {}
         settings = {"security.protocol": listener}
         if _sasl(listener):
             module = _PLAIN_MODULE if mechanism == "PLAIN" else _SCRAM_MODULE
-            settings.update({"sasl.mechanism": mechanism, "sasl.jaas.config":
-                             f'{module} required username="{user}" password="{self.passwords[user]}";'})
+            settings.update(
+                {
+                    "sasl.mechanism": mechanism,
+                    "sasl.jaas.config": f'{module} required username="{user}" password="{self.passwords[user]}";',
+                }
+            )
         if _tls(listener):
-            settings.update({"ssl.truststore.type": "JKS", "ssl.truststore.location": str(self.truststore),
-                             "ssl.truststore.password": self._store_password})
+            settings.update(
+                {
+                    "ssl.truststore.type": "JKS",
+                    "ssl.truststore.location": str(self.truststore),
+                    "ssl.truststore.password": self._store_password,
+                }
+            )
         return settings
 
     def _make_stores(self) -> None:
@@ -147,31 +167,118 @@ class Security:
         self.directory.mkdir(parents=True, exist_ok=True)
         password = self._store_password
         # An EC key: keytool makes it in a fraction of the time an RSA key takes.
-        self._keytool("-genkeypair", "-alias", "broker", "-keyalg", "EC", "-groupname", "secp256r1", "-validity", "7",
-                      "-dname", "CN=localhost", "-ext", "SAN=ip:127.0.0.1,dns:localhost", "-storetype", "JKS",
-                      "-keystore", str(self.keystore), "-storepass", password, "-keypass", password)
-        self._keytool("-exportcert", "-rfc", "-alias", "broker", "-keystore", str(self.keystore),
-                      "-storepass", password, "-file", str(self.ca_pem))
-        self._keytool("-importcert", "-noprompt", "-alias", "broker", "-file", str(self.ca_pem),
-                      "-storetype", "JKS", "-keystore", str(self.truststore), "-storepass", password)
+        self._keytool(
+            "-genkeypair",
+            "-alias",
+            "broker",
+            "-keyalg",
+            "EC",
+            "-groupname",
+            "secp256r1",
+            "-validity",
+            "7",
+            "-dname",
+            "CN=localhost",
+            "-ext",
+            "SAN=ip:127.0.0.1,dns:localhost",
+            "-storetype",
+            "JKS",
+            "-keystore",
+            str(self.keystore),
+            "-storepass",
+            password,
+            "-keypass",
+            password,
+        )
+        self._keytool(
+            "-exportcert",
+            "-rfc",
+            "-alias",
+            "broker",
+            "-keystore",
+            str(self.keystore),
+            "-storepass",
+            password,
+            "-file",
+            str(self.ca_pem),
+        )
+        self._keytool(
+            "-importcert",
+            "-noprompt",
+            "-alias",
+            "broker",
+            "-file",
+            str(self.ca_pem),
+            "-storetype",
+            "JKS",
+            "-keystore",
+            str(self.truststore),
+            "-storepass",
+            password,
+        )
 
     def _make_client_store(self) -> None:
         """The client's keystore (self-signed, CN=mm2py-client) and a broker truststore that trusts it."""
         if self.client_keystore.is_file():
             return
         certificate = self.directory / "client-cert.pem"
-        self._keytool("-genkeypair", "-alias", "client", "-keyalg", "EC", "-groupname", "secp256r1", "-validity", "7",
-                      "-dname", f"CN={CLIENT_CERT_CN}", "-storetype", "JKS", "-keystore", str(self.client_keystore),
-                      "-storepass", self._store_password, "-keypass", self._key_password)
-        self._keytool("-exportcert", "-rfc", "-alias", "client", "-keystore", str(self.client_keystore),
-                      "-storepass", self._store_password, "-file", str(certificate))
-        self._keytool("-importcert", "-noprompt", "-alias", "client", "-file", str(certificate),
-                      "-storetype", "JKS", "-keystore", str(self.broker_truststore), "-storepass", self._store_password)
+        self._keytool(
+            "-genkeypair",
+            "-alias",
+            "client",
+            "-keyalg",
+            "EC",
+            "-groupname",
+            "secp256r1",
+            "-validity",
+            "7",
+            "-dname",
+            f"CN={CLIENT_CERT_CN}",
+            "-storetype",
+            "JKS",
+            "-keystore",
+            str(self.client_keystore),
+            "-storepass",
+            self._store_password,
+            "-keypass",
+            self._key_password,
+        )
+        self._keytool(
+            "-exportcert",
+            "-rfc",
+            "-alias",
+            "client",
+            "-keystore",
+            str(self.client_keystore),
+            "-storepass",
+            self._store_password,
+            "-file",
+            str(certificate),
+        )
+        self._keytool(
+            "-importcert",
+            "-noprompt",
+            "-alias",
+            "client",
+            "-file",
+            str(certificate),
+            "-storetype",
+            "JKS",
+            "-keystore",
+            str(self.broker_truststore),
+            "-storepass",
+            self._store_password,
+        )
 
     def _keytool(self, *args: str) -> None:
         fast_start = ("-J-XX:TieredStopAtLevel=1", "-J-XX:+UseSerialGC")
-        done = subprocess.run([str(self.keytool), *fast_start, *args], stdin=subprocess.DEVNULL, capture_output=True,
-                              timeout=60, check=False)
+        done = subprocess.run(
+            [str(self.keytool), *fast_start, *args],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
         if done.returncode != 0:
             # The command line holds the store password; report only the action and keytool's output.
             output = (done.stdout + done.stderr).decode(errors="replace")[-2000:]

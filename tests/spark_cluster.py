@@ -77,9 +77,15 @@ class SparkDaemon:
             log.flush()
             # Own session, so a Ctrl-C reaches pytest only (the fixture stops us) and the executors the worker
             # launches share our process group, which the final SIGKILL covers.
-            self._process = subprocess.Popen(self.command, stdin=subprocess.DEVNULL, stdout=log,
-                                             stderr=subprocess.STDOUT, env=self.env, cwd=self.log_path.parent,
-                                             start_new_session=True)
+            self._process = subprocess.Popen(
+                self.command,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=self.env,
+                cwd=self.log_path.parent,
+                start_new_session=True,
+            )
 
     def log_text(self) -> str:
         try:
@@ -96,11 +102,15 @@ class SparkDaemon:
                 return match
             if not self.running:
                 code = self._process.returncode if self._process is not None else None
-                raise RuntimeError(f"spark {self.name} exited ({code}) before logging {pattern!r}; "
-                                   f"log {self.log_path}:\n{self.log_text()[-4000:]}")
+                raise RuntimeError(
+                    f"spark {self.name} exited ({code}) before logging {pattern!r}; "
+                    f"log {self.log_path}:\n{self.log_text()[-4000:]}"
+                )
             time.sleep(0.1)  # poll interval of the readiness check
-        raise TimeoutError(f"spark {self.name} did not log {pattern!r} within {timeout} s; "
-                           f"log {self.log_path}:\n{self.log_text()[-4000:]}")
+        raise TimeoutError(
+            f"spark {self.name} did not log {pattern!r} within {timeout} s; "
+            f"log {self.log_path}:\n{self.log_text()[-4000:]}"
+        )
 
     def request_stop(self) -> None:
         if self.running:
@@ -144,22 +154,53 @@ class StandaloneCluster:
         # The master's REST submission server would listen on the fixed port 6066: off, tests never use it.
         properties.write_text("spark.master.rest.enabled false\n")
         spark_class = str(self.spark_home / "bin" / "spark-class")
-        master = SparkDaemon("master", [
-            spark_class, "org.apache.spark.deploy.master.Master", "--host", HOST,
-            "--port", str(free_port()), "--webui-port", str(free_port()),
-            "--properties-file", str(properties)],
-            self.base_dir / "master.log", env)
+        master = SparkDaemon(
+            "master",
+            [
+                spark_class,
+                "org.apache.spark.deploy.master.Master",
+                "--host",
+                HOST,
+                "--port",
+                str(free_port()),
+                "--webui-port",
+                str(free_port()),
+                "--properties-file",
+                str(properties),
+            ],
+            self.base_dir / "master.log",
+            env,
+        )
         self.daemons.append(master)
         master.start()
         # Spark moves to the next port when one is taken, so the addresses come from the log, not from us.
         self.master_url = master.wait_for(r"Starting Spark master at (spark://\S+)").group(1)
         self.master_web_url = "http://" + master.wait_for(r"Start Jetty (\S+) for MasterUI").group(1)
         master.wait_for(r"I have been elected leader!")
-        worker = SparkDaemon("worker", [
-            spark_class, "org.apache.spark.deploy.worker.Worker", self.master_url, "--host", HOST,
-            "--port", str(free_port()), "--webui-port", str(free_port()), "--cores", str(self.cores),
-            "--memory", self.memory, "--work-dir", str(self.work_dir), "--properties-file", str(properties)],
-            self.base_dir / "worker.log", env)
+        worker = SparkDaemon(
+            "worker",
+            [
+                spark_class,
+                "org.apache.spark.deploy.worker.Worker",
+                self.master_url,
+                "--host",
+                HOST,
+                "--port",
+                str(free_port()),
+                "--webui-port",
+                str(free_port()),
+                "--cores",
+                str(self.cores),
+                "--memory",
+                self.memory,
+                "--work-dir",
+                str(self.work_dir),
+                "--properties-file",
+                str(properties),
+            ],
+            self.base_dir / "worker.log",
+            env,
+        )
         self.daemons.append(worker)
         worker.start()
         worker.wait_for(r"Successfully registered with master")
@@ -180,8 +221,10 @@ class StandaloneCluster:
 
     def executor_logs(self) -> dict[str, str]:
         """``app-id/executor-id/stderr`` -> text, for every executor the worker ran."""
-        return {str(p.relative_to(self.work_dir)): p.read_text(errors="replace")
-                for p in sorted(self.work_dir.glob("app-*/*/stderr"))}
+        return {
+            str(p.relative_to(self.work_dir)): p.read_text(errors="replace")
+            for p in sorted(self.work_dir.glob("app-*/*/stderr"))
+        }
 
     def diagnostics(self, chars: int = 3000) -> str:
         """Tails of every daemon and executor log, for assertion messages."""
@@ -262,7 +305,8 @@ class ExecutorPython:
             "#!/bin/sh\n"
             "export PYTHONNOUSERSITE=1\n"
             f'export PYTHONPATH="{site_dir}${{PYTHONPATH:+:$PYTHONPATH}}"\n'
-            f'exec "{sys.executable}" "$@"\n')
+            f'exec "{sys.executable}" "$@"\n'
+        )
         executable.chmod(0o755)
         return cls(executable, report_path)
 

@@ -45,8 +45,22 @@ class Certificates:
 
     def client_pkcs12(self, path: Path, password: str) -> Path:
         """The client key and certificate (with the CA in the chain) as a PKCS#12 keystore."""
-        _openssl("pkcs12", "-export", "-in", self.client, "-inkey", self.client_key, "-certfile", self.ca,
-                 "-name", "client", "-out", path, "-passout", f"pass:{password}")
+        _openssl(
+            "pkcs12",
+            "-export",
+            "-in",
+            self.client,
+            "-inkey",
+            self.client_key,
+            "-certfile",
+            self.ca,
+            "-name",
+            "client",
+            "-out",
+            path,
+            "-passout",
+            f"pass:{password}",
+        )
         return path
 
 
@@ -70,8 +84,24 @@ def _sign(directory: Path, name: str, subject: str, extensions: str, ca: Path, c
     csr, cert, ext = directory / f"{name}.csr", directory / f"{name}.pem", directory / f"{name}.ext"
     ext.write_text(extensions)
     _openssl("req", "-new", "-key", key, "-subj", subject, "-out", csr)
-    _openssl("x509", "-req", "-in", csr, "-CA", ca, "-CAkey", ca_key, "-CAcreateserial", "-days", "2",
-             "-sha256", "-extfile", ext, "-out", cert)
+    _openssl(
+        "x509",
+        "-req",
+        "-in",
+        csr,
+        "-CA",
+        ca,
+        "-CAkey",
+        ca_key,
+        "-CAcreateserial",
+        "-days",
+        "2",
+        "-sha256",
+        "-extfile",
+        ext,
+        "-out",
+        cert,
+    )
     return cert, key
 
 
@@ -80,13 +110,28 @@ def make_certificates(directory: Path, ca_name: str = "mm2py test CA") -> Certif
     directory.mkdir(parents=True, exist_ok=True)
     ca_key = _new_key(directory / "ca.key")
     ca = directory / "ca.pem"
-    _openssl("req", "-x509", "-new", "-key", ca_key, "-subj", f"/CN={ca_name}", "-days", "2", "-sha256",
-             "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign",
-             "-out", ca)
-    server, server_key = _sign(directory, "server", f"/CN={HOST}",
-                               f"subjectAltName=IP:{HOST}\nextendedKeyUsage=serverAuth\n", ca, ca_key)
-    client, client_key = _sign(directory, "client", "/CN=mm2py-client",
-                               "extendedKeyUsage=clientAuth\n", ca, ca_key)
+    _openssl(
+        "req",
+        "-x509",
+        "-new",
+        "-key",
+        ca_key,
+        "-subj",
+        f"/CN={ca_name}",
+        "-days",
+        "2",
+        "-sha256",
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
+        "-addext",
+        "keyUsage=critical,keyCertSign,cRLSign",
+        "-out",
+        ca,
+    )
+    server, server_key = _sign(
+        directory, "server", f"/CN={HOST}", f"subjectAltName=IP:{HOST}\nextendedKeyUsage=serverAuth\n", ca, ca_key
+    )
+    client, client_key = _sign(directory, "client", "/CN=mm2py-client", "extendedKeyUsage=clientAuth\n", ca, ca_key)
     return Certificates(ca, ca_key, server, server_key, client, client_key)
 
 
@@ -100,8 +145,11 @@ class ProxyStats:
     rejected: int = 0  # TLS handshakes that failed: no or untrusted client certificate, client distrusts us
 
     def since(self, earlier: ProxyStats) -> ProxyStats:
-        return ProxyStats(self.tls_sessions - earlier.tls_sessions, self.plaintext - earlier.plaintext,
-                          self.rejected - earlier.rejected)
+        return ProxyStats(
+            self.tls_sessions - earlier.tls_sessions,
+            self.plaintext - earlier.plaintext,
+            self.rejected - earlier.rejected,
+        )
 
 
 @dataclass
@@ -141,8 +189,9 @@ class TlsProxy:
         listener.setblocking(False)
         ready = threading.Event()
         self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._run, args=(listener, context, ready),
-                                        name=f"tls-proxy-{self.port}", daemon=True)
+        self._thread = threading.Thread(
+            target=self._run, args=(listener, context, ready), name=f"tls-proxy-{self.port}", daemon=True
+        )
         self._thread.start()
         if not ready.wait(HANDSHAKE_TIMEOUT):
             raise RuntimeError(f"proxy on {self.address} did not start")
@@ -212,8 +261,11 @@ class TlsProxy:
             protocol = asyncio.StreamReaderProtocol(reader)
             try:
                 transport, _ = await loop.connect_accepted_socket(
-                    lambda: protocol, conn, ssl=context if tls else None,
-                    ssl_handshake_timeout=HANDSHAKE_TIMEOUT if tls else None)
+                    lambda: protocol,
+                    conn,
+                    ssl=context if tls else None,
+                    ssl_handshake_timeout=HANDSHAKE_TIMEOUT if tls else None,
+                )
             except (ssl.SSLError, OSError, asyncio.TimeoutError):
                 conn.close()
                 self._count("rejected")

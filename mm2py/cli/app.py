@@ -42,8 +42,9 @@ log = logging.getLogger("mm2py")
 # Set by --verbose: an internal error (a bug) then shows its traceback, redacted, above the one line.
 _show_traceback = False
 
-ConfigFile = Annotated[Path, typer.Argument(help="MM2 properties file (connect-mirror-maker.properties)",
-                                            show_default=False)]
+ConfigFile = Annotated[
+    Path, typer.Argument(help="MM2 properties file (connect-mirror-maker.properties)", show_default=False)
+]
 FlowsOption = Annotated[str | None, typer.Option("--flows", help="Comma-separated flows, e.g. dc1->target,dc2->target")]
 
 
@@ -59,8 +60,12 @@ def _split_flows(flows: str | None) -> list[str] | None:
 
 @app.callback()
 def _root(
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log at INFO level to stderr, and show the "
-                                                                  "traceback of an internal error")] = False,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose", "-v", help="Log at INFO level to stderr, and show the traceback of an internal error"
+        ),
+    ] = False,
     version: Annotated[bool, typer.Option("--version", help="Print the version and exit")] = False,
 ) -> None:
     if version:
@@ -107,17 +112,30 @@ def run_command(
     file: ConfigFile,
     once: Annotated[bool, typer.Option("--once", help="Copy what the sources hold now, then exit (for cron)")] = False,
     flows: FlowsOption = None,
-    clusters: Annotated[list[str] | None, typer.Option(
-        "--clusters", metavar="ALIAS[,ALIAS]",
-        help="Run only the flows whose target is one of these aliases (repeat the option or separate with commas), "
-             "as connect-mirror-maker.sh --clusters does")] = None,
-    master: Annotated[str | None, typer.Option("--master", help="Spark master (default mm2py.spark.master, "
-                                                                  "else local[*])")] = None,
+    clusters: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--clusters",
+            metavar="ALIAS[,ALIAS]",
+            help="Run only the flows whose target is one of these aliases (repeat the option or separate with commas), "
+            "as connect-mirror-maker.sh --clusters does",
+        ),
+    ] = None,
+    master: Annotated[
+        str | None, typer.Option("--master", help="Spark master (default mm2py.spark.master, else local[*])")
+    ] = None,
     deploy_mode: Annotated[str | None, typer.Option("--deploy-mode", help="client or cluster")] = None,
     conf: Annotated[list[str] | None, typer.Option("--conf", help="Spark setting key=value (repeatable)")] = None,
-    metrics_port: Annotated[int | None, typer.Option(
-        "--metrics-port", min=1, max=65535, help="Serve Prometheus /metrics on this port while running "
-                                                 "(default mm2py.metrics.port; 0 there means none)")] = None,
+    metrics_port: Annotated[
+        int | None,
+        typer.Option(
+            "--metrics-port",
+            min=1,
+            max=65535,
+            help="Serve Prometheus /metrics on this port while running "
+            "(default mm2py.metrics.port; 0 there means none)",
+        ),
+    ] = None,
 ) -> None:
     """Replicate every enabled flow, one Spark job per flow: --once for cron, else until SIGTERM/SIGINT."""
     from mm2py.cli.live import ProgressView
@@ -133,13 +151,21 @@ def run_command(
         spark_conf[key.strip()] = value.strip()
     metrics = RunMetrics()
     with _metrics_endpoint(loaded, metrics_port, metrics), ProgressView() as view:
-        stats = run(loaded, once=once, master=master, deploy_mode=deploy_mode, spark_conf=spark_conf,
-                    on_progress=view, metrics=metrics)
+        stats = run(
+            loaded,
+            once=once,
+            master=master,
+            deploy_mode=deploy_mode,
+            spark_conf=spark_conf,
+            on_progress=view,
+            metrics=metrics,
+        )
         view.summary(stats)
 
 
-def _metrics_endpoint(loaded: LoadedConfig, option: int | None,
-                      metrics: RunMetrics) -> contextlib.AbstractContextManager[object]:
+def _metrics_endpoint(
+    loaded: LoadedConfig, option: int | None, metrics: RunMetrics
+) -> contextlib.AbstractContextManager[object]:
     """The /metrics server for the run's lifetime (``--metrics-port`` wins over ``mm2py.metrics.port``);
     a port that cannot be listened on is a usage error, named where it came from."""
     first = loaded.flows[0]
@@ -148,13 +174,20 @@ def _metrics_endpoint(loaded: LoadedConfig, option: int | None,
         return contextlib.nullcontext()
     where = f"--metrics-port {port}" if option is not None else f"mm2py.metrics.port = {port}"
     if port > 65535:
-        raise ConfigError("is not a TCP port", source=loaded.mm.source, line=loaded.mm.line_of("mm2py.metrics.port"),
-                          key="mm2py.metrics.port", value=str(port), allowed="1 to 65535, or 0 for no endpoint")
+        raise ConfigError(
+            "is not a TCP port",
+            source=loaded.mm.source,
+            line=loaded.mm.line_of("mm2py.metrics.port"),
+            key="mm2py.metrics.port",
+            value=str(port),
+            allowed="1 to 65535, or 0 for no endpoint",
+        )
     try:
         endpoint = metrics.serve(first.metrics_host, port)
     except OSError as exc:
-        raise UsageError(f"{where}: cannot serve /metrics on {first.metrics_host}:{port}: "
-                         f"{exc.strerror or exc}") from None
+        raise UsageError(
+            f"{where}: cannot serve /metrics on {first.metrics_host}:{port}: {exc.strerror or exc}"
+        ) from None
     log.info("serving Prometheus metrics on http://%s:%d/metrics", first.metrics_host, endpoint.port)
     return endpoint
 
@@ -165,21 +198,37 @@ def lag_command(
     flows: FlowsOption = None,
     topics: Annotated[str | None, typer.Option("--topics", help="Only source topics matching this regex")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print rows as JSON (a list of rows)")] = False,
-    prometheus: Annotated[bool, typer.Option(
-        "--prometheus", help="Print the Prometheus text format (node_exporter textfile collector)")] = False,
-    groups: Annotated[bool, typer.Option(
-        "--groups", help="Lag of the consumer groups on the target on remote topics, as "
-                         "kafka-consumer-groups --describe shows it")] = False,
-    watch: Annotated[bool, typer.Option(
-        "--watch", help="Refresh every --interval seconds until Ctrl-C, showing per row whether lag "
-                        "grew (↑), shrank (↓) or not (=); thresholds are highlighted, exit code 0")] = False,
-    interval: Annotated[float | None, typer.Option(
-        "--interval", min=0.1, help="Seconds between --watch refreshes (default 5)")] = None,
-    max_lag: Annotated[int | None, typer.Option(
-        "--max-lag", help="Exit 1 if any partition (with --groups: any group partition) lags more "
-                          "records")] = None,
-    max_lag_seconds: Annotated[float | None, typer.Option(
-        "--max-lag-seconds", help="Exit 1 if any partition lags more seconds")] = None,
+    prometheus: Annotated[
+        bool, typer.Option("--prometheus", help="Print the Prometheus text format (node_exporter textfile collector)")
+    ] = False,
+    groups: Annotated[
+        bool,
+        typer.Option(
+            "--groups",
+            help="Lag of the consumer groups on the target on remote topics, as "
+            "kafka-consumer-groups --describe shows it",
+        ),
+    ] = False,
+    watch: Annotated[
+        bool,
+        typer.Option(
+            "--watch",
+            help="Refresh every --interval seconds until Ctrl-C, showing per row whether lag "
+            "grew (↑), shrank (↓) or not (=); thresholds are highlighted, exit code 0",
+        ),
+    ] = False,
+    interval: Annotated[
+        float | None, typer.Option("--interval", min=0.1, help="Seconds between --watch refreshes (default 5)")
+    ] = None,
+    max_lag: Annotated[
+        int | None,
+        typer.Option(
+            "--max-lag", help="Exit 1 if any partition (with --groups: any group partition) lags more records"
+        ),
+    ] = None,
+    max_lag_seconds: Annotated[
+        float | None, typer.Option("--max-lag-seconds", help="Exit 1 if any partition lags more seconds")
+    ] = None,
 ) -> None:
     """Replication lag per flow, topic and partition, in records and seconds, with each flow's heartbeat and
     checkpoint age (exit 1 over a threshold)."""
@@ -190,11 +239,11 @@ def lag_command(
     if interval is not None and not watch:
         raise UsageError("--interval needs --watch")
     if groups and max_lag_seconds is not None:
-        raise UsageError("--max-lag-seconds does not apply to --groups (group lag is in records: "
-                         "use --max-lag)")
+        raise UsageError("--max-lag-seconds does not apply to --groups (group lag is in records: use --max-lag)")
     loaded = _load(file, flows)
-    check = LagCheck(list(loaded.flows), _regex("--topics", topics), groups=groups, max_lag=max_lag,
-                     max_lag_seconds=max_lag_seconds)
+    check = LagCheck(
+        list(loaded.flows), _regex("--topics", topics), groups=groups, max_lag=max_lag, max_lag_seconds=max_lag_seconds
+    )
     if watch:
         lag_view.watch(check, 5.0 if interval is None else interval)
         return
@@ -210,9 +259,15 @@ def verify_command(
     flows: FlowsOption = None,
     topics: Annotated[str | None, typer.Option("--topics", help="Only source topics matching this regex")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print rows as JSON")] = False,
-    window_records: Annotated[int, typer.Option(
-        "--window-records", min=1, help="Records per side held at once: bounds memory, and how far from its "
-                                        "original a duplicate is still recognised")] = 50_000,
+    window_records: Annotated[
+        int,
+        typer.Option(
+            "--window-records",
+            min=1,
+            help="Records per side held at once: bounds memory, and how far from its "
+            "original a duplicate is still recognised",
+        ),
+    ] = 50_000,
 ) -> None:
     """Compare source and target record by record over the replicated range (exit 1 on any mismatch)."""
     from mm2py.cli import verify_view
@@ -238,10 +293,12 @@ def translate_offsets_command(
     target: Annotated[str, typer.Option("--target", help="Target cluster alias")],
     topics: Annotated[str | None, typer.Option("--topics", help="Only source topics matching this regex")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print rows as JSON")] = False,
-    as_csv: Annotated[bool, typer.Option("--csv", help="CSV for kafka-consumer-groups --reset-offsets "
-                                                       "--from-file")] = False,
-    execute: Annotated[bool, typer.Option("--execute", help="Commit to the target group (only if it has no "
-                                                            "active members)")] = False,
+    as_csv: Annotated[
+        bool, typer.Option("--csv", help="CSV for kafka-consumer-groups --reset-offsets --from-file")
+    ] = False,
+    execute: Annotated[
+        bool, typer.Option("--execute", help="Commit to the target group (only if it has no active members)")
+    ] = False,
 ) -> None:
     """Translate a group's committed source offsets to the target: exact where possible (dry run by default)."""
     from mm2py.checkpoints import FlowTranslator, execute_translation
@@ -264,8 +321,7 @@ def translate_offsets_command(
     else:
         render.print_translation(group, flow.name, rows)
     if not rows:
-        render.err.print(f"group {group} has no committed offsets on topics that {flow.name} replicates",
-                         markup=False)
+        render.err.print(f"group {group} has no committed offsets on topics that {flow.name} replicates", markup=False)
     if execute:
         committed = execute_translation(pool.admin(flow.target, flow), group, rows)
         render.err.print(f"committed {committed} offset(s) for group {group} on {flow.target}", markup=False)

@@ -40,12 +40,17 @@ def flow_caption(ages: FlowAges | None) -> str:
     """The line under a flow's table: how long ago the flow last showed signs of life."""
     if ages is None:
         return ""
-    return (f"{_age_text('heartbeat', ages.heartbeat_age_seconds)}, "
-            f"{_age_text('checkpoint', ages.checkpoint_age_seconds)}")
+    return (
+        f"{_age_text('heartbeat', ages.heartbeat_age_seconds)}, {_age_text('checkpoint', ages.checkpoint_age_seconds)}"
+    )
 
 
-def partition_tables(rows: Sequence[PartitionLag], ages: Mapping[str, FlowAges], trends: Trends | None = None,
-                     over: Iterable[PartitionLag | GroupLag] = ()) -> list[Table]:
+def partition_tables(
+    rows: Sequence[PartitionLag],
+    ages: Mapping[str, FlowAges],
+    trends: Trends | None = None,
+    over: Iterable[PartitionLag | GroupLag] = (),
+) -> list[Table]:
     """One table per flow with a total row; a trend column only when ``trends`` is given (--watch)."""
     flows: dict[str, list[PartitionLag]] = {name: [] for name in ages}
     for row in rows:
@@ -53,30 +58,43 @@ def partition_tables(rows: Sequence[PartitionLag], ages: Mapping[str, FlowAges],
     hot = {lag_key(r) for r in over}
     tables = []
     for flow, items in flows.items():
-        table = Table(title=flow, title_justify="left", caption=flow_caption(ages.get(flow)),
-                      caption_justify="left")
+        table = Table(title=flow, title_justify="left", caption=flow_caption(ages.get(flow)), caption_justify="left")
         columns = ["topic", "remote topic", "partition", "end", "replicated", "lag", "lag s"]
         for column in columns + (["trend"] if trends is not None else []):
             table.add_column(column, justify="left" if "topic" in column else "right")
         for r in items:
-            cells = [r.topic, r.remote_topic, str(r.partition), str(r.source_end_offset),
-                     str(r.replicated_offset), str(r.lag_records), f"{r.lag_seconds:.1f}"]
+            cells = [
+                r.topic,
+                r.remote_topic,
+                str(r.partition),
+                str(r.source_end_offset),
+                str(r.replicated_offset),
+                str(r.lag_records),
+                f"{r.lag_seconds:.1f}",
+            ]
             if trends is not None:
                 cells.append(trends.get(lag_key(r), ""))
             table.add_row(*cells, style="red" if lag_key(r) in hot else None)
         if not items:
             table.add_row("(no topic selected)", *[""] * (len(table.columns) - 1))
         else:
-            totals = ["total", "", "", str(sum(r.source_end_offset for r in items)),
-                      str(sum(r.replicated_offset for r in items)), str(sum(r.lag_records for r in items)),
-                      f"{max((r.lag_seconds for r in items), default=0.0):.1f}"]
+            totals = [
+                "total",
+                "",
+                "",
+                str(sum(r.source_end_offset for r in items)),
+                str(sum(r.replicated_offset for r in items)),
+                str(sum(r.lag_records for r in items)),
+                f"{max((r.lag_seconds for r in items), default=0.0):.1f}",
+            ]
             table.add_row(*totals, *([""] if trends is not None else []), style="bold")
         tables.append(table)
     return tables
 
 
-def group_tables(rows: Sequence[GroupLag], trends: Trends | None = None,
-                 over: Iterable[PartitionLag | GroupLag] = ()) -> list[Table]:
+def group_tables(
+    rows: Sequence[GroupLag], trends: Trends | None = None, over: Iterable[PartitionLag | GroupLag] = ()
+) -> list[Table]:
     """kafka-consumer-groups --describe columns, one table per target cluster."""
     targets: dict[str, list[GroupLag]] = {}
     for row in rows:
@@ -89,8 +107,7 @@ def group_tables(rows: Sequence[GroupLag], trends: Trends | None = None,
         for column in columns + (["trend"] if trends is not None else []):
             table.add_column(column, justify="left" if column in ("group", "topic") else "right")
         for r in items:
-            cells = [r.group, r.topic, str(r.partition), str(r.current_offset), str(r.log_end_offset),
-                     str(r.lag)]
+            cells = [r.group, r.topic, str(r.partition), str(r.current_offset), str(r.log_end_offset), str(r.lag)]
             if trends is not None:
                 cells.append(trends.get(lag_key(r), ""))
             table.add_row(*cells, style="red" if lag_key(r) in hot else None)
@@ -106,8 +123,7 @@ def snapshot_tables(snapshot: LagSnapshot, trends: Trends | None = None) -> list
 
 def print_lag(snapshot: LagSnapshot) -> None:
     if snapshot.groups is not None and not snapshot.groups:
-        out.print("no consumer group has committed offsets on the remote topics of the selected flows",
-                  markup=False)
+        out.print("no consumer group has committed offsets on the remote topics of the selected flows", markup=False)
     for table in snapshot_tables(snapshot):
         out.print(table)
 
@@ -118,37 +134,67 @@ def prometheus_text(snapshot: LagSnapshot) -> str:
 
     registry = CollectorRegistry()
     if snapshot.groups is not None:
-        group_lag = Gauge("mm2py_group_lag_records", "Log end offset minus the committed offset of a "
-                          "consumer group on a remote topic of the target", ("group", "topic", "partition"),
-                          registry=registry)
+        group_lag = Gauge(
+            "mm2py_group_lag_records",
+            "Log end offset minus the committed offset of a consumer group on a remote topic of the target",
+            ("group", "topic", "partition"),
+            registry=registry,
+        )
         for g in snapshot.groups:
             group_lag.labels(g.group, g.topic, str(g.partition)).set(g.lag)
     else:
         labels = ("source", "target", "topic", "partition")
         partition_gauges = [
-            (Gauge("mm2py_replication_lag_records", "Source records not yet replicated", labels,
-                   registry=registry), "lag_records"),
-            (Gauge("mm2py_replication_lag_seconds", "Age of the oldest source record not yet replicated",
-                   labels, registry=registry), "lag_seconds"),
-            (Gauge("mm2py_source_end_offset", "End offset of the source partition", labels,
-                   registry=registry), "source_end_offset"),
-            (Gauge("mm2py_replicated_offset", "Next source offset to replicate (last replicated + 1)", labels,
-                   registry=registry), "replicated_offset"),
+            (
+                Gauge("mm2py_replication_lag_records", "Source records not yet replicated", labels, registry=registry),
+                "lag_records",
+            ),
+            (
+                Gauge(
+                    "mm2py_replication_lag_seconds",
+                    "Age of the oldest source record not yet replicated",
+                    labels,
+                    registry=registry,
+                ),
+                "lag_seconds",
+            ),
+            (
+                Gauge("mm2py_source_end_offset", "End offset of the source partition", labels, registry=registry),
+                "source_end_offset",
+            ),
+            (
+                Gauge(
+                    "mm2py_replicated_offset",
+                    "Next source offset to replicate (last replicated + 1)",
+                    labels,
+                    registry=registry,
+                ),
+                "replicated_offset",
+            ),
         ]
         for r in snapshot.partitions:
             for gauge, attribute in partition_gauges:
                 gauge.labels(r.source, r.target, r.topic, str(r.partition)).set(getattr(r, attribute))
-        heartbeat = Gauge("mm2py_heartbeat_age_seconds", "Seconds since the flow's newest heartbeat on the "
-                          "target", ("source", "target"), registry=registry)
-        checkpoint = Gauge("mm2py_checkpoint_age_seconds", "Seconds since the newest record in the flow's "
-                           "checkpoints topic", ("source", "target"), registry=registry)
+        heartbeat = Gauge(
+            "mm2py_heartbeat_age_seconds",
+            "Seconds since the flow's newest heartbeat on the target",
+            ("source", "target"),
+            registry=registry,
+        )
+        checkpoint = Gauge(
+            "mm2py_checkpoint_age_seconds",
+            "Seconds since the newest record in the flow's checkpoints topic",
+            ("source", "target"),
+            registry=registry,
+        )
         for ages in snapshot.ages.values():
             if ages.heartbeat_age_seconds is not None:
                 heartbeat.labels(ages.source, ages.target).set(ages.heartbeat_age_seconds)
             if ages.checkpoint_age_seconds is not None:
                 checkpoint.labels(ages.source, ages.target).set(ages.checkpoint_age_seconds)
-    Gauge("mm2py_lag_check_timestamp_seconds", "When this lag check ran (Unix seconds)",
-          registry=registry).set(snapshot.checked_at)
+    Gauge("mm2py_lag_check_timestamp_seconds", "When this lag check ran (Unix seconds)", registry=registry).set(
+        snapshot.checked_at
+    )
     return generate_latest(registry).decode("utf-8")
 
 
@@ -166,19 +212,24 @@ def report_over(snapshot: LagSnapshot) -> bool:
     """Name every row over a threshold on stderr; True when there is one (exit 1)."""
     for row in snapshot.over:
         if isinstance(row, GroupLag):
-            line = (f"group lag over threshold: group={row.group} topic={row.topic} "
-                    f"partition={row.partition} lag={row.lag}")
+            line = (
+                f"group lag over threshold: group={row.group} topic={row.topic} partition={row.partition} lag={row.lag}"
+            )
         else:
-            line = (f"lag over threshold: flow={row.flow} topic={row.topic} partition={row.partition} "
-                    f"lag_records={row.lag_records} lag_seconds={row.lag_seconds:.1f}")
+            line = (
+                f"lag over threshold: flow={row.flow} topic={row.topic} partition={row.partition} "
+                f"lag_records={row.lag_records} lag_seconds={row.lag_seconds:.1f}"
+            )
         err.print(line, markup=False)
     return bool(snapshot.over)
 
 
 def _footer(snapshot: LagSnapshot, interval_s: float) -> Text:
     checked = time.strftime("%H:%M:%S", time.localtime(snapshot.checked_at))
-    text = Text(f"checked at {checked}, every {interval_s:g} s; ↑ grew, ↓ shrank, = unchanged since the "
-                "previous refresh; Ctrl-C to stop")
+    text = Text(
+        f"checked at {checked}, every {interval_s:g} s; ↑ grew, ↓ shrank, = unchanged since the "
+        "previous refresh; Ctrl-C to stop"
+    )
     if snapshot.over:
         text.append(f"\n{len(snapshot.over)} row(s) over threshold", style="bold red")
     return text

@@ -47,15 +47,22 @@ class ProgressView:
         elif time.monotonic() >= self._next:
             self._next = time.monotonic() + self.interval_s
             for s in stats:
-                out.print(f"flow={s.flow} records={s.records} records_per_s={s.last_rate:.0f} "
-                          f"mb_per_s={s.last_mb_rate:.2f} lag_records={s.lag}", markup=False)
+                out.print(
+                    f"flow={s.flow} records={s.records} records_per_s={s.last_rate:.0f} "
+                    f"mb_per_s={s.last_mb_rate:.2f} lag_records={s.lag}",
+                    markup=False,
+                )
 
     def summary(self, stats: list[FlowStats]) -> None:
         for s in stats:
             if s.held_by is not None:
-                out.print(f"flow={s.flow} copied=0 held_by={s.held_by}: another run holds this flow's lease",
-                          markup=False)
+                out.print(
+                    f"flow={s.flow} copied=0 held_by={s.held_by}: another run holds this flow's lease", markup=False
+                )
                 continue
             elapsed = max(time.monotonic() - s.started, 1e-9)
-            out.print(f"flow={s.flow} copied={s.records} bytes={s.bytes} jobs={s.jobs} lag_records={s.lag} "
-                      f"seconds={elapsed:.1f} path={s.path}", markup=False)
+            out.print(
+                f"flow={s.flow} copied={s.records} bytes={s.bytes} jobs={s.jobs} lag_records={s.lag} "
+                f"seconds={elapsed:.1f} path={s.path}",
+                markup=False,
+            )

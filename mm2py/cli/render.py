@@ -77,8 +77,11 @@ def print_plan(plan: ReplicationPlan) -> None:
             table.add_row("(no topic selected)", "", "", "", "")
         out.print(table)
     for merge in plan.merges:
-        out.print(("warning: " if merge.conflict else "note: ") + merge.describe(),
-                  style="yellow" if merge.conflict else None, markup=False)
+        out.print(
+            ("warning: " if merge.conflict else "note: ") + merge.describe(),
+            style="yellow" if merge.conflict else None,
+            markup=False,
+        )
 
 
 def print_csv(rows: Sequence[GroupOffset]) -> None:
@@ -95,7 +98,12 @@ def print_translation(group: str, flow: str, rows: Sequence[GroupOffset]) -> Non
         table.add_column(column, justify="right" if "offset" in column or column == "partition" else "left")
     for r in rows:
         t = r.translation
-        table.add_row(r.remote_topic, str(r.partition), str(r.upstream_offset),
-                      "-" if t.offset is None else str(t.offset), t.method, t.reason)
+        table.add_row(
+            r.remote_topic,
+            str(r.partition),
+            str(r.upstream_offset),
+            "-" if t.offset is None else str(t.offset),
+            t.method,
+            t.reason,
+        )
     out.print(table)
-

@@ -24,19 +24,41 @@ def print_verification(rows: Sequence[PartitionVerification]) -> None:
         flows.setdefault(row.flow, []).append(row)
     for flow, items in flows.items():
         table = Table(title=flow, title_justify="left")
-        for column in ("topic", "partition", "upstream offsets", "source records", "target records", "status",
-                       "first problem"):
-            table.add_column(column, justify="right" if column in ("partition", "source records",
-                                                                   "target records") else "left")
+        for column in (
+            "topic",
+            "partition",
+            "upstream offsets",
+            "source records",
+            "target records",
+            "status",
+            "first problem",
+        ):
+            table.add_column(
+                column, justify="right" if column in ("partition", "source records", "target records") else "left"
+            )
         for r in items:
             span = "-" if r.first_offset is None else f"{r.first_offset}..{r.last_offset}"
             first = r.problems[0].describe() if r.problems else ""
-            table.add_row(r.topic, str(r.partition), span, str(r.source_records), str(r.target_records),
-                          f"[{_STYLE[r.status]}]{_status(r)}[/]", first)
+            table.add_row(
+                r.topic,
+                str(r.partition),
+                span,
+                str(r.source_records),
+                str(r.target_records),
+                f"[{_STYLE[r.status]}]{_status(r)}[/]",
+                first,
+            )
         bad = sum(r.status == "mismatch" for r in items)
-        table.add_row("total", "", "", str(sum(r.source_records for r in items)),
-                      str(sum(r.target_records for r in items)),
-                      f"[red]{bad} mismatched[/]" if bad else "[green]ok[/]", "", style="bold")
+        table.add_row(
+            "total",
+            "",
+            "",
+            str(sum(r.source_records for r in items)),
+            str(sum(r.target_records for r in items)),
+            f"[red]{bad} mismatched[/]" if bad else "[green]ok[/]",
+            "",
+            style="bold",
+        )
         out.print(table)
         for r in items:
             if r.note:

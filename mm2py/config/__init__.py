@@ -16,8 +16,7 @@ from mm2py.config.problems import Problem
 from mm2py.config.validate import validate
 from mm2py.errors import ConfigError, UsageError
 
-__all__ = ["ClientConfig", "Flow", "FlowConfig", "LoadedConfig", "MirrorMakerConfig", "Problem", "load",
-           "validate"]
+__all__ = ["ClientConfig", "Flow", "FlowConfig", "LoadedConfig", "MirrorMakerConfig", "Problem", "load", "validate"]
 
 
 @dataclass(frozen=True)
@@ -28,8 +27,9 @@ class LoadedConfig:
     clusters: tuple[str, ...] | None = None  # --clusters: this node writes only into these targets
 
 
-def select_flows(mm: MirrorMakerConfig, wanted: Sequence[str] | None,
-                 clusters: Sequence[str] | None = None) -> list[Flow]:
+def select_flows(
+    mm: MirrorMakerConfig, wanted: Sequence[str] | None, clusters: Sequence[str] | None = None
+) -> list[Flow]:
     """The enabled flows, or those of ``wanted`` (``--flows``), which must all be enabled.
 
     ``clusters`` (``--clusters``, as connect-mirror-maker.sh has it) keeps only flows whose *target* is one
@@ -38,8 +38,11 @@ def select_flows(mm: MirrorMakerConfig, wanted: Sequence[str] | None,
     """
     enabled = mm.enabled_flows()
     if not enabled:
-        raise ConfigError("no flow is enabled, so there is nothing to do", source=mm.source,
-                          allowed="enable one with A->B.enabled = true")
+        raise ConfigError(
+            "no flow is enabled, so there is nothing to do",
+            source=mm.source,
+            allowed="enable one with A->B.enabled = true",
+        )
     targets = _target_clusters(mm, clusters, enabled)
     if not wanted:
         return [f for f in enabled if targets is None or f.target in targets]
@@ -50,17 +53,20 @@ def select_flows(mm: MirrorMakerConfig, wanted: Sequence[str] | None,
         except ValueError as exc:
             raise UsageError(f"--flows: {exc}") from None
         if flow not in enabled:
-            raise UsageError(f"--flows: {flow} is not an enabled flow of {mm.source} "
-                             f"(enabled: {', '.join(map(str, enabled))})")
+            raise UsageError(
+                f"--flows: {flow} is not an enabled flow of {mm.source} (enabled: {', '.join(map(str, enabled))})"
+            )
         if targets is not None and flow.target not in targets:
-            raise UsageError(f"--flows: {flow} targets {flow.target}, which is not among --clusters "
-                             f"{', '.join(targets)}")
+            raise UsageError(
+                f"--flows: {flow} targets {flow.target}, which is not among --clusters {', '.join(targets)}"
+            )
         chosen.append(flow)
     return chosen
 
 
-def _target_clusters(mm: MirrorMakerConfig, clusters: Sequence[str] | None,
-                     enabled: list[Flow]) -> tuple[str, ...] | None:
+def _target_clusters(
+    mm: MirrorMakerConfig, clusters: Sequence[str] | None, enabled: list[Flow]
+) -> tuple[str, ...] | None:
     """The aliases of ``--clusters`` (each may be a comma list), checked; None when not given."""
     if clusters is None:
         return None
@@ -72,13 +78,20 @@ def _target_clusters(mm: MirrorMakerConfig, clusters: Sequence[str] | None,
             raise UsageError(f"--clusters {name}: not a cluster of {mm.source} (clusters: {', '.join(mm.clusters)})")
     if not any(f.target in names for f in enabled):
         # MM2 stops with "No source->target replication flows." here; say which flows there are.
-        raise UsageError(f"--clusters {', '.join(names)}: no enabled flow targets "
-                         f"{'it' if len(names) == 1 else 'them'} (enabled: {', '.join(map(str, enabled))})")
+        raise UsageError(
+            f"--clusters {', '.join(names)}: no enabled flow targets "
+            f"{'it' if len(names) == 1 else 'them'} (enabled: {', '.join(map(str, enabled))})"
+        )
     return names
 
 
-def load(path: str | os.PathLike[str], *, flows: Sequence[str] | None = None,
-         clusters: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> LoadedConfig:
+def load(
+    path: str | os.PathLike[str],
+    *,
+    flows: Sequence[str] | None = None,
+    clusters: Sequence[str] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> LoadedConfig:
     """Read, validate and type the file; raises ConfigError (exit 2) on the first error."""
     mm = MirrorMakerConfig.from_file(path, environ)
     problems = validate(mm)
@@ -89,6 +102,9 @@ def load(path: str | os.PathLike[str], *, flows: Sequence[str] | None = None,
             first.reason += f" (and {len(errors) - 1} more errors: run mm2py validate {mm.source})"
         raise first
     chosen = select_flows(mm, flows, clusters)
-    return LoadedConfig(mm, tuple(build_flow_config(mm, f) for f in chosen),
-                        tuple(p for p in problems if p.severity == "warning"),
-                        _target_clusters(mm, clusters, mm.enabled_flows()))
+    return LoadedConfig(
+        mm,
+        tuple(build_flow_config(mm, f) for f in chosen),
+        tuple(p for p in problems if p.severity == "warning"),
+        _target_clusters(mm, clusters, mm.enabled_flows()),
+    )

@@ -166,17 +166,30 @@ def build_flow_config(mm: MirrorMakerConfig, flow: Flow, sink: ProblemSink | Non
     clients: dict[str, Any] = {}
     for attr, side, kind, role in _CLIENTS:
         clients[attr] = _client(mm, flow, role, kind, client_props(connector, side, kind), sink)
-    clients["target_producer"] = _client(mm, flow, "replication-producer", "producer",
-                                         worker_producer_props(worker, connector), sink)
+    clients["target_producer"] = _client(
+        mm, flow, "replication-producer", "producer", worker_producer_props(worker, connector), sink
+    )
     syncs_side: Side = "source" if values["offset_syncs_topic_location"] == "source" else "target"
     clients["offset_syncs_producer"] = _client(
-        mm, flow, f"offset-syncs-{syncs_side}-producer", "producer",
-        client_props(connector, syncs_side, "producer"), sink)
-    spark_conf = tuple((k[len(SPARK_CONF_PREFIX):], s.value) for k, s in top.items()
-                       if k.startswith(SPARK_CONF_PREFIX))
+        mm,
+        flow,
+        f"offset-syncs-{syncs_side}-producer",
+        "producer",
+        client_props(connector, syncs_side, "producer"),
+        sink,
+    )
+    spark_conf = tuple(
+        (k[len(SPARK_CONF_PREFIX) :], s.value) for k, s in top.items() if k.startswith(SPARK_CONF_PREFIX)
+    )
     return FlowConfig(
-        source=flow.source, target=flow.target, source_file=mm.source, spark_conf=spark_conf,
-        connector_config=tuple((k, s.value) for k, s in connector.items()), **values, **clients)
+        source=flow.source,
+        target=flow.target,
+        source_file=mm.source,
+        spark_conf=spark_conf,
+        connector_config=tuple((k, s.value) for k, s in connector.items()),
+        **values,
+        **clients,
+    )
 
 
 def _parse(mm: MirrorMakerConfig, definition: KeyDef, setting: Setting | None, sink: ProblemSink) -> Any:
@@ -186,13 +199,23 @@ def _parse(mm: MirrorMakerConfig, definition: KeyDef, setting: Setting | None, s
     try:
         return parse_value(definition, setting.value)
     except ValueProblem as exc:
-        sink.add(Problem.make("error", mm.source, mm.line_of(setting.raw_key), setting.raw_key or definition.name,
-                              setting.value, exc.reason, exc.allowed))
+        sink.add(
+            Problem.make(
+                "error",
+                mm.source,
+                mm.line_of(setting.raw_key),
+                setting.raw_key or definition.name,
+                setting.value,
+                exc.reason,
+                exc.allowed,
+            )
+        )
         return parse_value(definition, default)
 
 
-def _client(mm: MirrorMakerConfig, flow: Flow, role: str, kind: ClientKind, props: Props,
-            sink: ProblemSink) -> ClientConfig:
+def _client(
+    mm: MirrorMakerConfig, flow: Flow, role: str, kind: ClientKind, props: Props, sink: ProblemSink
+) -> ClientConfig:
     java = {k: s.value for k, s in props.items()}
     user_client_id = java.get("client.id")
     # MM2's client.id shape: [<user client.id>|]<src>-><tgt>|<connector>|<role>
@@ -201,6 +224,15 @@ def _client(mm: MirrorMakerConfig, flow: Flow, role: str, kind: ClientKind, prop
     settings, issues = translate_client_config(java, kind)
     for issue in issues:
         raw_key = props[issue.key].raw_key if issue.key in props else None
-        sink.add(Problem(issue.severity, mm.source, mm.line_of(raw_key), raw_key or issue.key, issue.value,
-                         issue.reason, issue.allowed))
+        sink.add(
+            Problem(
+                issue.severity,
+                mm.source,
+                mm.line_of(raw_key),
+                raw_key or issue.key,
+                issue.value,
+                issue.reason,
+                issue.allowed,
+            )
+        )
     return ClientConfig(role, kind, tuple(java.items()), tuple(settings.items()))

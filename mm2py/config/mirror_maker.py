@@ -32,8 +32,7 @@ Props = dict[str, Setting]
 # ConfigDef names copied from the top level into every connector config (*Flattening*, step 1). The connector
 # ConfigDefs define security.protocol, ssl.* and sasl.* but not bootstrap.servers, which reaches clients
 # only through the cluster props.
-_CONNECTOR_CONFIG_NAMES = ((frozenset(CONNECTOR_KEYS) - FLOW_LEVEL_ONLY_KEYS)
-                           | (CONNECTION_KEYS - {"bootstrap.servers"}))
+_CONNECTOR_CONFIG_NAMES = (frozenset(CONNECTOR_KEYS) - FLOW_LEVEL_ONLY_KEYS) | (CONNECTION_KEYS - {"bootstrap.servers"})
 
 
 @dataclass(frozen=True, order=True)
@@ -86,7 +85,7 @@ class MirrorMakerConfig:
 
     def _with_prefix(self, prefix: str) -> Props:
         """Keys starting with ``prefix``, prefix stripped (Kafka's originalsWithPrefix)."""
-        return {k[len(prefix):]: s for k, s in self._props.items() if k.startswith(prefix)}
+        return {k[len(prefix) :]: s for k, s in self._props.items() if k.startswith(prefix)}
 
     # -- flows --------------------------------------------------------------------------------------
 
@@ -117,8 +116,11 @@ class MirrorMakerConfig:
         Only the flow-level ``enabled`` counts here, read with Java's Boolean.parseBoolean (untrimmed, any
         case): a top-level ``enabled = true`` creates no herder once heartbeats are off.
         """
-        return [f for f in self._all_pairs()
-                if (self._flow_flag(f, "enabled") or "").lower() == "true" or self.emits_heartbeats(f)]
+        return [
+            f
+            for f in self._all_pairs()
+            if (self._flow_flag(f, "enabled") or "").lower() == "true" or self.emits_heartbeats(f)
+        ]
 
     def enabled_flows(self) -> list[Flow]:
         """Flows that replicate records (a herder whose connectors are enabled): one Spark job each."""
@@ -147,8 +149,7 @@ class MirrorMakerConfig:
     def connector_props(self, flow: Flow) -> Props:
         """The connector config of herder ``flow`` (union of the three connectors' views)."""
         props: Props = {k: s for k, s in self._props.items() if k in _CONNECTOR_CONFIG_NAMES}
-        props.update({k: s for k, s in self._props.items()
-                      if k.startswith(("config.providers", "replication.policy"))})
+        props.update({k: s for k, s in self._props.items() if k.startswith(("config.providers", "replication.policy"))})
         for side, alias in (("source", flow.source), ("target", flow.target)):
             for key, setting in self.cluster_props(alias).items():
                 if key.startswith(CLIENT_PREFIXES):
@@ -192,17 +193,17 @@ def client_props(connector: Props, side: Side, kind: ClientKind) -> Props:
     props: Props = {}
     cluster_prefix = f"{side}.cluster."
     for key, setting in connector.items():
-        if key.startswith(cluster_prefix) and key[len(cluster_prefix):] in CONNECTION_KEYS:
-            props[key[len(cluster_prefix):]] = setting
+        if key.startswith(cluster_prefix) and key[len(cluster_prefix) :] in CONNECTION_KEYS:
+            props[key[len(cluster_prefix) :]] = setting
     kind_prefix = f"{kind}."
     for key, setting in connector.items():
         # consumer.poll.timeout.ms is a connector key, and producer.override.* belongs to the worker producer.
         if key.startswith(kind_prefix) and key not in CONNECTOR_KEYS and not key.startswith("producer.override."):
-            props[key[len(kind_prefix):]] = setting
+            props[key[len(kind_prefix) :]] = setting
     side_prefix = f"{side}.{kind}."
     for key, setting in connector.items():
         if key.startswith(side_prefix):
-            props[key[len(side_prefix):]] = setting
+            props[key[len(side_prefix) :]] = setting
     if kind == "consumer":
         props["enable.auto.commit"] = Setting("false", None)
         props.setdefault("auto.offset.reset", Setting("earliest", None))
@@ -220,8 +221,8 @@ def worker_producer_props(worker: Props, connector: Props) -> Props:
         props["bootstrap.servers"] = worker["bootstrap.servers"]
     for key, setting in worker.items():
         if key.startswith("producer."):
-            props[key[len("producer."):]] = setting
+            props[key[len("producer.") :]] = setting
     for key, setting in connector.items():
         if key.startswith("producer.override."):
-            props[key[len("producer.override."):]] = setting
+            props[key[len("producer.override.") :]] = setting
     return props

@@ -27,8 +27,16 @@ class Problem:
     allowed: str | None = None
 
     @classmethod
-    def make(cls, severity: Severity, source: str, line: int | None, key: str | None, value: str | None,
-             reason: str, allowed: str | None = None) -> Problem:
+    def make(
+        cls,
+        severity: Severity,
+        source: str,
+        line: int | None,
+        key: str | None,
+        value: str | None,
+        reason: str,
+        allowed: str | None = None,
+    ) -> Problem:
         """Build a problem, masking the value when the key holds a secret."""
         shown = mask_value(key, value) if key is not None and value is not None else value
         return cls(severity, source, line, key, shown, reason, allowed)
@@ -37,8 +45,9 @@ class Problem:
         return self.to_error().render()
 
     def to_error(self) -> ConfigError:
-        return ConfigError(self.reason, source=self.source, line=self.line, key=self.key, value=self.value,
-                           allowed=self.allowed)
+        return ConfigError(
+            self.reason, source=self.source, line=self.line, key=self.key, value=self.value, allowed=self.allowed
+        )
 
 
 class ProblemSink:

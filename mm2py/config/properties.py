@@ -117,8 +117,9 @@ def parse_properties(text: str, source: str) -> RawProperties:
         try:
             parsed.load(logical.encode("utf-8"), "utf-8")
         except Exception as exc:  # jproperties raises its own ParseError and ValueErrors for bad \u escapes
-            raise ConfigError(f"cannot parse this line as a Java property: {exc}", source=source,
-                              line=line_no) from None
+            raise ConfigError(
+                f"cannot parse this line as a Java property: {exc}", source=source, line=line_no
+            ) from None
         for key in parsed:
             raw.add(Entry(str(key), str(parsed[key].data), line_no))
     return raw
@@ -196,10 +197,15 @@ def resolve_variables(
             kind = providers.get(name)
             shown = mask_value(key, value)
             if kind is None:
-                problems.append(ProviderProblem(
-                    key, shown, f"uses config provider '{name}', which config.providers does not declare",
-                    "declare it, e.g. config.providers = env and config.providers.env.class = "
-                    "org.apache.kafka.common.config.provider.EnvVarConfigProvider"))
+                problems.append(
+                    ProviderProblem(
+                        key,
+                        shown,
+                        f"uses config provider '{name}', which config.providers does not declare",
+                        "declare it, e.g. config.providers = env and config.providers.env.class = "
+                        "org.apache.kafka.common.config.provider.EnvVarConfigProvider",
+                    )
+                )
                 return match.group(0)
             try:
                 return _lookup(kind, path, item, env, file_cache)
@@ -211,8 +217,9 @@ def resolve_variables(
     return resolved, problems
 
 
-def _lookup(kind: str, path: str | None, item: str, env: Mapping[str, str],
-            file_cache: dict[str, dict[str, str]]) -> str:
+def _lookup(
+    kind: str, path: str | None, item: str, env: Mapping[str, str], file_cache: dict[str, dict[str, str]]
+) -> str:
     if kind == "env":
         if path:
             raise LookupError("the env provider takes ${env:VARIABLE}, without a path")

@@ -40,19 +40,18 @@ _FLOW_CLIENT_PREFIXES = (*CLIENT_PREFIXES, "source.", "target.")
 # MM2 keys mm2py accepts (so a file MM2 runs with is valid here) but does not act on, and what it does instead.
 NOT_ACTED_ON: dict[str, str] = {
     "tasks.max": "mm2py runs as many copy tasks as Spark's parallelism allows (spark.default.parallelism, "
-                 "--master local[N])",
+    "--master local[N])",
     "tasks.max.enforce": "mm2py runs as many copy tasks as Spark's parallelism allows",
     "transforms": "mm2py copies records unchanged; Connect transforms (SMTs) are not run",
     "predicates": "mm2py runs no Connect transforms, so their predicates do nothing",
     "key.converter": "mm2py copies keys as bytes, as MM2's ByteArrayConverter does",
     "value.converter": "mm2py copies values as bytes, as MM2's ByteArrayConverter does",
     "header.converter": "mm2py copies headers as bytes",
-    "refresh.groups.enabled": "mm2py lists the source's groups at every checkpoint "
-                              "(emit.checkpoints.interval.seconds)",
+    "refresh.groups.enabled": "mm2py lists the source's groups at every checkpoint (emit.checkpoints.interval.seconds)",
     "refresh.groups.interval.seconds": "mm2py lists the source's groups at every checkpoint "
-                                       "(emit.checkpoints.interval.seconds)",
+    "(emit.checkpoints.interval.seconds)",
     "errors.tolerance": "mm2py never skips a record: a failure is retried for mm2py.retry.timeout.seconds, "
-                        "then the run stops",
+    "then the run stops",
     "errors.retry.timeout": "mm2py retries failures for mm2py.retry.timeout.seconds",
     "errors.retry.delay.max.ms": "mm2py backs off up to 30 s between retries",
     "errors.log.enable": "mm2py logs every failure it retries",
@@ -65,7 +64,7 @@ NOT_ACTED_ON: dict[str, str] = {
     "offset.flush.interval.ms": "mm2py records progress after every copied range",
     "offset.flush.timeout.ms": "mm2py records progress after every copied range",
     "dedicated.mode.enable.internal.rest": "mm2py nodes coordinate through a lease on the target, "
-                                           "no REST (mm2py.lease.*)",
+    "no REST (mm2py.lease.*)",
     "listeners": "mm2py has no REST server",
     "config.storage.topic": "mm2py keeps no Connect configs topic",
     "config.storage.replication.factor": "mm2py keeps no Connect configs topic",
@@ -77,12 +76,25 @@ NOT_ACTED_ON: dict[str, str] = {
 
 # Kafka Connect worker settings: MM2 hands them to its herders' workers (top level, or `<target>.` for the herders
 # into that target), so they are valid in an MM2 file; mm2py runs no Connect worker.
-CONNECT_WORKER_KEYS = frozenset((
-    "plugin.discovery", "plugin.path", "session.timeout.ms", "heartbeat.interval.ms", "rebalance.timeout.ms",
-    "worker.sync.timeout.ms", "worker.unsync.backoff.ms", "scheduled.rebalance.max.delay.ms", "connect.protocol",
-    "task.shutdown.graceful.timeout.ms", "connector.client.config.override.policy", "key.converter.schemas.enable",
-    "value.converter.schemas.enable", "offset.storage.file.filename", "consumer.override.policy",
-))
+CONNECT_WORKER_KEYS = frozenset(
+    (
+        "plugin.discovery",
+        "plugin.path",
+        "session.timeout.ms",
+        "heartbeat.interval.ms",
+        "rebalance.timeout.ms",
+        "worker.sync.timeout.ms",
+        "worker.unsync.backoff.ms",
+        "scheduled.rebalance.max.delay.ms",
+        "connect.protocol",
+        "task.shutdown.graceful.timeout.ms",
+        "connector.client.config.override.policy",
+        "key.converter.schemas.enable",
+        "value.converter.schemas.enable",
+        "offset.storage.file.filename",
+        "consumer.override.policy",
+    )
+)
 
 
 def _not_acted_on(name: str) -> str | None:
@@ -105,32 +117,53 @@ class _Validator:
         self.sink = sink
         self.src = mm.source
 
-    def problem(self, severity: str, key: str | None, reason: str, allowed: str | None = None,
-                value: str | None = None, line: int | None = None) -> None:
+    def problem(
+        self,
+        severity: str,
+        key: str | None,
+        reason: str,
+        allowed: str | None = None,
+        value: str | None = None,
+        line: int | None = None,
+    ) -> None:
         if key is not None and value is None:
             value = self.mm.raw.values().get(key)
         if line is None and key is not None:
             line = self.mm.raw.line_of(key)
-        self.sink.add(Problem.make("error" if severity == "error" else "warning", self.src, line, key, value,
-                                   reason, allowed))
+        self.sink.add(
+            Problem.make("error" if severity == "error" else "warning", self.src, line, key, value, reason, allowed)
+        )
 
     # -- the file as written -----------------------------------------------------------------------
 
     def check_file(self) -> None:
         mm = self.mm
         for p in mm.provider_problems:
-            self.sink.add(Problem(  # value already masked by the resolver
-                "error", self.src, mm.raw.line_of(p.key), p.key, p.value, p.reason, p.allowed))
+            self.sink.add(
+                Problem(  # value already masked by the resolver
+                    "error", self.src, mm.raw.line_of(p.key), p.key, p.value, p.reason, p.allowed
+                )
+            )
         for old, new in mm.raw.duplicates():
-            self.problem("warning", old.key, f"is set again on line {new.line}; the last value wins",
-                         value=old.value, line=old.line)
+            self.problem(
+                "warning",
+                old.key,
+                f"is set again on line {new.line}; the last value wins",
+                value=old.value,
+                line=old.line,
+            )
         if "clusters" not in mm.raw:
-            self.problem("error", None, "no 'clusters' key: MM2 needs the list of cluster aliases",
-                         "clusters = dc1, dc2, target")
+            self.problem(
+                "error", None, "no 'clusters' key: MM2 needs the list of cluster aliases", "clusters = dc1, dc2, target"
+            )
         for alias in mm.clusters:
             if re.search(r"\s", alias) or not alias:
-                self.problem("error", "clusters", f"alias '{alias}' contains whitespace",
-                             "aliases made of letters, digits, '.', '_' and '-'")
+                self.problem(
+                    "error",
+                    "clusters",
+                    f"alias '{alias}' contains whitespace",
+                    "aliases made of letters, digits, '.', '_' and '-'",
+                )
         for key, value in mm.raw.values().items():
             self.check_value_text(key, value)
         orphans: dict[str, list[str]] = {}
@@ -138,19 +171,29 @@ class _Validator:
             self.check_key(key, orphans)
         for alias, keys in orphans.items():
             first = min(keys, key=lambda k: mm.raw.line_of(k) or 0)
-            self.problem("warning", first,
-                         f"'{alias}' has settings ({', '.join(sorted(keys)[:3])}{', …' if len(keys) > 3 else ''})"
-                         f" but is not in clusters = {', '.join(mm.clusters) or '(empty)'}, so they are ignored",
-                         f"add {alias} to clusters")
+            self.problem(
+                "warning",
+                first,
+                f"'{alias}' has settings ({', '.join(sorted(keys)[:3])}{', …' if len(keys) > 3 else ''})"
+                f" but is not in clusters = {', '.join(mm.clusters) or '(empty)'}, so they are ignored",
+                f"add {alias} to clusters",
+            )
 
     def check_value_text(self, key: str, value: str) -> None:
         if _INLINE_COMMENT.search(value):
-            self.problem("warning", key,
-                         "Java properties have no inline comments: the text after '#' is part of the value",
-                         "move the comment to its own line")
+            self.problem(
+                "warning",
+                key,
+                "Java properties have no inline comments: the text after '#' is part of the value",
+                "move the comment to its own line",
+            )
         elif len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
-            self.problem("warning", key, "the quotes are part of the value (properties values are not quoted)",
-                         "write the value without quotes")
+            self.problem(
+                "warning",
+                key,
+                "the quotes are part of the value (properties values are not quoted)",
+                "write the value without quotes",
+            )
         if value != value.rstrip() and not _INLINE_COMMENT.search(value):
             self.problem("warning", key, "has trailing whitespace, which Java properties keep in the value")
 
@@ -162,26 +205,31 @@ class _Validator:
             return
         alias = _alias_prefix(key, mm.clusters)
         if alias is not None:
-            self.check_cluster_key(key, alias, key[len(alias) + 1:])
+            self.check_cluster_key(key, alias, key[len(alias) + 1 :])
             return
         if key in RENAMED_KEYS:
-            self.problem("warning", key, f"was removed in Kafka 4.0; mm2py reads it as {RENAMED_KEYS[key]}",
-                         RENAMED_KEYS[key])
+            self.problem(
+                "warning", key, f"was removed in Kafka 4.0; mm2py reads it as {RENAMED_KEYS[key]}", RENAMED_KEYS[key]
+            )
         elif key in NEVER_VALID_KEYS:
-            self.problem("warning", key, "is not an MM2 key, so MM2 ignores it",
-                         f"did you mean {NEVER_VALID_KEYS[key]}?")
+            self.problem(
+                "warning", key, "is not an MM2 key, so MM2 ignores it", f"did you mean {NEVER_VALID_KEYS[key]}?"
+            )
         elif key in FLOW_LEVEL_ONLY_KEYS:
-            self.problem("warning", key, "is read only at flow level; MM2 drops it at the top level",
-                         f"A->B.{key}")
+            self.problem("warning", key, "is read only at flow level; MM2 drops it at the top level", f"A->B.{key}")
         elif key in CONNECTOR_KEYS:  # before the client prefixes: admin.timeout.ms, consumer.poll.timeout.ms
             self.check_typed_value(key, key)
         elif key.startswith(("ssl.", "sasl.")) and not _is_client_key(key):
             self.unknown(key, sorted(_SECURITY_NAMES))
         elif key.startswith(CLIENT_PREFIXES):
             kind = key.split(".", 1)[0]
-            self.problem("warning", key, f"MM2 ignores {kind}.* keys at the top level",
-                         f"<alias>.{key} for every flow of a cluster, or A->B.{key}"
-                         + (" / A->B.producer.override.* for replicated records" if kind == "producer" else ""))
+            self.problem(
+                "warning",
+                key,
+                f"MM2 ignores {kind}.* keys at the top level",
+                f"<alias>.{key} for every flow of a cluster, or A->B.{key}"
+                + (" / A->B.producer.override.* for replicated records" if kind == "producer" else ""),
+            )
         elif is_known_top_level(key):
             self.check_typed_value(key, key)
         else:
@@ -199,13 +247,17 @@ class _Validator:
         else:
             alias = _alias_prefix(key, self.mm.clusters)
             if alias is not None:
-                name = key[len(alias) + 1:]
+                name = key[len(alias) + 1 :]
         instead = _not_acted_on(name)
         if instead is not None:
             self.problem("warning", key, "is accepted but has no effect in mm2py", instead)
         elif name in CONNECT_WORKER_KEYS and "->" not in key:
-            self.problem("warning", key, "is a Kafka Connect worker setting MM2 gives its herders; mm2py runs no "
-                                         "Connect worker, so it has no effect here")
+            self.problem(
+                "warning",
+                key,
+                "is a Kafka Connect worker setting MM2 gives its herders; mm2py runs no "
+                "Connect worker, so it has no effect here",
+            )
 
     def check_cluster_key(self, key: str, alias: str, rest: str) -> None:
         if rest.startswith(("ssl.", "sasl.")) and not _is_client_key(rest):
@@ -220,8 +272,12 @@ class _Validator:
             self.check_typed_value(key, rest)
             return
         if rest in CONNECTOR_KEYS or rest in MM2PY_KEYS:
-            self.problem("warning", key, "MM2 ignores cluster-level behaviour keys",
-                         f"top-level {rest} (all flows) or {alias}->B.{rest} (one flow)")
+            self.problem(
+                "warning",
+                key,
+                "MM2 ignores cluster-level behaviour keys",
+                f"top-level {rest} (all flows) or {alias}->B.{rest} (one flow)",
+            )
             return
         self.unknown(key, [f"{alias}.{n}" for n in (*CONNECTION_KEYS, *WORKER_KEYS)])
 
@@ -240,8 +296,12 @@ class _Validator:
         for alias in (flow.source, flow.target):
             if alias not in self.mm.clusters:
                 close = difflib.get_close_matches(alias, self.mm.clusters, n=1)
-                self.problem("error", key, f"flow {flow} names '{alias}', which is not in clusters",
-                             f"did you mean {close[0]}?" if close else ", ".join(self.mm.clusters) or None)
+                self.problem(
+                    "error",
+                    key,
+                    f"flow {flow} names '{alias}', which is not in clusters",
+                    f"did you mean {close[0]}?" if close else ", ".join(self.mm.clusters) or None,
+                )
                 return
         if rest in CONNECTOR_KEYS or rest in CONNECTION_KEYS:
             self.check_typed_value(key, rest)
@@ -268,8 +328,12 @@ class _Validator:
             try:
                 compile_pattern_list(parse_list(resolved))
             except PatternError as exc:
-                self.problem("error", key, f"is not a valid regular expression: {exc}",
-                             "Java regular expressions, comma-separated")
+                self.problem(
+                    "error",
+                    key,
+                    f"is not a valid regular expression: {exc}",
+                    "Java regular expressions, comma-separated",
+                )
         if name == "replication.policy.class":
             try:
                 load_replication_policy(resolved.strip(), {"source.cluster.alias": "x"})
@@ -278,14 +342,20 @@ class _Validator:
 
     def unknown(self, key: str, candidates: list[str]) -> None:
         alias = _alias_prefix(key, self.mm.clusters)
-        if (key[len(alias) + 1:] if alias else key) in CONNECT_WORKER_KEYS:
+        if (key[len(alias) + 1 :] if alias else key) in CONNECT_WORKER_KEYS:
             return  # check_acted_on said what it is
         close = difflib.get_close_matches(key, candidates, n=1, cutoff=0.8)
         # A misspelt secret key is not recognised as secret by its name: judge it by what it resembles.
         secretish = (bool(close) and is_secret_key(close[0])) or any(
-            w in key.lower() for w in ("pass", "secret", "jaas", "token", "credential", "auth"))
-        self.problem("warning", key, "is not an MM2 key, so it has no effect",
-                     f"did you mean {close[0]}?" if close else None, value=MASK if secretish else None)
+            w in key.lower() for w in ("pass", "secret", "jaas", "token", "credential", "auth")
+        )
+        self.problem(
+            "warning",
+            key,
+            "is not an MM2 key, so it has no effect",
+            f"did you mean {close[0]}?" if close else None,
+            value=MASK if secretish else None,
+        )
 
     # -- flows --------------------------------------------------------------------------------------
 
@@ -294,14 +364,24 @@ class _Validator:
         enabled = mm.enabled_flows()
         if not enabled and mm.clusters:
             example = f"{mm.clusters[0]}->{mm.clusters[-1]}" if len(mm.clusters) > 1 else "A->B"
-            self.problem("warning", None, "no flow is enabled, so nothing will be replicated",
-                         f"enable one with {example}.enabled = true")
+            self.problem(
+                "warning",
+                None,
+                "no flow is enabled, so nothing will be replicated",
+                f"enable one with {example}.enabled = true",
+            )
         used = {alias for f in enabled for alias in (f.source, f.target)}
         for alias in sorted(used):
             if not (mm.get(f"{alias}.bootstrap.servers") or mm.get("bootstrap.servers")):
                 flow = next(f for f in enabled if alias in (f.source, f.target))
-                self.problem("error", f"{alias}.bootstrap.servers", f"is missing; flow {flow} uses {alias}",
-                             "host:port[,host:port...]", value="", line=mm.raw.line_of(f"{flow}.enabled"))
+                self.problem(
+                    "error",
+                    f"{alias}.bootstrap.servers",
+                    f"is missing; flow {flow} uses {alias}",
+                    "host:port[,host:port...]",
+                    value="",
+                    line=mm.raw.line_of(f"{flow}.enabled"),
+                )
         # Clients of every herder MM2 would run: a cluster's security settings are checked even when only
         # heartbeats would use it.
         for flow in mm.cluster_pairs():
@@ -322,5 +402,9 @@ def _alias_prefix(key: str, clusters: tuple[str, ...]) -> str | None:
 
 
 def _is_cluster_level_name(rest: str) -> bool:
-    return (rest in CONNECTION_KEYS or rest in WORKER_KEYS or rest.startswith(CLIENT_PREFIXES)
-            or rest.startswith(("ssl.", "sasl.", "topic.creation.")))
+    return (
+        rest in CONNECTION_KEYS
+        or rest in WORKER_KEYS
+        or rest.startswith(CLIENT_PREFIXES)
+        or rest.startswith(("ssl.", "sasl.", "topic.creation."))
+    )

@@ -54,8 +54,9 @@ _QUEUED_FETCHES = 4  # fetched responses waiting for the producer: bounds memory
 _PERMANENT_FETCH = {1}  # OFFSET_OUT_OF_RANGE: the records were deleted before they were copied
 
 
-def copy_partitions(spec: CopySpec, ranges: Iterator[PartitionRange], last_attempt: bool = False
-                    ) -> Iterator[CopyResult]:
+def copy_partitions(
+    spec: CopySpec, ranges: Iterator[PartitionRange], last_attempt: bool = False
+) -> Iterator[CopyResult]:
     """Spark ``mapPartitions`` body (executor side): copy all ``ranges`` together, batch by batch.
 
     Failures travel as data, as in copy.py: a transient one raises while Spark will run the task again (progress
@@ -98,14 +99,18 @@ class _Range:
 class _BatchCopier:
     def __init__(self, spec: CopySpec, ranges: list[PartitionRange]) -> None:
         self.spec = spec
-        self.ranges = {(r.topic, r.partition): _Range(r, r.start, Lane(r.remote_topic, r.partition,
-                                                                       f"topic={r.topic} partition={r.partition}"))
-                       for r in ranges}
+        self.ranges = {
+            (r.topic, r.partition): _Range(
+                r, r.start, Lane(r.remote_topic, r.partition, f"topic={r.topic} partition={r.partition}")
+            )
+            for r in ranges
+        }
         self.read_committed = spec.consumer_settings.get("isolation.level") == "read_committed"
         self.max_batch_bytes = int(spec.producer_settings.get("message.max.bytes", _MESSAGE_MAX_BYTES))
         self.started = time.monotonic()
         self.inbox: queue.Queue[tuple[_Range, list[Outgoing], int] | BaseException | None] = queue.Queue(
-            _QUEUED_FETCHES)
+            _QUEUED_FETCHES
+        )
         self.stop = threading.Event()
 
     # -- the task's thread: produce ------------------------------------------------------------------------
@@ -140,8 +145,9 @@ class _BatchCopier:
                 item = self.inbox.get(block=block, timeout=self.spec.stall_timeout_s if block else None)
             except queue.Empty:
                 if block:
-                    raise ReplicationError(f"flow={self.spec.flow}: no data from {self.spec.source} for "
-                                           f"{self.spec.stall_timeout_s:.0f} s") from None
+                    raise ReplicationError(
+                        f"flow={self.spec.flow}: no data from {self.spec.source} for {self.spec.stall_timeout_s:.0f} s"
+                    ) from None
                 return fetching
             if item is None:
                 return False
@@ -157,8 +163,11 @@ class _BatchCopier:
         errors = client.refresh_leaders(topics, self.spec.stall_timeout_s)
         if errors and not refresh_only:
             (topic, partition), error = next(iter(errors.items()))
-            raise ReplicationError(f"flow={self.spec.flow}: no leader for {topic}-{partition} on "
-                                   f"{client.alias}: {error}", code=error.name, retriable=error.retriable)
+            raise ReplicationError(
+                f"flow={self.spec.flow}: no leader for {topic}-{partition} on {client.alias}: {error}",
+                code=error.name,
+                retriable=error.retriable,
+            )
 
     # -- after every batch is acknowledged: progress, then offset syncs (as copy.py) ------------------------
     def _finish(self) -> list[CopyResult]:
@@ -168,21 +177,39 @@ class _BatchCopier:
         for state in self.ranges.values():
             if state.lane.upstream:
                 record = progress_record(spec.source, state.rng.topic, state.rng.partition, state.lane.upstream[-1])
-                producer.produce(spec.progress_topic, record.value, record.key,
-                                 on_delivery=lambda err, _m: failures.append(err) if err else None)
+                producer.produce(
+                    spec.progress_topic,
+                    record.value,
+                    record.key,
+                    on_delivery=lambda err, _m: failures.append(err) if err else None,
+                )
         record_copy.flush_producer(spec, producer, spec.producer_settings, failures, f"flow={spec.flow} (progress)")
         results = []
         seconds = time.monotonic() - self.started
         for state in self.ranges.values():
             rng, lane, syncs = state.rng, state.lane, 0
             if spec.syncs_topic is not None and lane.upstream:
-                syncs = record_copy.write_offset_syncs(spec, rng, lane.upstream, lane.downstream,
-                                                       f"flow={spec.flow} {state.where}")
+                syncs = record_copy.write_offset_syncs(
+                    spec, rng, lane.upstream, lane.downstream, f"flow={spec.flow} {state.where}"
+                )
             last = lane.upstream[-1] if lane.upstream else -1
-            measurement = lane.measurer.measurement(spec.source, spec.target, rng.topic, rng.remote_topic,
-                                                    rng.partition)
-            results.append(CopyResult(rng.topic, rng.partition, rng.start, max(state.next_offset, rng.start), last,
-                                      len(lane.upstream), lane.bytes, syncs, seconds, measurement=measurement))
+            measurement = lane.measurer.measurement(
+                spec.source, spec.target, rng.topic, rng.remote_topic, rng.partition
+            )
+            results.append(
+                CopyResult(
+                    rng.topic,
+                    rng.partition,
+                    rng.start,
+                    max(state.next_offset, rng.start),
+                    last,
+                    len(lane.upstream),
+                    lane.bytes,
+                    syncs,
+                    seconds,
+                    measurement=measurement,
+                )
+            )
         return results
 
     # -- the fetcher thread ----------------------------------------------------------------------------------
@@ -199,9 +226,13 @@ class _BatchCopier:
                 self._fetch_once(source, active)
             self._put(None)
         except BaseException as exc:  # handed to the task's thread, which raises it
-            self._put(exc if isinstance(exc, ReplicationError)
-                      else ReplicationError(f"flow={self.spec.flow}: fetching from {self.spec.source} failed: "
-                                            f"{type(exc).__name__}: {exc}"))
+            self._put(
+                exc
+                if isinstance(exc, ReplicationError)
+                else ReplicationError(
+                    f"flow={self.spec.flow}: fetching from {self.spec.source} failed: {type(exc).__name__}: {exc}"
+                )
+            )
         finally:
             if source is not None:
                 source.close()
@@ -217,15 +248,17 @@ class _BatchCopier:
         in_flight = []
         for node, states in by_node.items():
             positions = [FetchPosition(s.rng.topic, s.rng.partition, s.position, s.fetch_bytes) for s in states]
-            in_flight.append(source.send_fetch(node, positions, read_committed=self.read_committed,
-                                               max_bytes=_FETCH_MAX_BYTES))
+            in_flight.append(
+                source.send_fetch(node, positions, read_committed=self.read_committed, max_bytes=_FETCH_MAX_BYTES)
+            )
         now = time.monotonic()
         for pending in in_flight:
             answer = source.fetch_result(pending, self.spec.stall_timeout_s)
             if isinstance(answer, ErrorCode):
                 if not answer.retriable:
-                    raise ReplicationError(f"flow={self.spec.flow}: fetching from {self.spec.source} failed: "
-                                           f"{answer}", retriable=False)
+                    raise ReplicationError(
+                        f"flow={self.spec.flow}: fetching from {self.spec.source} failed: {answer}", retriable=False
+                    )
                 self._route(source, {s.rng.topic for s in active}, refresh_only=True)
                 continue
             for part in answer:
@@ -236,15 +269,18 @@ class _BatchCopier:
                 self._accept(state, part.records, part.aborted_transactions)
         for state in active:
             if not state.fetch_done and now - state.last_progress > self.spec.stall_timeout_s:
-                raise ReplicationError(f"flow={self.spec.flow} {state.where}: no records from the source for "
-                                       f"{self.spec.stall_timeout_s:.0f} s at offset {state.position} "
-                                       f"(range ends at {state.rng.end})")
+                raise ReplicationError(
+                    f"flow={self.spec.flow} {state.where}: no records from the source for "
+                    f"{self.spec.stall_timeout_s:.0f} s at offset {state.position} "
+                    f"(range ends at {state.rng.end})"
+                )
 
     def _fetch_error(self, source: WireClient, state: _Range, error: ErrorCode) -> None:
         where = f"flow={self.spec.flow} {state.where}"
         if error.code in _PERMANENT_FETCH or not error.retriable:
-            raise ReplicationError(f"{where}: fetching offset {state.position} from {self.spec.source} failed: "
-                                   f"{error}", retriable=False)
+            raise ReplicationError(
+                f"{where}: fetching offset {state.position} from {self.spec.source} failed: {error}", retriable=False
+            )
         self._route(source, {state.rng.topic}, refresh_only=True)
 
     def _accept(self, state: _Range, records: bytes, aborted: list[tuple[int, int]] | None) -> None:
@@ -289,7 +325,8 @@ class _BatchCopier:
                 f"target producer: {len(record.value or b'')}-byte value, {len(record.key or b'')}-byte key, "
                 f"{exc.size} bytes as a batch, message.max.bytes = {exc.limit}; raise "
                 f"{self.spec.target}.producer.message.max.bytes (and the topic's max.message.bytes)",
-                retriable=False) from None
+                retriable=False,
+            ) from None
         return [Outgoing(RecordBatch(memoryview(raw)), upstream) for raw, upstream in parts]
 
     def _put(self, item: tuple[_Range, list[Outgoing], int] | BaseException | None) -> None:

@@ -210,8 +210,10 @@ class PipelinedProducer:
                 # An earlier batch's answer was lost, yet the broker took this one, so it wrote that one too;
                 # both are resent, and the broker answers each with the offset it gave it.
                 return
-            raise ReplicationError(f"flow={self.spec.flow} {lane.where}: {self.spec.target} acknowledged a batch "
-                                   "before an earlier one of the same partition")
+            raise ReplicationError(
+                f"flow={self.spec.flow} {lane.where}: {self.spec.target} acknowledged a batch "
+                "before an earlier one of the same partition"
+            )
         lane.in_flight.popleft()
         lane.upstream.extend(item.upstream)
         lane.downstream.extend(range(base_offset, base_offset + item.batch.record_count))
@@ -228,7 +230,10 @@ class PipelinedProducer:
                 f"records, source offsets {batch.base_offset}..{batch.last_offset}) as too large ({error}); raise "
                 f"the max.message.bytes of topic {lane.topic} on {self.spec.target} (or the brokers' "
                 f"message.max.bytes) to at least {batch.size}, or set mm2py.copy.mode=record to re-batch the "
-                f"records", code=error.name, retriable=False)
+                f"records",
+                code=error.name,
+                retriable=False,
+            )
         head = bool(lane.in_flight) and lane.in_flight[0] is item
         if error.code == _OUT_OF_ORDER_SEQUENCE and head and not lane.blocked:
             item.resends += 1  # no earlier batch failed: the broker does not know our sequence
@@ -237,11 +242,16 @@ class PipelinedProducer:
         elif error.code in _PRODUCER_STATE_ERRORS:
             raise ReplicationError(f"{where}: producing to {self.spec.target} failed: {error}")
         elif not error.retriable and error.code != _OUT_OF_ORDER_SEQUENCE:
-            raise ReplicationError(f"{where}: producing to {self.spec.target} failed: {error}", code=error.name,
-                                   retriable=False)
+            raise ReplicationError(
+                f"{where}: producing to {self.spec.target} failed: {error}", code=error.name, retriable=False
+            )
         if not lane.blocked:
-            log.warning("%s: produce to %s failed (%s); resending its unacknowledged batches in order",
-                        where, self.spec.target, error)
+            log.warning(
+                "%s: produce to %s failed (%s); resending its unacknowledged batches in order",
+                where,
+                self.spec.target,
+                error,
+            )
         lane.blocked = True
         self._stale.add(lane.topic)
         self._note_failure(lane, error, now)
@@ -250,8 +260,10 @@ class PipelinedProducer:
         if lane.failing_since is None:
             lane.failing_since = now
         elif now - lane.failing_since > self.spec.stall_timeout_s:
-            raise ReplicationError(f"flow={self.spec.flow} {lane.where}: producing to {self.spec.target} kept "
-                                   f"failing for {self.spec.stall_timeout_s:.0f} s: {error}")
+            raise ReplicationError(
+                f"flow={self.spec.flow} {lane.where}: producing to {self.spec.target} kept "
+                f"failing for {self.spec.stall_timeout_s:.0f} s: {error}"
+            )
         lane.retry_at = now + _RETRY_BACKOFF_S
 
     def _requeue(self) -> None:

@@ -125,8 +125,9 @@ class _Batch:
             self.downstream.append(msg.offset())
 
 
-def copy_partitions(spec: CopySpec, ranges: Iterator[PartitionRange], last_attempt: bool = False
-                    ) -> Iterator[CopyResult]:
+def copy_partitions(
+    spec: CopySpec, ranges: Iterator[PartitionRange], last_attempt: bool = False
+) -> Iterator[CopyResult]:
     """Spark ``mapPartitions`` body (executor side): copy each range in turn.
 
     Failures travel as data (``CopyResult.error``), so the driver reads whether to retry from a field.
@@ -165,8 +166,9 @@ def executor_logging(spec: CopySpec) -> None:
     global _logging_ready
     if _logging_ready:
         return
-    redactor = Redactor.from_properties({**spec.consumer_settings, **spec.producer_settings,
-                                         **(spec.syncs_producer_settings or {})})
+    redactor = Redactor.from_properties(
+        {**spec.consumer_settings, **spec.producer_settings, **(spec.syncs_producer_settings or {})}
+    )
     handler = logging.StreamHandler()
     handler.addFilter(RedactingFilter(redactor))
     handler.setFormatter(logging.Formatter("%(levelname)s %(name)s %(message)s"))
@@ -213,8 +215,18 @@ def copy_range(spec: CopySpec, rng: PartitionRange) -> CopyResult:
     if spec.syncs_topic is not None and batch.upstream:
         syncs = write_offset_syncs(spec, rng, batch.upstream, batch.downstream, where)
     measurement = batch.measurer.measurement(spec.source, spec.target, rng.topic, rng.remote_topic, rng.partition)
-    return CopyResult(rng.topic, rng.partition, rng.start, batch.position, batch.last_read, len(batch.upstream),
-                      batch.bytes, syncs, time.monotonic() - started, measurement=measurement)
+    return CopyResult(
+        rng.topic,
+        rng.partition,
+        rng.start,
+        batch.position,
+        batch.last_read,
+        len(batch.upstream),
+        batch.bytes,
+        syncs,
+        time.monotonic() - started,
+        measurement=measurement,
+    )
 
 
 def _producer_settings(spec: CopySpec, rng: PartitionRange) -> Mapping[str, str]:
@@ -244,8 +256,10 @@ def _pump(spec: CopySpec, rng: PartitionRange, consumer: Any, producer: Any, bat
         messages = consumer.consume(num_messages=max(1, min(_CONSUME_BATCH, end - batch.position)), timeout=wait)
         if not messages:
             if time.monotonic() - last_progress > spec.stall_timeout_s:
-                raise ReplicationError(f"{where}: no records from the source for {spec.stall_timeout_s:.0f} s "
-                                       f"at offset {batch.position} (range ends at {end})")
+                raise ReplicationError(
+                    f"{where}: no records from the source for {spec.stall_timeout_s:.0f} s "
+                    f"at offset {batch.position} (range ends at {end})"
+                )
             continue
         last_progress = time.monotonic()
         stamps: list[int] = []
@@ -257,7 +271,8 @@ def _pump(spec: CopySpec, rng: PartitionRange, consumer: Any, producer: Any, bat
                     batch.position = max(batch.position, msg.offset())
                     continue
                 raise ReplicationError.of_kafka(
-                    f"{where}: consuming from {spec.source} at offset {batch.position} failed: {err.str()}", err)
+                    f"{where}: consuming from {spec.source} at offset {batch.position} failed: {err.str()}", err
+                )
             offset = msg.offset()
             if offset >= end:
                 batch.position = end
@@ -273,8 +288,15 @@ def _pump(spec: CopySpec, rng: PartitionRange, consumer: Any, producer: Any, bat
             kind, timestamp = msg.timestamp()
             while True:
                 try:
-                    produce(remote, value, msg.key(), partition, on_delivery=on_delivery,
-                            timestamp=timestamp if kind else 0, headers=headers)
+                    produce(
+                        remote,
+                        value,
+                        msg.key(),
+                        partition,
+                        on_delivery=on_delivery,
+                        timestamp=timestamp if kind else 0,
+                        headers=headers,
+                    )
                     break
                 except BufferError:  # the local queue is full: serve delivery reports, then retry
                     poll(0.05)
@@ -286,13 +308,17 @@ def _pump(spec: CopySpec, rng: PartitionRange, consumer: Any, producer: Any, bat
                             f"{where}: the record at offset {offset} is too large for the target producer: "
                             f"{len(value or b'')}-byte value, {len(msg.key() or b'')}-byte key, message.max.bytes "
                             f"= {limit}; raise {spec.target}.producer.message.max.bytes (and the topic's "
-                            "max.message.bytes)", err) from None
+                            "max.message.bytes)",
+                            err,
+                        ) from None
                     if err.code() == KafkaError._UNKNOWN_PARTITION:  # the remote topic grew after this
                         drop_producer(_producer_settings(spec, rng))  # producer's metadata: a new one sees it
-                        raise ReplicationError(f"{where}: partition {partition} of {remote} is not in the target "
-                                               "producer's metadata yet") from None
-                    raise ReplicationError.of_kafka(f"{where}: the record at offset {offset} cannot be produced to "
-                                                    f"{spec.target}: {err.str()}", err) from None
+                        raise ReplicationError(
+                            f"{where}: partition {partition} of {remote} is not in the target producer's metadata yet"
+                        ) from None
+                    raise ReplicationError.of_kafka(
+                        f"{where}: the record at offset {offset} cannot be produced to {spec.target}: {err.str()}", err
+                    ) from None
             append(offset)
             stamps.append(timestamp)
             if value is not None:
@@ -300,8 +326,9 @@ def _pump(spec: CopySpec, rng: PartitionRange, consumer: Any, producer: Any, bat
         batch.read(stamps, batch.bytes - bytes_before)
         poll(0)
         if batch.failures:
-            _raise_delivery_failure(spec, spec.producer_settings, batch.failures,
-                                    f"{where} offsets {rng.start}..{batch.last_read}")
+            _raise_delivery_failure(
+                spec, spec.producer_settings, batch.failures, f"{where} offsets {rng.start}..{batch.last_read}"
+            )
 
 
 def _transaction(producer: Any, settings: Mapping[str, str], where: str, step: str) -> None:
@@ -320,30 +347,35 @@ def _abort(producer: Any, settings: Mapping[str, str]) -> None:
         drop_producer(settings)
 
 
-def flush_producer(spec: CopySpec, producer: Any, settings: Mapping[str, str], failures: list[KafkaError],
-           where: str) -> None:
+def flush_producer(
+    spec: CopySpec, producer: Any, settings: Mapping[str, str], failures: list[KafkaError], where: str
+) -> None:
     deadline = time.monotonic() + spec.flush_timeout_s
     while producer.flush(1.0) > 0:
         if failures:
             break
         if time.monotonic() > deadline:
-            raise ReplicationError(f"{where}: the target {spec.target} did not acknowledge within "
-                                   f"{spec.flush_timeout_s:.0f} s")
+            raise ReplicationError(
+                f"{where}: the target {spec.target} did not acknowledge within {spec.flush_timeout_s:.0f} s"
+            )
     if failures:
         _raise_delivery_failure(spec, settings, failures, where)
 
 
-def _raise_delivery_failure(spec: CopySpec, settings: Mapping[str, str], failures: list[KafkaError],
-                            where: str) -> None:
+def _raise_delivery_failure(
+    spec: CopySpec, settings: Mapping[str, str], failures: list[KafkaError], where: str
+) -> None:
     first = failures[0]
     if first.code() in _RECREATE_PRODUCER or first.fatal():
         drop_producer(settings)
-    raise ReplicationError.of_kafka(f"{where}: producing to {spec.target} failed for {len(failures)} record(s): "
-                                    f"{first.str()}", first)
+    raise ReplicationError.of_kafka(
+        f"{where}: producing to {spec.target} failed for {len(failures)} record(s): {first.str()}", first
+    )
 
 
-def write_offset_syncs(spec: CopySpec, rng: PartitionRange, upstream: list[int], downstream: list[int],
-                       where: str) -> int:
+def write_offset_syncs(
+    spec: CopySpec, rng: PartitionRange, upstream: list[int], downstream: list[int], where: str
+) -> int:
     """Offset syncs are never transactional (as in MM2): they are written after the range is committed.
 
     MM2's topic gets exactly the syncs MM2's rule makes due (MM2's readers see what MM2 would write); with
@@ -357,15 +389,23 @@ def write_offset_syncs(spec: CopySpec, rng: PartitionRange, upstream: list[int],
     if spec.dense_syncs_topic is not None:
         targets.append((spec.dense_syncs_topic, True))
     for topic, dense in targets:
-        syncs = offset_syncs_for_offsets(rng.topic, rng.partition, upstream, downstream,
-                                         spec.offset_lag_max, dense=dense)
+        syncs = offset_syncs_for_offsets(
+            rng.topic, rng.partition, upstream, downstream, spec.offset_lag_max, dense=dense
+        )
         headers: list[tuple[str, str | bytes | None]] | None = (
-            [(DENSE_SYNC_HEADER, DENSE_SYNC_VALUE)] if dense else None)
+            [(DENSE_SYNC_HEADER, DENSE_SYNC_VALUE)] if dense else None
+        )
         for sync in syncs:
             while True:
                 try:
-                    producer.produce(topic, sync.record_value(), sync.record_key(), 0, headers=headers,
-                                     on_delivery=lambda err, _m: failures.append(err) if err else None)
+                    producer.produce(
+                        topic,
+                        sync.record_value(),
+                        sync.record_key(),
+                        0,
+                        headers=headers,
+                        on_delivery=lambda err, _m: failures.append(err) if err else None,
+                    )
                     break
                 except BufferError:
                     producer.poll(0.05)

@@ -77,15 +77,20 @@ def copy_spec(f: FlowConfig) -> CopySpec:
     """What every copy task of flow ``f`` needs (plain and picklable)."""
     exactly_once = f.exactly_once
     return CopySpec(
-        flow=f.name, source=f.source, target=f.target,
-        consumer_settings=copy_consumer_settings(f.source_consumer.settings(), f"mm2py-{f.source}-{f.target}",
-                                                 exactly_once=exactly_once),
+        flow=f.name,
+        source=f.source,
+        target=f.target,
+        consumer_settings=copy_consumer_settings(
+            f.source_consumer.settings(), f"mm2py-{f.source}-{f.target}", exactly_once=exactly_once
+        ),
         producer_settings=copy_producer_settings(f.target_producer.settings(), exactly_once=exactly_once),
-        syncs_producer_settings=(syncs_producer_settings(f.offset_syncs_producer.settings())
-                                 if f.emit_offset_syncs_enabled else None),
+        syncs_producer_settings=(
+            syncs_producer_settings(f.offset_syncs_producer.settings()) if f.emit_offset_syncs_enabled else None
+        ),
         syncs_topic=offset_syncs_topic(f) if f.emit_offset_syncs_enabled else None,
-        dense_syncs_topic=(dense_offset_syncs_topic(f) if f.emit_offset_syncs_enabled and f.dense_offset_syncs
-                           else None),
+        dense_syncs_topic=(
+            dense_offset_syncs_topic(f) if f.emit_offset_syncs_enabled and f.dense_offset_syncs else None
+        ),
         progress_topic=progress_topic(f.source),
         offset_lag_max=f.offset_lag_max,
         dense_offset_syncs=f.dense_offset_syncs,
@@ -99,8 +104,15 @@ def copy_spec(f: FlowConfig) -> CopySpec:
 class FlowRunner:
     """Replicates one flow ``source->target`` through a shared SparkRunner."""
 
-    def __init__(self, flow: FlowConfig, plan: FlowPlan, spark: SparkRunner | None, pool: AdminPool,
-                 coordinator: GroupSyncCoordinator | None = None, metrics: RunMetrics | None = None) -> None:
+    def __init__(
+        self,
+        flow: FlowConfig,
+        plan: FlowPlan,
+        spark: SparkRunner | None,
+        pool: AdminPool,
+        coordinator: GroupSyncCoordinator | None = None,
+        metrics: RunMetrics | None = None,
+    ) -> None:
         self.flow = flow
         self.metrics = metrics
         self.ends: dict[tuple[str, int], int] = {}  # the source end offsets the last copy round saw
@@ -154,8 +166,13 @@ class FlowRunner:
         for tp in partitions:
             resume = resume_position(progress.get(tp), earliest[tp], latest[tp], reset)
             if resume.warning:
-                log.warning("flow=%s topic=%s partition=%d: %s", self.flow.name, tp[0], tp[1],
-                            resume.warning.format(start=resume.start))
+                log.warning(
+                    "flow=%s topic=%s partition=%d: %s",
+                    self.flow.name,
+                    tp[0],
+                    tp[1],
+                    resume.warning.format(start=resume.start),
+                )
             if resume.record:
                 record[tp] = resume.start - 1
             self.positions[tp] = resume.start
@@ -257,26 +274,52 @@ class FlowRunner:
         if self.metrics is not None:
             latency = now_ms() - listed_at  # MM2: from listing the group's offsets to the target's acknowledgement
             self.metrics.record_checkpoints(
-                CheckpointMeasurement(self.flow.source, self.flow.target, cp.consumer_group_id, cp.topic,
-                                      cp.partition, latency) for cp in written)
-        log.info("checkpoints flow=%s groups=%d written=%d", self.flow.name, len({r.group for r in rows}),
-                 len(written))
+                CheckpointMeasurement(
+                    self.flow.source, self.flow.target, cp.consumer_group_id, cp.topic, cp.partition, latency
+                )
+                for cp in written
+            )
+        log.info("checkpoints flow=%s groups=%d written=%d", self.flow.name, len({r.group for r in rows}), len(written))
 
     def schedule(self) -> Schedule:
         """MM2's periodic jobs of this flow, with MM2's intervals and first-run delays."""
         f = self.flow
         jobs = []
         if f.refresh_topics_enabled:
-            jobs.append(Periodic("refresh topics", f.refresh_topics_interval_seconds, self.refresh_topics,
-                                 first_after_s=f.refresh_topics_interval_seconds))
+            jobs.append(
+                Periodic(
+                    "refresh topics",
+                    f.refresh_topics_interval_seconds,
+                    self.refresh_topics,
+                    first_after_s=f.refresh_topics_interval_seconds,
+                )
+            )
         if f.sync_topic_configs_enabled:
-            jobs.append(Periodic("sync topic configs", f.sync_topic_configs_interval_seconds, self.sync_configs,
-                                 first_after_s=f.sync_topic_configs_interval_seconds))
+            jobs.append(
+                Periodic(
+                    "sync topic configs",
+                    f.sync_topic_configs_interval_seconds,
+                    self.sync_configs,
+                    first_after_s=f.sync_topic_configs_interval_seconds,
+                )
+            )
         if f.sync_topic_acls_enabled:
-            jobs.append(Periodic("sync topic acls", f.sync_topic_acls_interval_seconds, self.sync_acls,
-                                 first_after_s=f.sync_topic_acls_interval_seconds))
-        jobs.append(Periodic("checkpoints", f.emit_checkpoints_interval_seconds, self.checkpoint_and_sync,
-                             first_after_s=f.emit_checkpoints_interval_seconds))
+            jobs.append(
+                Periodic(
+                    "sync topic acls",
+                    f.sync_topic_acls_interval_seconds,
+                    self.sync_acls,
+                    first_after_s=f.sync_topic_acls_interval_seconds,
+                )
+            )
+        jobs.append(
+            Periodic(
+                "checkpoints",
+                f.emit_checkpoints_interval_seconds,
+                self.checkpoint_and_sync,
+                first_after_s=f.emit_checkpoints_interval_seconds,
+            )
+        )
         if self.metrics is not None:
             jobs.append(Periodic("lag", LAG_INTERVAL_S, self.report_lag))
         return Schedule(jobs)
@@ -286,16 +329,28 @@ class FlowRunner:
         not copied yet, read from the source like ``mm2py lag`` does)."""
         if self.metrics is None or not self.ends:
             return
-        lagging = {tp: self.positions.get(tp, end) for tp, end in self.ends.items()
-                   if end > self.positions.get(tp, end)}
+        lagging = {
+            tp: self.positions.get(tp, end) for tp, end in self.ends.items() if end > self.positions.get(tp, end)
+        }
         ages = record_ages(self.flow, lagging, now_ms()) if lagging else {}
         rows = []
         for (topic, partition), end in sorted(self.ends.items()):
             position = self.positions.get((topic, partition), end)
             lag = max(0, end - position)
-            rows.append(PartitionLag(self.flow.name, self.flow.source, self.flow.target, topic,
-                                     self.remote.get(topic, topic), partition, end, position, lag,
-                                     ages.get((topic, partition), 0.0) if lag else 0.0))
+            rows.append(
+                PartitionLag(
+                    self.flow.name,
+                    self.flow.source,
+                    self.flow.target,
+                    topic,
+                    self.remote.get(topic, topic),
+                    partition,
+                    end,
+                    position,
+                    lag,
+                    ages.get((topic, partition), 0.0) if lag else 0.0,
+                )
+            )
         self.metrics.set_lag(self.flow.source, self.flow.target, rows)
 
     def latest_group_offsets(self) -> list[GroupOffset]:
@@ -321,10 +376,16 @@ class FlowRunner:
         if plan == self.plan:
             return
         for gone in sorted(set(self.remote) - {t.topic for t in plan.topics}):
-            log.warning("flow=%s: source topic %s is gone (deleted, or no longer selected); its replication "
-                        "stops and its remote topic %s is kept, as MM2 does", self.flow.name, gone, self.remote[gone])
-        ensure_remote_topics(self.flow, plan, self.pool.admin(self.flow.source, self.flow),
-                             self.pool.admin(self.flow.target, self.flow))
+            log.warning(
+                "flow=%s: source topic %s is gone (deleted, or no longer selected); its replication "
+                "stops and its remote topic %s is kept, as MM2 does",
+                self.flow.name,
+                gone,
+                self.remote[gone],
+            )
+        ensure_remote_topics(
+            self.flow, plan, self.pool.admin(self.flow.source, self.flow), self.pool.admin(self.flow.target, self.flow)
+        )
         self.plan = plan
         self.remote = {t.topic: t.remote_topic for t in plan.topics}
         self._set_positions({})
@@ -334,8 +395,9 @@ class FlowRunner:
         """MM2's ACL sync (``sync.topic.acls.*``): the source's topic ACLs, by MM2's rules, onto the target."""
         if not self.flow.sync_topic_acls_enabled:
             return
-        created = sync_topic_acls(self.flow, self.pool.admin(self.flow.source, self.flow),
-                                  self.pool.admin(self.flow.target, self.flow))
+        created = sync_topic_acls(
+            self.flow, self.pool.admin(self.flow.source, self.flow), self.pool.admin(self.flow.target, self.flow)
+        )
         if created:
             log.info("topic ACLs synced flow=%s bindings=%d", self.flow.name, created)
 
@@ -343,6 +405,10 @@ class FlowRunner:
         """MM2's topic-config sync (``sync.topic.configs.*``): source configs onto the remote topics."""
         if not self.flow.sync_topic_configs_enabled:
             return
-        altered = sync_topic_configs(self.flow, self.plan, self.pool.admin(self.flow.source, self.flow),
-                                     self.pool.admin(self.flow.target, self.flow))
+        altered = sync_topic_configs(
+            self.flow,
+            self.plan,
+            self.pool.admin(self.flow.source, self.flow),
+            self.pool.admin(self.flow.target, self.flow),
+        )
         log.info("topic configs synced flow=%s topics=%d", self.flow.name, altered)

@@ -58,8 +58,14 @@ class LeaseHolder:
 class FlowLease:
     """The lease on one flow; ``acquire`` joins the group, a background thread keeps the membership alive."""
 
-    def __init__(self, source: str, target: str, consumer_settings: Mapping[str, str],
-                 producer_settings: Mapping[str, str], session_timeout_ms: int) -> None:
+    def __init__(
+        self,
+        source: str,
+        target: str,
+        consumer_settings: Mapping[str, str],
+        producer_settings: Mapping[str, str],
+        session_timeout_ms: int,
+    ) -> None:
         self.source = source
         self.target = target
         self.flow = f"{source}->{target}"
@@ -102,30 +108,39 @@ class FlowLease:
             if self.held.is_set():
                 self._announce()
                 if said_standby:
-                    log.warning("flow=%s: this run took over the lease on %s and starts copying", self.flow,
-                                self.target)
+                    log.warning(
+                        "flow=%s: this run took over the lease on %s and starts copying", self.flow, self.target
+                    )
                 return True
             if self._error is not None:
-                raise KafkaOperationError(self.target, f"joining lease group {lease_group(self.source, self.target)}",
-                                          self._error.str())
+                raise KafkaOperationError(
+                    self.target, f"joining lease group {lease_group(self.source, self.target)}", self._error.str()
+                )
             if not wait and self._decided.is_set():
                 return False
             if wait and self._decided.is_set() and not said_standby:
                 holder = self.current_holder()
-                log.warning("flow=%s is held by %s; this run stands by and takes over if the holder stops",
-                            self.flow, holder.describe() if holder else "another run")
+                log.warning(
+                    "flow=%s is held by %s; this run stands by and takes over if the holder stops",
+                    self.flow,
+                    holder.describe() if holder else "another run",
+                )
                 said_standby = True
             if not wait and time.monotonic() > deadline:
-                raise KafkaOperationError(self.target, f"joining lease group {lease_group(self.source, self.target)}",
-                                          "no assignment from the group coordinator in time")
+                raise KafkaOperationError(
+                    self.target,
+                    f"joining lease group {lease_group(self.source, self.target)}",
+                    "no assignment from the group coordinator in time",
+                )
             stop.wait(0.05)
         return False
 
     def _start(self) -> None:
         self._consumer = new_consumer(self._consumer_settings)
         try:
-            self._consumer.subscribe([LEASE_TOPIC], on_assign=self._on_assign, on_revoke=self._on_revoke,
-                                     on_lost=self._on_lost)
+            self._consumer.subscribe(
+                [LEASE_TOPIC], on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
+            )
         except KafkaException as exc:
             raise wrap_kafka_error(self.target, f"joining lease group for {self.flow}", exc) from None
         self._thread = threading.Thread(target=self._keep_alive, name=f"lease {self.flow}", daemon=True)
@@ -146,9 +161,13 @@ class FlowLease:
                 self._error = error
             elif error.code() == KafkaError.INVALID_SESSION_TIMEOUT:
                 # Not fatal to librdkafka, which rejoins forever; but the broker refuses this timeout every time.
-                self._error = KafkaError(error.code(), (
-                    f"{error.str()}: mm2py.lease.session.timeout.ms = {self._session_timeout_ms} is outside the "
-                    "broker's group.min.session.timeout.ms..group.max.session.timeout.ms (6000..1800000 by default)"))
+                self._error = KafkaError(
+                    error.code(),
+                    (
+                        f"{error.str()}: mm2py.lease.session.timeout.ms = {self._session_timeout_ms} is outside the "
+                        "broker's group.min.session.timeout.ms..group.max.session.timeout.ms (6000..1800000 by default)"
+                    ),
+                )
 
     def _on_assign(self, _consumer: Any, partitions: list[Any]) -> None:
         if any(tp.partition == 0 for tp in partitions):
@@ -158,8 +177,9 @@ class FlowLease:
 
     def _on_revoke(self, _consumer: Any, partitions: list[Any]) -> None:
         if any(tp.partition == 0 for tp in partitions) and self.held.is_set() and not self._closing.is_set():
-            log.warning("flow=%s: the lease on %s was taken away by the group; stopping this flow", self.flow,
-                        self.target)
+            log.warning(
+                "flow=%s: the lease on %s was taken away by the group; stopping this flow", self.flow, self.target
+            )
             self.held.clear()
             self.lost.set()
 
@@ -171,8 +191,9 @@ class FlowLease:
     def _announce(self) -> None:
         """Write who holds the lease now (compacted by flow), for the runs that find it taken."""
         producer = new_producer(self._producer_settings)
-        value = json.dumps({"holder": self.identity, "since": int(time.time() * 1000),
-                            "run": uuid.uuid4().hex[:8]}).encode()
+        value = json.dumps(
+            {"holder": self.identity, "since": int(time.time() * 1000), "run": uuid.uuid4().hex[:8]}
+        ).encode()
         producer.produce(LEASE_TOPIC, value, self.flow.encode(), 0)
         if producer.flush(10) > 0:
             log.warning("flow=%s: could not record the lease holder on %s", self.flow, self.target)
@@ -180,8 +201,13 @@ class FlowLease:
     def current_holder(self, timeout_s: float = 15.0) -> LeaseHolder | None:
         """The newest holder record of this flow, if any."""
         holder: LeaseHolder | None = None
-        for msg in read_topic(self.target, self._consumer_read_settings, LEASE_TOPIC,
-                              purpose=f"reading the lease holder of {self.flow}", timeout_s=timeout_s):
+        for msg in read_topic(
+            self.target,
+            self._consumer_read_settings,
+            LEASE_TOPIC,
+            purpose=f"reading the lease holder of {self.flow}",
+            timeout_s=timeout_s,
+        ):
             if msg.key() != self.flow.encode() or msg.value() is None:
                 continue
             try:

@@ -27,9 +27,16 @@ from mm2py.topics import ensure_internal_topics, heartbeats_topics
 log = logging.getLogger(__name__)
 
 
-def run(loaded: LoadedConfig, *, once: bool, master: str | None, deploy_mode: str | None,
-        spark_conf: dict[str, str], on_progress: Callable[[list[FlowStats]], None] | None = None,
-        metrics: RunMetrics | None = None) -> list[FlowStats]:
+def run(
+    loaded: LoadedConfig,
+    *,
+    once: bool,
+    master: str | None,
+    deploy_mode: str | None,
+    spark_conf: dict[str, str],
+    on_progress: Callable[[list[FlowStats]], None] | None = None,
+    metrics: RunMetrics | None = None,
+) -> list[FlowStats]:
     """Replicate until done (``once``) or until SIGTERM/SIGINT, after which the job in flight finishes."""
     first = loaded.flows[0]
     conf = {**dict(first.spark_conf), **spark_conf}
@@ -43,17 +50,23 @@ def run(loaded: LoadedConfig, *, once: bool, master: str | None, deploy_mode: st
     names = ", ".join(f.name for f in loaded.flows)
 
     def start_spark() -> SparkRunner:
-        runner = SparkRunner(f"mm2py {names}", master or first.spark_master, deploy_mode or first.spark_deploy_mode,
-                             conf)
+        runner = SparkRunner(
+            f"mm2py {names}", master or first.spark_master, deploy_mode or first.spark_deploy_mode, conf
+        )
         # PySpark's SparkContext takes SIGINT over to cancel every job at once; Ctrl-C must finish the batch.
         signal.signal(signal.SIGINT, on_signal)
         return runner
 
     try:
         return run_flows(
-            list(loaded.flows), start_spark,
-            once=once, stop=stop, on_progress=on_progress, metrics=metrics,
-            heartbeat_pairs=heartbeat_flows(loaded.mm, loaded.flows, loaded.clusters))
+            list(loaded.flows),
+            start_spark,
+            once=once,
+            stop=stop,
+            on_progress=on_progress,
+            metrics=metrics,
+            heartbeat_pairs=heartbeat_flows(loaded.mm, loaded.flows, loaded.clusters),
+        )
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
@@ -62,12 +75,18 @@ def run(loaded: LoadedConfig, *, once: bool, master: str | None, deploy_mode: st
 def _lease(flow: FlowConfig) -> FlowLease | None:
     if not flow.lease_enabled:
         return None
-    return FlowLease(flow.source, flow.target, flow.target_consumer.settings(), flow.target_producer.settings(),
-                     flow.lease_session_timeout_ms)
+    return FlowLease(
+        flow.source,
+        flow.target,
+        flow.target_consumer.settings(),
+        flow.target_producer.settings(),
+        flow.lease_session_timeout_ms,
+    )
 
 
-def _work(runner: FlowRunner, lease: FlowLease | None, once: bool, stop: threading.Event,
-          active: threading.Event) -> None:
+def _work(
+    runner: FlowRunner, lease: FlowLease | None, once: bool, stop: threading.Event, active: threading.Event
+) -> None:
     """One flow's thread: take the lease (or stand by for it), then copy; back to standby if it is lost."""
     never_lost = threading.Event()
     while not stop.is_set():
@@ -83,8 +102,9 @@ def _work(runner: FlowRunner, lease: FlowLease | None, once: bool, stop: threadi
             log.warning("flow=%s: lease lost; standing by until it can be taken again", runner.flow.name)
 
 
-def _skip_held(runners: list[FlowRunner], leases: dict[str, FlowLease | None],
-               stop: threading.Event) -> list[FlowRunner]:
+def _skip_held(
+    runners: list[FlowRunner], leases: dict[str, FlowLease | None], stop: threading.Event
+) -> list[FlowRunner]:
     """``--once``: take each flow's lease before Spark starts; a flow another run holds is reported, not copied."""
     free = []
     for runner in runners:
@@ -94,15 +114,23 @@ def _skip_held(runners: list[FlowRunner], leases: dict[str, FlowLease | None],
             continue
         holder = lease.current_holder()
         runner.stats.held_by = holder.describe() if holder else "another run"
-        log.warning("flow=%s is being replicated by %s; this run copies nothing for it", runner.flow.name,
-                    runner.stats.held_by)
+        log.warning(
+            "flow=%s is being replicated by %s; this run copies nothing for it", runner.flow.name, runner.stats.held_by
+        )
         lease.release()
     return free
 
 
-def run_flows(flows: list[FlowConfig], spark_factory: Callable[[], SparkRunner], *, once: bool,
-              stop: threading.Event, on_progress: Callable[[list[FlowStats]], None] | None = None,
-              heartbeat_pairs: Sequence[FlowConfig] = (), metrics: RunMetrics | None = None) -> list[FlowStats]:
+def run_flows(
+    flows: list[FlowConfig],
+    spark_factory: Callable[[], SparkRunner],
+    *,
+    once: bool,
+    stop: threading.Event,
+    on_progress: Callable[[list[FlowStats]], None] | None = None,
+    heartbeat_pairs: Sequence[FlowConfig] = (),
+    metrics: RunMetrics | None = None,
+) -> list[FlowStats]:
     """Plan every flow together (to see N->1 merges), then replicate each flow in its own thread.
 
     Continuous runs start Spark first and wait for their leases as hot standbys; ``--once`` takes the leases
@@ -121,8 +149,9 @@ def run_flows(flows: list[FlowConfig], spark_factory: Callable[[], SparkRunner],
     # offsets, so it copies them too and leaves no lag behind; a continuous run writes every pair on its timer.
     sources = {f.source for f in flows}
     once_only = {(p.source, p.target) for p in heartbeat_pairs if p.target in sources} if once else set()
-    heartbeats = HeartbeatEmitter(heartbeat_pairs, on_emit=metrics.heartbeat_written if metrics else None,
-                                  once_only=once_only)
+    heartbeats = HeartbeatEmitter(
+        heartbeat_pairs, on_emit=metrics.heartbeat_written if metrics else None, once_only=once_only
+    )
     active = threading.Event()  # some flow of this run holds its lease: heartbeats are this run's to write
     errors: list[BaseException] = []
     spark: SparkRunner | None = None
@@ -146,8 +175,7 @@ def run_flows(flows: list[FlowConfig], spark_factory: Callable[[], SparkRunner],
                 errors.append(exc)
                 stop.set()
 
-        threads = [threading.Thread(target=work, args=(r,), name=f"flow {r.flow.name}", daemon=True)
-                   for r in working]
+        threads = [threading.Thread(target=work, args=(r,), name=f"flow {r.flow.name}", daemon=True) for r in working]
         for thread in threads:
             thread.start()
         while any(t.is_alive() for t in threads):

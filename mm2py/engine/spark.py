@@ -74,7 +74,8 @@ class SparkRunner:
         if deploy_mode == "cluster":
             raise UsageError(
                 "--deploy-mode cluster runs the driver inside the cluster, so mm2py must be started there by "
-                "spark-submit (see README, 'Running on YARN or Kubernetes'); from this process use client mode")
+                "spark-submit (see README, 'Running on YARN or Kubernetes'); from this process use client mode"
+            )
         # Executors and the driver use this interpreter unless the user chose one: local mode then works
         # from any virtualenv without PYSPARK_PYTHON.
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -105,11 +106,11 @@ class SparkRunner:
         # The JVM (and the Python workers it forks) get a process group of their own: Ctrl-C on a terminal
         # signals the foreground group, which must reach only this driver, so it can let the batch in flight
         # finish; a killed session (a crash, systemd's stop) still takes them all.
-        group: dict[str, Any] = ({"process_group": 0} if sys.version_info >= (3, 11)
-                                 else {"preexec_fn": os.setpgrp})
+        group: dict[str, Any] = {"process_group": 0} if sys.version_info >= (3, 11) else {"preexec_fn": os.setpgrp}
         gateway = launch_gateway(spark_conf, popen_kwargs={"stderr": subprocess.PIPE, **group})  # type: ignore[no-untyped-call]
-        threading.Thread(target=_relay_jvm_output, args=(gateway.proc.stderr,), name="spark-jvm-stderr",
-                         daemon=True).start()
+        threading.Thread(
+            target=_relay_jvm_output, args=(gateway.proc.stderr,), name="spark-jvm-stderr", daemon=True
+        ).start()
         self.sc: Any = SparkContext(conf=spark_conf, gateway=gateway)
         self.task_attempts = task_attempts(self.master, {**defaults, **conf})
         self.sc.setLogLevel("WARN")
@@ -133,8 +134,9 @@ class SparkRunner:
         if not ranges:
             return []
         groups = group_ranges(ranges, self.parallelism)
-        self.sc.setLocalProperty("spark.job.description",
-                                 f"mm2py {spec.flow}: {len(ranges)} partition ranges in {len(groups)} tasks")
+        self.sc.setLocalProperty(
+            "spark.job.description", f"mm2py {spec.flow}: {len(ranges)} partition ranges in {len(groups)} tasks"
+        )
         copier = batch_copy.copy_partitions if spec.copy_path == "batch" else copy.copy_partitions
         rdd = self.sc.parallelize(groups, len(groups))
         try:
@@ -180,8 +182,9 @@ def _relay_jvm_output(stream: Any) -> None:
             jvm_log.warning("%s", line)
 
 
-def _copy_task(copier: Callable[..., Iterator[CopyResult]], spec: CopySpec, attempts: int,
-               groups: Iterator[list[PartitionRange]]) -> Iterator[CopyResult]:
+def _copy_task(
+    copier: Callable[..., Iterator[CopyResult]], spec: CopySpec, attempts: int, groups: Iterator[list[PartitionRange]]
+) -> Iterator[CopyResult]:
     """The Spark task (executor side): its groups of ranges copied together, the copier told whether Spark
     will run the task again if it raises."""
     from pyspark import TaskContext

@@ -43,8 +43,7 @@ MAX_CALL_TIMEOUT_S = 15.0
 # How long every broker of a cluster must have been reported down before a metadata request gives up early.
 _DOWN_GRACE_S = 3.0
 
-_UNREACHABLE = {KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN,
-                KafkaError._RESOLVE}
+_UNREACHABLE = {KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN, KafkaError._RESOLVE}
 _AUTH = {KafkaError.SASL_AUTHENTICATION_FAILED, KafkaError._AUTHENTICATION, KafkaError._SSL}
 
 
@@ -82,8 +81,9 @@ def _error_of(exc: BaseException) -> KafkaError | None:
     return None
 
 
-def wrap_kafka_error(alias: str, operation: str, exc: BaseException,
-                     detail: KafkaError | None = None) -> KafkaOperationError:
+def wrap_kafka_error(
+    alias: str, operation: str, exc: BaseException, detail: KafkaError | None = None
+) -> KafkaOperationError:
     """Turn a client exception into our error type; unreachable clusters get their own type (exit 3).
 
     ``detail`` is the client's own last error event, when known: a failed TLS handshake or login shows up
@@ -187,7 +187,9 @@ class ClusterAdmin:
             result[resource.name] = {
                 name: TopicConfigValue(entry.value, entry.source == ConfigSource.DEFAULT_CONFIG.value)
                 for name, entry in entries.items()
-                if entry.value is not None and not entry.is_sensitive and not entry.is_read_only
+                if entry.value is not None
+                and not entry.is_sensitive
+                and not entry.is_read_only
                 and entry.source != ConfigSource.STATIC_BROKER_CONFIG.value
             }
         return result
@@ -204,7 +206,8 @@ class ClusterAdmin:
         if not counts:
             return {}
         futures = self.client.create_partitions(
-            [NewPartitions(t, n) for t, n in counts.items()], request_timeout=self.timeout_s)
+            [NewPartitions(t, n) for t, n in counts.items()], request_timeout=self.timeout_s
+        )
         return self._outcomes(futures, "adding partitions to", set())
 
     def _outcomes(self, futures: Mapping[str, Any], operation: str, fine: set[int]) -> dict[str, str | None]:
@@ -239,8 +242,9 @@ class ClusterAdmin:
                 raise self._wrap(f"altering configs of {resource.name}", exc) from None
         return len(resources)
 
-    def list_offsets(self, partitions: list[tuple[str, int]], which: str,
-                     read_committed: bool = False) -> dict[tuple[str, int], int]:
+    def list_offsets(
+        self, partitions: list[tuple[str, int]], which: str, read_committed: bool = False
+    ) -> dict[tuple[str, int], int]:
         """Earliest or latest offset of each (topic, partition); latest is the LSO under read_committed."""
         if not partitions:
             return {}
@@ -253,8 +257,7 @@ class ClusterAdmin:
             try:
                 result[(tp.topic, tp.partition)] = future.result(timeout=self.timeout_s).offset
             except (KafkaException, FutureTimeout) as exc:
-                raise self._wrap(f"listing {which} offsets of {tp.topic}-{tp.partition}",
-                                       exc) from None
+                raise self._wrap(f"listing {which} offsets of {tp.topic}-{tp.partition}", exc) from None
         return result
 
     def list_groups(self) -> list[str]:
@@ -284,17 +287,22 @@ class ClusterAdmin:
 
     def committed(self, group: str) -> dict[tuple[str, int], tuple[int, str]]:
         """The group's committed (offset, commit metadata) per (topic, partition); missing metadata is ""."""
-        futures = self.client.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)],
-                                                          request_timeout=self.timeout_s)
+        futures = self.client.list_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions(group)], request_timeout=self.timeout_s
+        )
         try:
             result = futures[group].result(timeout=self.timeout_s)
         except (KafkaException, FutureTimeout) as exc:
             raise self._wrap(f"fetching committed offsets of group {group}", exc) from None
-        return {(tp.topic, tp.partition): (tp.offset, tp.metadata or "")
-                for tp in result.topic_partitions or [] if tp.offset >= 0}
+        return {
+            (tp.topic, tp.partition): (tp.offset, tp.metadata or "")
+            for tp in result.topic_partitions or []
+            if tp.offset >= 0
+        }
 
-    def alter_group_offsets(self, group: str, offsets: Mapping[tuple[str, int], int],
-                            metadata: Mapping[tuple[str, int], str] | None = None) -> None:
+    def alter_group_offsets(
+        self, group: str, offsets: Mapping[tuple[str, int], int], metadata: Mapping[tuple[str, int], str] | None = None
+    ) -> None:
         """Commit ``offsets`` (with their commit ``metadata``, when given) for ``group``; the broker refuses
         this while the group has active members."""
         if not offsets:
@@ -302,7 +310,8 @@ class ClusterAdmin:
         meta = metadata or {}
         # Missing metadata is "" (what Kafka consumers normalise it to; the client takes no None here).
         request = ConsumerGroupTopicPartitions(
-            group, [TopicPartition(t, p, o, meta.get((t, p), "")) for (t, p), o in offsets.items()])
+            group, [TopicPartition(t, p, o, meta.get((t, p), "")) for (t, p), o in offsets.items()]
+        )
         futures = self.client.alter_consumer_group_offsets([request], request_timeout=self.timeout_s)
         try:
             result = futures[group].result(timeout=self.timeout_s)
@@ -310,23 +319,37 @@ class ClusterAdmin:
             raise self._wrap(f"committing offsets of group {group}", exc) from None
         failed = [tp for tp in result.topic_partitions or [] if tp.error is not None]
         if failed:
-            raise KafkaOperationError(self.alias, f"committing offsets of group {group}",
-                                      f"{failed[0].topic}-{failed[0].partition}: {failed[0].error.str()}")
-
+            raise KafkaOperationError(
+                self.alias,
+                f"committing offsets of group {group}",
+                f"{failed[0].topic}-{failed[0].partition}: {failed[0].error.str()}",
+            )
 
     def describe_topic_acls(self) -> list[TopicAcl]:
         """Every ACL binding on a topic resource, of any pattern type; SecurityDisabledError without an authorizer."""
         operation = "describing topic ACLs"
         # None matches any name, principal and host (the client's hints say str, its docs and code take None).
-        acl_filter = AclBindingFilter(ResourceType.TOPIC, None, ResourcePatternType.ANY,  # type: ignore[arg-type]
-                                      None, None, AclOperation.ANY, AclPermissionType.ANY)  # type: ignore[arg-type]
+        any_name: Any = None
+        acl_filter = AclBindingFilter(
+            ResourceType.TOPIC,
+            any_name,
+            ResourcePatternType.ANY,
+            any_name,
+            any_name,
+            AclOperation.ANY,
+            AclPermissionType.ANY,
+        )
         future = self.client.describe_acls(acl_filter, request_timeout=self.timeout_s)
         try:
             bindings = future.result(timeout=self.timeout_s)
         except (KafkaException, FutureTimeout) as exc:
             raise self._acl_error(operation, exc) from None
-        return [TopicAcl(b.name, b.resource_pattern_type.name, b.principal, b.host, b.operation.name,
-                         b.permission_type.name) for b in bindings]
+        return [
+            TopicAcl(
+                b.name, b.resource_pattern_type.name, b.principal, b.host, b.operation.name, b.permission_type.name
+            )
+            for b in bindings
+        ]
 
     def create_topic_acls(self, acls: list[TopicAcl]) -> dict[TopicAcl, str | None]:
         """Create ACL bindings (creating an existing one is a no-op in Kafka); returns acl -> None or the error.
@@ -336,8 +359,18 @@ class ClusterAdmin:
         """
         if not acls:
             return {}
-        bindings = [AclBinding(ResourceType.TOPIC, a.topic, ResourcePatternType[a.pattern_type], a.principal, a.host,
-                               AclOperation[a.operation], AclPermissionType[a.permission]) for a in acls]
+        bindings = [
+            AclBinding(
+                ResourceType.TOPIC,
+                a.topic,
+                ResourcePatternType[a.pattern_type],
+                a.principal,
+                a.host,
+                AclOperation[a.operation],
+                AclPermissionType[a.permission],
+            )
+            for a in acls
+        ]
         futures = self.client.create_acls(bindings, request_timeout=self.timeout_s)
         outcome: dict[TopicAcl, str | None] = {}
         for acl, binding in zip(acls, bindings, strict=True):
@@ -346,8 +379,9 @@ class ClusterAdmin:
                 outcome[acl] = None
             except (KafkaException, FutureTimeout) as exc:
                 err = _error_of(exc)
-                if isinstance(exc, FutureTimeout) or (err is not None and err.code() in (
-                        *_UNREACHABLE, KafkaError.SECURITY_DISABLED)):
+                if isinstance(exc, FutureTimeout) or (
+                    err is not None and err.code() in (*_UNREACHABLE, KafkaError.SECURITY_DISABLED)
+                ):
                     raise self._acl_error(f"creating ACLs on topic {acl.topic}", exc) from None
                 outcome[acl] = err.str() if err is not None else str(exc)
         return outcome

@@ -103,7 +103,7 @@ def _snappy_decompress(data: bytes) -> bytes:
         position += 4
         if length < 0 or position + length > len(data):
             raise RecordBatchError("truncated xerial snappy block")
-        parts.append(bytes(cramjam.snappy.decompress_raw(data[position:position + length])))
+        parts.append(bytes(cramjam.snappy.decompress_raw(data[position : position + length])))
         position += length
     return b"".join(parts)
 
@@ -111,7 +111,7 @@ def _snappy_decompress(data: bytes) -> bytes:
 def _snappy_compress_xerial(data: bytes) -> bytes:
     parts = [_XERIAL_MAGIC, _INT32.pack(1), _INT32.pack(1)]
     for start in range(0, len(data), _XERIAL_BLOCK):
-        block = bytes(cramjam.snappy.compress_raw(data[start:start + _XERIAL_BLOCK]))
+        block = bytes(cramjam.snappy.compress_raw(data[start : start + _XERIAL_BLOCK]))
         parts += [_INT32.pack(len(block)), block]
     return b"".join(parts)
 
@@ -146,7 +146,7 @@ def _read_bytes(buf: bytes, position: int) -> tuple[bytes | None, int]:
         return None, position
     if position + length > len(buf):
         raise RecordBatchError("record data ends inside a key, value or header")
-    return buf[position:position + length], position + length
+    return buf[position : position + length], position + length
 
 
 def _write_bytes(out: bytearray, data: bytes | None) -> None:
@@ -190,10 +190,17 @@ def decode_records(batch: RecordBatch) -> list[Record]:
 
 
 # --- encoding ----------------------------------------------------------------------------------------------
-def encode_batch(records: Sequence[Record], *, codec: Codec = Codec.NONE, base_offset: int = 0,
-                 producer_id: int = NO_PRODUCER_ID, producer_epoch: int = NO_PRODUCER_EPOCH,
-                 base_sequence: int = NO_SEQUENCE, transactional: bool = False,
-                 partition_leader_epoch: int = -1) -> bytearray:
+def encode_batch(
+    records: Sequence[Record],
+    *,
+    codec: Codec = Codec.NONE,
+    base_offset: int = 0,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = NO_PRODUCER_EPOCH,
+    base_sequence: int = NO_SEQUENCE,
+    transactional: bool = False,
+    partition_leader_epoch: int = -1,
+) -> bytearray:
     """A CreateTime batch holding ``records`` at offset deltas 0..n-1, whatever their own offsets were.
 
     Timestamps are kept record by record (base = the first record's, as the Java producer writes it).
@@ -217,10 +224,23 @@ def encode_batch(records: Sequence[Record], *, codec: Codec = Codec.NONE, base_o
     payload = compress(codec, bytes(body))
     attributes = int(codec) | (TRANSACTIONAL_FLAG if transactional else 0)
     out = bytearray(HEADER_SIZE)
-    _BATCH_HEADER.pack_into(out, 0, base_offset, HEADER_SIZE - LOG_OVERHEAD + len(payload), partition_leader_epoch,
-                            MAGIC_V2, 0, attributes, len(records) - 1, base_timestamp,
-                            max(record.timestamp for record in records), producer_id, producer_epoch,
-                            base_sequence, len(records))
+    _BATCH_HEADER.pack_into(
+        out,
+        0,
+        base_offset,
+        HEADER_SIZE - LOG_OVERHEAD + len(payload),
+        partition_leader_epoch,
+        MAGIC_V2,
+        0,
+        attributes,
+        len(records) - 1,
+        base_timestamp,
+        max(record.timestamp for record in records),
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        len(records),
+    )
     out += payload
     return set_crc(out)
 
@@ -230,8 +250,12 @@ def needs_rebuild(batch: RecordBatch, first_wanted: int, end: int | None = None)
     (a range copies exactly its offsets), its offsets have holes (compaction), its timestamps are
     LogAppendTime (a producer may not send that type), or the log cleaner marked it with a delete horizon
     (which would mean nothing, or the wrong thing, on the target)."""
-    return (batch.base_offset < first_wanted or (end is not None and batch.last_offset >= end)
-            or not batch.is_contiguous or bool(batch.attributes & (LOG_APPEND_TIME_FLAG | DELETE_HORIZON_FLAG)))
+    return (
+        batch.base_offset < first_wanted
+        or (end is not None and batch.last_offset >= end)
+        or not batch.is_contiguous
+        or bool(batch.attributes & (LOG_APPEND_TIME_FLAG | DELETE_HORIZON_FLAG))
+    )
 
 
 def rebuild(batch: RecordBatch, first_wanted: int, end: int | None = None) -> tuple[bytearray | None, list[int]]:
@@ -240,8 +264,11 @@ def rebuild(batch: RecordBatch, first_wanted: int, end: int | None = None) -> tu
     Keeps the records from ``first_wanted`` up to (not including) ``end``, re-encoded contiguously with
     the source codec. ``(None, [])`` when no record is left to copy.
     """
-    kept = [record for record in decode_records(batch)
-            if record.offset >= first_wanted and (end is None or record.offset < end)]
+    kept = [
+        record
+        for record in decode_records(batch)
+        if record.offset >= first_wanted and (end is None or record.offset < end)
+    ]
     if not kept:
         return None, []
     return encode_batch(kept, codec=Codec(batch.attributes & CODEC_MASK)), [record.offset for record in kept]
@@ -255,8 +282,12 @@ class RecordTooLarge(RecordBatchError):
         super().__init__(f"the record at offset {record.offset} is {size} bytes as a batch, above {limit}")
 
 
-def split_to_limit(batch: RecordBatch, first_wanted: int, end: int | None, limit: int,
-                   ) -> list[tuple[bytearray, list[int]]]:
+def split_to_limit(
+    batch: RecordBatch,
+    first_wanted: int,
+    end: int | None,
+    limit: int,
+) -> list[tuple[bytearray, list[int]]]:
     """``batch``'s records from ``first_wanted`` to ``end`` as batches of at most ``limit`` bytes each.
 
     Why: a producer refuses to send more than its ``message.max.bytes`` at once, and the record path (a
@@ -294,5 +325,9 @@ def split_to_limit(batch: RecordBatch, first_wanted: int, end: int | None, limit
 
 def _estimate(record: Record) -> int:
     """A record's encoded size, uncompressed, give or take its varints (counted at their largest)."""
-    return (len(record.key or b"") + len(record.value or b"") + 40
-            + sum(len(name) + len(value or b"") + 10 for name, value in record.headers))
+    return (
+        len(record.key or b"")
+        + len(record.value or b"")
+        + 40
+        + sum(len(name) + len(value or b"") + 10 for name, value in record.headers)
+    )

@@ -9,10 +9,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 # isolation.level: librdkafka defaults to read_committed, Java (and so MM2) to read_uncommitted.
-CONSUMER_DEFAULTS = {"isolation.level": "read_uncommitted", "fetch.queue.backoff.ms": "10",
-                     "queued.max.messages.kbytes": "65536", "fetch.wait.max.ms": "100"}
-PRODUCER_DEFAULTS = {"acks": "all", "enable.idempotence": "true", "linger.ms": "10", "batch.size": "1000000",
-                     "batch.num.messages": "10000", "queue.buffering.max.messages": "200000"}
+CONSUMER_DEFAULTS = {
+    "isolation.level": "read_uncommitted",
+    "fetch.queue.backoff.ms": "10",
+    "queued.max.messages.kbytes": "65536",
+    "fetch.wait.max.ms": "100",
+}
+PRODUCER_DEFAULTS = {
+    "acks": "all",
+    "enable.idempotence": "true",
+    "linger.ms": "10",
+    "batch.size": "1000000",
+    "batch.num.messages": "10000",
+    "queue.buffering.max.messages": "200000",
+}
 # The copy task relies on partition EOF to finish ranges that end in transaction markers, and the progress
 # record needs Connect's key->partition mapping.
 CONSUMER_FORCED = {"enable.partition.eof": "true", "enable.auto.commit": "false"}

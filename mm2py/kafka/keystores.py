@@ -75,8 +75,11 @@ def read_keystore(location: str, store_type: str, password: str, key_password: s
     store = _jks(data, password or None, "ssl.keystore")
     if len(store.private_keys) != 1:
         aliases = ", ".join(sorted(store.private_keys)) or "none"
-        raise KeyStoreError("ssl.keystore.location", f"the {store_type} keystore holds {len(store.private_keys)} "
-                            f"private keys (aliases: {aliases}); a client presents exactly one")
+        raise KeyStoreError(
+            "ssl.keystore.location",
+            f"the {store_type} keystore holds {len(store.private_keys)} "
+            f"private keys (aliases: {aliases}); a client presents exactly one",
+        )
     entry = next(iter(store.private_keys.values()))
     import jks
 
@@ -84,11 +87,13 @@ def read_keystore(location: str, store_type: str, password: str, key_password: s
         entry.decrypt(key_password or password)
     except jks.DecryptionFailureException:
         key = "ssl.key.password" if key_password else "ssl.keystore.password"
-        raise KeyStoreError(key, f"does not decrypt the private key of the {store_type} keystore "
-                                 "(a wrong password?)") from None
+        raise KeyStoreError(
+            key, f"does not decrypt the private key of the {store_type} keystore (a wrong password?)"
+        ) from None
     except jks.UnexpectedAlgorithmException as exc:
-        raise KeyStoreError("ssl.keystore.location", f"the private key is protected by an unknown algorithm: {exc}") \
-            from None
+        raise KeyStoreError(
+            "ssl.keystore.location", f"the private key is protected by an unknown algorithm: {exc}"
+        ) from None
     from cryptography.hazmat.primitives.serialization import load_der_private_key
 
     private_key = load_der_private_key(entry.pkey_pkcs8, password=None)
@@ -117,8 +122,9 @@ def _jks(data: bytes, password: str | None, prefix: str) -> Any:
         # Keys are decrypted separately, with ssl.key.password; the store password only checks integrity here.
         return jks.KeyStore.loads(data, password, try_decrypt_keys=False)
     except jks.KeystoreSignatureException:
-        raise KeyStoreError(f"{prefix}.password", "does not match the store's integrity check (a wrong password?)") \
-            from None
+        raise KeyStoreError(
+            f"{prefix}.password", "does not match the store's integrity check (a wrong password?)"
+        ) from None
     except (jks.BadKeystoreFormatException, jks.KeystoreException) as exc:
         reason = str(exc).split(";")[0]
         raise KeyStoreError(f"{prefix}.location", f"not a readable JKS or JCEKS store ({reason})") from None
@@ -130,8 +136,9 @@ def _pkcs12(data: bytes, password: str | None, prefix: str) -> Any:
     try:
         return pkcs12.load_pkcs12(data, password.encode() if password else None)
     except ValueError:
-        raise KeyStoreError(f"{prefix}.password", "does not open the PKCS12 store (a wrong password, or not a "
-                                                  "PKCS12 file)") from None
+        raise KeyStoreError(
+            f"{prefix}.password", "does not open the PKCS12 store (a wrong password, or not a PKCS12 file)"
+        ) from None
 
 
 def _cert_pem(certificate: Any) -> str:
@@ -144,4 +151,3 @@ def _key_pem(key: Any) -> str:
     from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
 
     return str(key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption()).decode("ascii"))
-

@@ -36,8 +36,15 @@ class PartitionReader:
     must not leave committed offsets behind that MM2 would then checkpoint.
     """
 
-    def __init__(self, alias: str, settings: Mapping[str, str], starts: Mapping[Partition, int] | None = None, *,
-                 purpose: str, timeout_s: float = 30.0) -> None:
+    def __init__(
+        self,
+        alias: str,
+        settings: Mapping[str, str],
+        starts: Mapping[Partition, int] | None = None,
+        *,
+        purpose: str,
+        timeout_s: float = 30.0,
+    ) -> None:
         self.alias = alias
         self.purpose = purpose
         self.operation = purpose
@@ -71,8 +78,9 @@ class PartitionReader:
     def __enter__(self) -> PartitionReader:
         return self
 
-    def __exit__(self, _type: type[BaseException] | None, _exc: BaseException | None,
-                 _tb: TracebackType | None) -> None:
+    def __exit__(
+        self, _type: type[BaseException] | None, _exc: BaseException | None, _tb: TracebackType | None
+    ) -> None:
         self.close()
 
     @property
@@ -96,9 +104,9 @@ class PartitionReader:
         """
         while self._open:
             if time.monotonic() > deadline:
-                raise KafkaOperationError(self.alias, self.operation,
-                                          f"did not reach the end within {self.timeout_s:.0f} s "
-                                          f"({self._where()})")
+                raise KafkaOperationError(
+                    self.alias, self.operation, f"did not reach the end within {self.timeout_s:.0f} s ({self._where()})"
+                )
             batch = []
             for msg in self._consumer.consume(num_messages=_BATCH, timeout=_WAIT_S):
                 tp = (msg.topic() or "", msg.partition() or 0)
@@ -135,22 +143,28 @@ class PartitionReader:
         self._consumer.close()
 
 
-def read_partitions(alias: str, settings: Mapping[str, str], starts: Mapping[Partition, int], *, purpose: str,
-                    timeout_s: float = 30.0) -> Iterator[Any]:
+def read_partitions(
+    alias: str, settings: Mapping[str, str], starts: Mapping[Partition, int], *, purpose: str, timeout_s: float = 30.0
+) -> Iterator[Any]:
     """Every record from ``starts`` to the end of each partition (see PartitionReader)."""
     with PartitionReader(alias, settings, starts, purpose=purpose, timeout_s=timeout_s) as reader:
         yield from reader.records()
 
 
-def read_topic(alias: str, consumer_settings: Mapping[str, str], topic: str, *, purpose: str,
-               timeout_s: float = 30.0) -> Iterator[Any]:
+def read_topic(
+    alias: str, consumer_settings: Mapping[str, str], topic: str, *, purpose: str, timeout_s: float = 30.0
+) -> Iterator[Any]:
     """Every record of ``topic`` on cluster ``alias``, per partition in offset order; nothing if it does not exist.
 
     How MM2's internal topics (progress, offset syncs, checkpoints, heartbeats) are loaded: committed
     records only, as Connect's KafkaBasedLog reads them.
     """
-    settings = {**consumer_settings, "group.id": f"mm2py-reader-{alias}", "fetch.wait.max.ms": "10",
-                "isolation.level": "read_committed"}
+    settings = {
+        **consumer_settings,
+        "group.id": f"mm2py-reader-{alias}",
+        "fetch.wait.max.ms": "10",
+        "isolation.level": "read_committed",
+    }
     with PartitionReader(alias, settings, purpose=purpose, timeout_s=timeout_s) as reader:
         reader.assign({(topic, p): OFFSET_BEGINNING for p in reader.topic_partitions(topic)})
         yield from reader.records()

@@ -78,9 +78,22 @@ class RecordBatch:
     response it came from, so forwarding it unchanged is a slice, not a copy.
     """
 
-    __slots__ = ("attributes", "base_offset", "base_sequence", "base_timestamp", "batch_length", "buffer", "crc",
-                 "last_offset_delta", "magic", "max_timestamp", "partition_leader_epoch", "producer_epoch",
-                 "producer_id", "record_count")
+    __slots__ = (
+        "attributes",
+        "base_offset",
+        "base_sequence",
+        "base_timestamp",
+        "batch_length",
+        "buffer",
+        "crc",
+        "last_offset_delta",
+        "magic",
+        "max_timestamp",
+        "partition_leader_epoch",
+        "producer_epoch",
+        "producer_id",
+        "record_count",
+    )
     base_offset: int
     batch_length: int
     partition_leader_epoch: int
@@ -98,19 +111,35 @@ class RecordBatch:
     def __init__(self, buffer: memoryview) -> None:
         if len(buffer) < HEADER_SIZE:
             raise RecordBatchError(f"a record batch needs at least {HEADER_SIZE} bytes, got {len(buffer)}")
-        (self.base_offset, self.batch_length, self.partition_leader_epoch, self.magic, self.crc, self.attributes,
-         self.last_offset_delta, self.base_timestamp, self.max_timestamp, self.producer_id, self.producer_epoch,
-         self.base_sequence, self.record_count) = _HEADER.unpack_from(buffer, 0)
+        (
+            self.base_offset,
+            self.batch_length,
+            self.partition_leader_epoch,
+            self.magic,
+            self.crc,
+            self.attributes,
+            self.last_offset_delta,
+            self.base_timestamp,
+            self.max_timestamp,
+            self.producer_id,
+            self.producer_epoch,
+            self.base_sequence,
+            self.record_count,
+        ) = _HEADER.unpack_from(buffer, 0)
         if self.magic != MAGIC_V2:
-            raise RecordBatchError(f"message format v{self.magic} at offset {self.base_offset}: only v2 record "
-                                   "batches (Kafka 0.11 and later) can be forwarded")
+            raise RecordBatchError(
+                f"message format v{self.magic} at offset {self.base_offset}: only v2 record "
+                "batches (Kafka 0.11 and later) can be forwarded"
+            )
         self.buffer = buffer
 
     def __repr__(self) -> str:
-        return (f"RecordBatch(base_offset={self.base_offset}, records={self.record_count}, "
-                f"last_offset_delta={self.last_offset_delta}, codec={self.codec.name}, "
-                f"producer_id={self.producer_id}, control={self.is_control}, "
-                f"transactional={self.is_transactional})")
+        return (
+            f"RecordBatch(base_offset={self.base_offset}, records={self.record_count}, "
+            f"last_offset_delta={self.last_offset_delta}, codec={self.codec.name}, "
+            f"producer_id={self.producer_id}, control={self.is_control}, "
+            f"transactional={self.is_transactional})"
+        )
 
     @property
     def size(self) -> int:
@@ -201,8 +230,9 @@ def split_batches(record_set: bytes | bytearray | memoryview) -> RecordSet:
     return RecordSet(batches)
 
 
-def with_producer(batch: RecordBatch, producer_id: int, producer_epoch: int, base_sequence: int,
-                  transactional: bool = False) -> bytearray:
+def with_producer(
+    batch: RecordBatch, producer_id: int, producer_epoch: int, base_sequence: int, transactional: bool = False
+) -> bytearray:
     """A copy of ``batch`` that the target producer can send: base offset 0, its own id, epoch and sequence,
     a new CRC.
 
@@ -240,8 +270,10 @@ def control_type(batch: RecordBatch) -> ControlType | None:
     return ControlType(kind) if kind in (0, 1) else None
 
 
-def data_batches(batches: Iterable[RecordBatch], aborted_transactions: Sequence[tuple[int, int]] | None,
-                 ) -> Iterator[RecordBatch]:
+def data_batches(
+    batches: Iterable[RecordBatch],
+    aborted_transactions: Sequence[tuple[int, int]] | None,
+) -> Iterator[RecordBatch]:
     """The batches a consumer would deliver records from: control batches dropped, and with read_committed
     (``aborted_transactions`` given, even if empty) the batches of aborted transactions dropped too.
 

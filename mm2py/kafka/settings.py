@@ -73,10 +73,21 @@ _NATIVE_CREDENTIALS = ("sasl.username", "sasl.oauthbearer.method", "sasl.oauthbe
 # Keys read together by the security steps rather than one by one.
 _SECURITY_KEYS = frozenset(
     {
-        "security.protocol", "sasl.mechanism", "sasl.mechanisms", "sasl.jaas.config", "ssl.keystore.type",
-        "ssl.keystore.location", "ssl.keystore.password", "ssl.key.password", "ssl.keystore.key",
-        "ssl.keystore.certificate.chain", "ssl.truststore.type", "ssl.truststore.location",
-        "ssl.truststore.password", "ssl.truststore.certificates", "ssl.endpoint.identification.algorithm",
+        "security.protocol",
+        "sasl.mechanism",
+        "sasl.mechanisms",
+        "sasl.jaas.config",
+        "ssl.keystore.type",
+        "ssl.keystore.location",
+        "ssl.keystore.password",
+        "ssl.key.password",
+        "ssl.keystore.key",
+        "ssl.keystore.certificate.chain",
+        "ssl.truststore.type",
+        "ssl.truststore.location",
+        "ssl.truststore.password",
+        "ssl.truststore.certificates",
+        "ssl.endpoint.identification.algorithm",
         "ssl.cipher.suites",
     }
 )
@@ -314,8 +325,11 @@ class _Translation:
             if key_password:
                 self.put("ssl.key.password", key_password, "ssl.key.password")
         elif store_type not in STORE_TYPES:
-            self.error("ssl.keystore.type", f"a {store_type} keystore, which mm2py cannot read",
-                       ", ".join((*STORE_TYPES, "PEM")))
+            self.error(
+                "ssl.keystore.type",
+                f"a {store_type} keystore, which mm2py cannot read",
+                ", ".join((*STORE_TYPES, "PEM")),
+            )
         else:
             try:
                 certificate = read_keystore(location, store_type, password, key_password or None)
@@ -346,8 +360,11 @@ class _Translation:
         elif store_type == "PEM":
             self.put("ssl.ca.location", location, "ssl.truststore.location")
         elif store_type not in STORE_TYPES:
-            self.error("ssl.truststore.type", f"a {store_type} truststore, which mm2py cannot read",
-                       ", ".join((*STORE_TYPES, "PEM")))
+            self.error(
+                "ssl.truststore.type",
+                f"a {store_type} truststore, which mm2py cannot read",
+                ", ".join((*STORE_TYPES, "PEM")),
+            )
         else:
             try:
                 bundle = read_truststore(location, store_type, java.get("ssl.truststore.password") or None)

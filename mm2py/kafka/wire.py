@@ -124,8 +124,9 @@ class Pending:
 class WireClient:
     """One cluster's connections (created on the executor; never pickled)."""
 
-    def __init__(self, alias: str, settings: Mapping[str, str], *,
-                 max_receive_bytes: int = DEFAULT_MAX_RECEIVE_BYTES) -> None:
+    def __init__(
+        self, alias: str, settings: Mapping[str, str], *, max_receive_bytes: int = DEFAULT_MAX_RECEIVE_BYTES
+    ) -> None:
         self.alias = alias
         config = wire_config(alias, settings)
         source = config.pop("sasl_oauth_token_source", None)
@@ -146,8 +147,11 @@ class WireClient:
     def refresh_leaders(self, topics: Iterable[str], timeout_s: float) -> dict[TopicPartition, ErrorCode]:
         """Learn each partition's leader; returns the partitions (or topics, as partition -1) in error."""
         topic_type = MetadataRequest.MetadataRequestTopic
-        request = MetadataRequest(topics=[topic_type(name=t) for t in sorted(set(topics))],
-                                  allow_auto_topic_creation=False, max_version=_METADATA_MAX_VERSION)
+        request = MetadataRequest(
+            topics=[topic_type(name=t) for t in sorted(set(topics))],
+            allow_auto_topic_creation=False,
+            max_version=_METADATA_MAX_VERSION,
+        )
         node = self._client.least_loaded_node(bootstrap_fallback=True)
         response = self._call(node, request, timeout_s)
         self._client.cluster.update_metadata(response)  # so the client can connect to every broker named
@@ -169,21 +173,42 @@ class WireClient:
         return self._leaders.get(tp)
 
     # -- requests ------------------------------------------------------------------------------------------
-    def send_fetch(self, node: int, positions: Iterable[FetchPosition], *, read_committed: bool,
-                   max_wait_ms: int = 100, max_bytes: int = 64 * 1024 * 1024) -> Pending:
+    def send_fetch(
+        self,
+        node: int,
+        positions: Iterable[FetchPosition],
+        *,
+        read_committed: bool,
+        max_wait_ms: int = 100,
+        max_bytes: int = 64 * 1024 * 1024,
+    ) -> Pending:
         """One Fetch carrying every given partition (they must share ``node`` as leader)."""
         by_topic: dict[str, list[Any]] = {}
         partition_type = FetchRequest.FetchTopic.FetchPartition
         for p in positions:
-            by_topic.setdefault(p.topic, []).append(partition_type(
-                partition=p.partition, fetch_offset=p.offset, partition_max_bytes=p.max_bytes,
-                log_start_offset=-1, current_leader_epoch=-1))
+            by_topic.setdefault(p.topic, []).append(
+                partition_type(
+                    partition=p.partition,
+                    fetch_offset=p.offset,
+                    partition_max_bytes=p.max_bytes,
+                    log_start_offset=-1,
+                    current_leader_epoch=-1,
+                )
+            )
         request = FetchRequest(
-            replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=max_bytes,
-            isolation_level=1 if read_committed else 0, session_id=0, session_epoch=-1,
+            replica_id=-1,
+            max_wait_ms=max_wait_ms,
+            min_bytes=1,
+            max_bytes=max_bytes,
+            isolation_level=1 if read_committed else 0,
+            session_id=0,
+            session_epoch=-1,
             topics=[FetchRequest.FetchTopic(topic=t, partitions=ps) for t, ps in by_topic.items()],
-            forgotten_topics_data=[], rack_id="",
-            min_version=_FETCH_VERSIONS[0], max_version=_FETCH_VERSIONS[1])
+            forgotten_topics_data=[],
+            rack_id="",
+            min_version=_FETCH_VERSIONS[0],
+            max_version=_FETCH_VERSIONS[1],
+        )
         return self._send(node, request, "fetch")
 
     def fetch_result(self, pending: Pending, timeout_s: float) -> list[FetchedPartition] | ErrorCode:
@@ -199,15 +224,24 @@ class WireClient:
                 aborted = None
                 if p.aborted_transactions is not None:
                     aborted = [(a.producer_id, a.first_offset) for a in p.aborted_transactions]
-                result.append(FetchedPartition(topic.topic, p.partition_index, error_for(p.error_code),
-                                               p.high_watermark, p.last_stable_offset, aborted,
-                                               p.records or b""))
+                result.append(
+                    FetchedPartition(
+                        topic.topic,
+                        p.partition_index,
+                        error_for(p.error_code),
+                        p.high_watermark,
+                        p.last_stable_offset,
+                        aborted,
+                        p.records or b"",
+                    )
+                )
         return result
 
     def init_producer_id(self, timeout_s: float) -> tuple[int, int] | ErrorCode:
         """A producer id and epoch for an idempotent (non-transactional) producer."""
-        request = InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=-1, producer_id=-1,
-                                        producer_epoch=-1, max_version=4)
+        request = InitProducerIdRequest(
+            transactional_id=None, transaction_timeout_ms=-1, producer_id=-1, producer_epoch=-1, max_version=4
+        )
         node = self._client.least_loaded_node(bootstrap_fallback=True)
         try:
             response = self._call(node, request, timeout_s)
@@ -216,25 +250,33 @@ class WireClient:
         error = error_for(response.error_code)
         return error if error is not None else (response.producer_id, response.producer_epoch)
 
-    def send_produce(self, node: int, record_sets: Mapping[TopicPartition, bytes | bytearray], *,
-                     timeout_ms: int = 30_000) -> Pending:
+    def send_produce(
+        self, node: int, record_sets: Mapping[TopicPartition, bytes | bytearray], *, timeout_ms: int = 30_000
+    ) -> Pending:
         """One Produce with acks=-1 carrying one record set per partition (all led by ``node``)."""
         by_topic: dict[str, list[Any]] = {}
         partition_type = ProduceRequest.TopicProduceData.PartitionProduceData
         for (topic, partition), records in record_sets.items():
             by_topic.setdefault(topic, []).append(partition_type(index=partition, records=records))
         request = ProduceRequest(
-            transactional_id=None, acks=-1, timeout_ms=timeout_ms,
+            transactional_id=None,
+            acks=-1,
+            timeout_ms=timeout_ms,
             topic_data=[ProduceRequest.TopicProduceData(name=t, partition_data=ps) for t, ps in by_topic.items()],
-            min_version=_PRODUCE_VERSIONS[0], max_version=_PRODUCE_VERSIONS[1])
+            min_version=_PRODUCE_VERSIONS[0],
+            max_version=_PRODUCE_VERSIONS[1],
+        )
         return self._send(node, request, "produce")
 
     def produce_result(self, pending: Pending, timeout_s: float) -> list[ProducedPartition] | ErrorCode:
         response = self.wait(pending, timeout_s)
         if isinstance(response, ErrorCode):
             return response
-        return [ProducedPartition(topic.name, p.index, error_for(p.error_code), p.base_offset)
-                for topic in response.responses for p in topic.partition_responses]
+        return [
+            ProducedPartition(topic.name, p.index, error_for(p.error_code), p.base_offset)
+            for topic in response.responses
+            for p in topic.partition_responses
+        ]
 
     # -- plumbing ------------------------------------------------------------------------------------------
     def _send(self, node: int, request: Any, kind: str) -> Pending:

@@ -38,21 +38,50 @@ from mm2py.secrets import mask_value
 _PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 _MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 # Security keys this module reads; any other ssl./sasl. key is refused (it would change how we connect).
-_HANDLED = frozenset({
-    "bootstrap.servers", "client.id", "security.protocol", "sasl.mechanism", "sasl.mechanisms", "sasl.username",
-    "sasl.password", "sasl.oauthbearer.method", "sasl.oauthbearer.client.id", "sasl.oauthbearer.client.secret",
-    "sasl.oauthbearer.token.endpoint.url", "sasl.oauthbearer.scope", "sasl.oauthbearer.extensions",
-    "sasl.oauthbearer.config", "enable.sasl.oauthbearer.unsecure.jwt", "ssl.ca.location", "ssl.ca.pem",
-    "ssl.certificate.location", "ssl.key.location", "ssl.key.password", "ssl.endpoint.identification.algorithm",
-    "ssl.certificate.pem", "ssl.key.pem",
-    "ssl.cipher.suites", "ssl.crl.location", "enable.ssl.certificate.verification", "request.timeout.ms",
-    "socket.timeout.ms", "reconnect.backoff.ms", "reconnect.backoff.max.ms", "socket.connection.setup.timeout.ms",
-    "connections.max.idle.ms", "client.dns.lookup",
-})
+_HANDLED = frozenset(
+    {
+        "bootstrap.servers",
+        "client.id",
+        "security.protocol",
+        "sasl.mechanism",
+        "sasl.mechanisms",
+        "sasl.username",
+        "sasl.password",
+        "sasl.oauthbearer.method",
+        "sasl.oauthbearer.client.id",
+        "sasl.oauthbearer.client.secret",
+        "sasl.oauthbearer.token.endpoint.url",
+        "sasl.oauthbearer.scope",
+        "sasl.oauthbearer.extensions",
+        "sasl.oauthbearer.config",
+        "enable.sasl.oauthbearer.unsecure.jwt",
+        "ssl.ca.location",
+        "ssl.ca.pem",
+        "ssl.certificate.location",
+        "ssl.key.location",
+        "ssl.key.password",
+        "ssl.endpoint.identification.algorithm",
+        "ssl.certificate.pem",
+        "ssl.key.pem",
+        "ssl.cipher.suites",
+        "ssl.crl.location",
+        "enable.ssl.certificate.verification",
+        "request.timeout.ms",
+        "socket.timeout.ms",
+        "reconnect.backoff.ms",
+        "reconnect.backoff.max.ms",
+        "socket.connection.setup.timeout.ms",
+        "connections.max.idle.ms",
+        "client.dns.lookup",
+    }
+)
 _SECURITY_PREFIXES = ("ssl.", "sasl.", "enable.ssl.", "enable.sasl.", "ssl_")
-_NUMBERS = {"reconnect.backoff.ms": "reconnect_backoff_ms", "reconnect.backoff.max.ms": "reconnect_backoff_max_ms",
-            "socket.connection.setup.timeout.ms": "socket_connection_setup_timeout_ms",
-            "connections.max.idle.ms": "connections_max_idle_ms"}
+_NUMBERS = {
+    "reconnect.backoff.ms": "reconnect_backoff_ms",
+    "reconnect.backoff.max.ms": "reconnect_backoff_max_ms",
+    "socket.connection.setup.timeout.ms": "socket_connection_setup_timeout_ms",
+    "connections.max.idle.ms": "connections_max_idle_ms",
+}
 
 
 class TokenSource:
@@ -84,8 +113,11 @@ class OidcTokenSource(TokenSource):
                 return self._cached[0]
             form = {"grant_type": "client_credentials", **({"scope": self.scope} if self.scope else {})}
             credentials = base64.b64encode(f"{self.client_id}:{self.client_secret}".encode()).decode()
-            request = urllib.request.Request(self.url, data=urllib.parse.urlencode(form).encode(), headers={
-                "Authorization": f"Basic {credentials}", "Content-Type": "application/x-www-form-urlencoded"})
+            request = urllib.request.Request(
+                self.url,
+                data=urllib.parse.urlencode(form).encode(),
+                headers={"Authorization": f"Basic {credentials}", "Content-Type": "application/x-www-form-urlencoded"},
+            )
             with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
                 answer = json.load(response)
             token = str(answer["access_token"])
@@ -126,26 +158,39 @@ def wire_config(alias: str, settings: Mapping[str, str], source: str | None = No
     Raises ConfigError naming the key for anything that would make this client connect differently from
     mm2py's librdkafka clients of the same cluster. ``source`` names the file in such errors.
     """
+
     def refuse(key: str, reason: str, allowed: str | None = None) -> ConfigError:
-        return ConfigError(f"{alias}: {reason}", source=source, key=key,
-                           value=mask_value(key, str(settings.get(key, ""))), allowed=allowed)
+        return ConfigError(
+            f"{alias}: {reason}",
+            source=source,
+            key=key,
+            value=mask_value(key, str(settings.get(key, ""))),
+            allowed=allowed,
+        )
 
     for key in settings:
         if key.startswith(_SECURITY_PREFIXES) and key not in _HANDLED:
-            raise refuse(key, "the batch copy path cannot honour this security setting",
-                         "use the record copy path for this cluster")
+            raise refuse(
+                key,
+                "the batch copy path cannot honour this security setting",
+                "use the record copy path for this cluster",
+            )
     servers = [s.strip() for s in str(settings.get("bootstrap.servers", "")).split(",") if s.strip()]
     if not servers:
         raise refuse("bootstrap.servers", "no bootstrap servers")
     protocol = str(settings.get("security.protocol", "PLAINTEXT")).upper()
     if protocol not in _PROTOCOLS:
         raise refuse("security.protocol", "not a security protocol", ", ".join(_PROTOCOLS))
-    config: dict[str, Any] = {"bootstrap_servers": servers, "security_protocol": protocol,
-                              "client_id": str(settings.get("client.id", "mm2py-batch"))}
+    config: dict[str, Any] = {
+        "bootstrap_servers": servers,
+        "security_protocol": protocol,
+        "client_id": str(settings.get("client.id", "mm2py-batch")),
+    }
     timeout = settings.get("socket.timeout.ms") or settings.get("request.timeout.ms")
     if timeout is not None:
-        config["request_timeout_ms"] = _number(refuse, "socket.timeout.ms" if "socket.timeout.ms" in settings
-                                               else "request.timeout.ms", str(timeout))
+        config["request_timeout_ms"] = _number(
+            refuse, "socket.timeout.ms" if "socket.timeout.ms" in settings else "request.timeout.ms", str(timeout)
+        )
     for key, name in _NUMBERS.items():
         if key in settings:
             config[name] = _number(refuse, key, str(settings[key]))
@@ -169,30 +214,50 @@ def _sasl(settings: Mapping[str, str], refuse: Any) -> dict[str, Any]:
     key = "sasl.mechanisms" if "sasl.mechanisms" in settings else "sasl.mechanism"
     mechanism = str(settings.get(key, "GSSAPI"))
     if mechanism not in _MECHANISMS:
-        raise refuse(key, f"SASL mechanism {mechanism} is not supported by the batch copy path "
-                     "(GSSAPI needs Kerberos libraries it does not ship)", ", ".join(_MECHANISMS))
+        raise refuse(
+            key,
+            f"SASL mechanism {mechanism} is not supported by the batch copy path "
+            "(GSSAPI needs Kerberos libraries it does not ship)",
+            ", ".join(_MECHANISMS),
+        )
     if mechanism != "OAUTHBEARER":
         if "sasl.username" not in settings or "sasl.password" not in settings:
             raise refuse("sasl.username", f"{mechanism} needs sasl.username and sasl.password")
-        return {"sasl_mechanism": mechanism, "sasl_plain_username": str(settings["sasl.username"]),
-                "sasl_plain_password": str(settings["sasl.password"])}
-    extensions = dict(item.split("=", 1) for item in str(settings.get("sasl.oauthbearer.extensions", "")).split(",")
-                      if "=" in item)
+        return {
+            "sasl_mechanism": mechanism,
+            "sasl_plain_username": str(settings["sasl.username"]),
+            "sasl_plain_password": str(settings["sasl.password"]),
+        }
+    extensions = dict(
+        item.split("=", 1) for item in str(settings.get("sasl.oauthbearer.extensions", "")).split(",") if "=" in item
+    )
     source: TokenSource
     if str(settings.get("sasl.oauthbearer.method", "default")).lower() == "oidc":
-        missing = [k for k in ("sasl.oauthbearer.token.endpoint.url", "sasl.oauthbearer.client.id",
-                               "sasl.oauthbearer.client.secret") if not settings.get(k)]
+        missing = [
+            k
+            for k in (
+                "sasl.oauthbearer.token.endpoint.url",
+                "sasl.oauthbearer.client.id",
+                "sasl.oauthbearer.client.secret",
+            )
+            if not settings.get(k)
+        ]
         if missing:
             raise refuse(missing[0], "OIDC login needs a token endpoint, client id and client secret")
-        source = OidcTokenSource(str(settings["sasl.oauthbearer.token.endpoint.url"]),
-                                 str(settings["sasl.oauthbearer.client.id"]),
-                                 str(settings["sasl.oauthbearer.client.secret"]),
-                                 str(settings.get("sasl.oauthbearer.scope", "")), extensions)
+        source = OidcTokenSource(
+            str(settings["sasl.oauthbearer.token.endpoint.url"]),
+            str(settings["sasl.oauthbearer.client.id"]),
+            str(settings["sasl.oauthbearer.client.secret"]),
+            str(settings.get("sasl.oauthbearer.scope", "")),
+            extensions,
+        )
     elif str(settings.get("enable.sasl.oauthbearer.unsecure.jwt", "false")).lower() == "true":
         source = _unsecured(str(settings.get("sasl.oauthbearer.config", "")), refuse)
     else:
-        raise refuse("sasl.oauthbearer.method", "OAUTHBEARER needs sasl.oauthbearer.method=oidc or "
-                     "enable.sasl.oauthbearer.unsecure.jwt=true")
+        raise refuse(
+            "sasl.oauthbearer.method",
+            "OAUTHBEARER needs sasl.oauthbearer.method=oidc or enable.sasl.oauthbearer.unsecure.jwt=true",
+        )
     return {"sasl_mechanism": "OAUTHBEARER", "sasl_oauth_token_source": source}
 
 
@@ -203,7 +268,7 @@ def _unsecured(config: str, refuse: Any) -> UnsecuredTokenSource:
     life = options.get("lifeSeconds", "3600")
     if not life.isdigit():
         raise refuse("sasl.oauthbearer.config", "lifeSeconds is not a whole number")
-    extra = {k[len("extension_"):]: v for k, v in options.items() if k.startswith("extension_")}
+    extra = {k[len("extension_") :]: v for k, v in options.items() if k.startswith("extension_")}
     scope = [s for s in options.get("scope", "").split(",") if s]
     return UnsecuredTokenSource(options["principal"], scope, int(life), extra)
 
@@ -234,19 +299,25 @@ def _ssl_context(settings: Mapping[str, str], refuse: Any) -> ssl.SSLContext:
         if not (settings.get("ssl.certificate.pem") and settings.get("ssl.key.pem")):
             raise refuse("ssl.key.pem", "an inline client key needs ssl.certificate.pem too, and the other way round")
         try:
-            _load_inline_cert_chain(context, str(settings["ssl.certificate.pem"]), str(settings["ssl.key.pem"]),
-                                    str(settings.get("ssl.key.password") or "") or None)
+            _load_inline_cert_chain(
+                context,
+                str(settings["ssl.certificate.pem"]),
+                str(settings["ssl.key.pem"]),
+                str(settings.get("ssl.key.password") or "") or None,
+            )
         except (OSError, ssl.SSLError) as exc:
-            raise refuse("ssl.key.pem", f"the client certificate or key cannot be used: {type(exc).__name__}") \
-                from None
+            raise refuse("ssl.key.pem", f"the client certificate or key cannot be used: {type(exc).__name__}") from None
     elif settings.get("ssl.certificate.location"):
         try:
-            context.load_cert_chain(str(settings["ssl.certificate.location"]),
-                                    str(settings.get("ssl.key.location") or "") or None,
-                                    str(settings.get("ssl.key.password") or "") or None)
+            context.load_cert_chain(
+                str(settings["ssl.certificate.location"]),
+                str(settings.get("ssl.key.location") or "") or None,
+                str(settings.get("ssl.key.password") or "") or None,
+            )
         except (OSError, ssl.SSLError) as exc:
-            raise refuse("ssl.certificate.location", f"the client certificate or key cannot be read: "
-                         f"{type(exc).__name__}") from None
+            raise refuse(
+                "ssl.certificate.location", f"the client certificate or key cannot be read: {type(exc).__name__}"
+            ) from None
     elif settings.get("ssl.key.location"):
         raise refuse("ssl.key.location", "a client key needs ssl.certificate.location too")
     if settings.get("ssl.crl.location"):

@@ -68,19 +68,34 @@ class PartitionVerification:
         listed = sum(p.count for p in self.problems if p.kind != "order")
         total = self.missing + self.altered + self.duplicates
         if total > listed:
-            lines.append(f"{where} and {total - listed} more: missing={self.missing} altered={self.altered} "
-                         f"duplicates={self.duplicates} in all")
+            lines.append(
+                f"{where} and {total - listed} more: missing={self.missing} altered={self.altered} "
+                f"duplicates={self.duplicates} in all"
+            )
         return lines
 
     def to_json(self) -> dict[str, Any]:
-        return {"flow": self.flow, "source": self.source, "target": self.target, "topic": self.topic,
-                "remote_topic": self.remote_topic, "partition": self.partition,
-                "first_offset": self.first_offset, "last_offset": self.last_offset,
-                "source_records": self.source_records, "target_records": self.target_records,
-                "source_digest": self.source_digest, "target_digest": self.target_digest,
-                "method": self.method, "status": self.status, "missing": self.missing,
-                "altered": self.altered, "duplicates": self.duplicates,
-                "problems": [p.to_json() for p in self.problems], "note": self.note}
+        return {
+            "flow": self.flow,
+            "source": self.source,
+            "target": self.target,
+            "topic": self.topic,
+            "remote_topic": self.remote_topic,
+            "partition": self.partition,
+            "first_offset": self.first_offset,
+            "last_offset": self.last_offset,
+            "source_records": self.source_records,
+            "target_records": self.target_records,
+            "source_digest": self.source_digest,
+            "target_digest": self.target_digest,
+            "method": self.method,
+            "status": self.status,
+            "missing": self.missing,
+            "altered": self.altered,
+            "duplicates": self.duplicates,
+            "problems": [p.to_json() for p in self.problems],
+            "note": self.note,
+        }
 
 
 # -- reading (driver side, one consumer per side and partition) -----------------------------------------
@@ -89,10 +104,19 @@ class PartitionVerification:
 class _WindowReader:
     """Reads one partition forward, one window at a time: never holds more than a window and one fetch."""
 
-    def __init__(self, alias: str, settings: Mapping[str, str], topic: str, partition: int, start: int,
-                 purpose: str, timeout_s: float = 30.0) -> None:
-        self._reader = PartitionReader(alias, settings, {(topic, partition): start}, purpose=purpose,
-                                       timeout_s=timeout_s)
+    def __init__(
+        self,
+        alias: str,
+        settings: Mapping[str, str],
+        topic: str,
+        partition: int,
+        start: int,
+        purpose: str,
+        timeout_s: float = 30.0,
+    ) -> None:
+        self._reader = PartitionReader(
+            alias, settings, {(topic, partition): start}, purpose=purpose, timeout_s=timeout_s
+        )
         self.timeout_s = timeout_s
         self._held: list[Any] = []
         self._next = start
@@ -123,16 +147,25 @@ def _reader_settings(settings: Mapping[str, str], alias: str, source_side: bool)
     # The source is read as the copy task read it (read_uncommitted unless the flow says otherwise), the
     # target as the flow's consumers would read it.
     defaults = {"isolation.level": "read_uncommitted"} if source_side else {}
-    return {**defaults, "fetch.queue.backoff.ms": "10", "auto.offset.reset": "earliest", **settings,
-            "group.id": f"mm2py-verify-{alias}"}
+    return {
+        **defaults,
+        "fetch.queue.backoff.ms": "10",
+        "auto.offset.reset": "earliest",
+        **settings,
+        "group.id": f"mm2py-verify-{alias}",
+    }
 
 
 # -- per flow ------------------------------------------------------------------------------------------
 
 
-def verify_flows(flows: list[FlowConfig], pool: AdminPool | None = None,
-                 topics: re.Pattern[str] | None = None, window_records: int = WINDOW_RECORDS,
-                 max_problems: int = MAX_PROBLEMS) -> list[PartitionVerification]:
+def verify_flows(
+    flows: list[FlowConfig],
+    pool: AdminPool | None = None,
+    topics: re.Pattern[str] | None = None,
+    window_records: int = WINDOW_RECORDS,
+    max_problems: int = MAX_PROBLEMS,
+) -> list[PartitionVerification]:
     """Verify every replicated partition of ``flows`` (optionally only source topics matching ``topics``)."""
     pool = pool or AdminPool()
     plan = build_plan(flows, pool)
@@ -159,8 +192,12 @@ class _FlowVerifier:
         partitions = [(t.topic, p) for t in topics for p in range(t.partitions)]
         earliest = self.pool.admin(flow.source, flow).list_offsets(partitions, "earliest")
         existing = self.pool.topics(flow.target, flow)
-        remote = [(t.remote_topic, p) for t in topics for p in range(t.partitions)
-                  if t.remote_topic in existing and p < existing[t.remote_topic].partitions]
+        remote = [
+            (t.remote_topic, p)
+            for t in topics
+            for p in range(t.partitions)
+            if t.remote_topic in existing and p < existing[t.remote_topic].partitions
+        ]
         target_admin = self.pool.admin(flow.target, flow)
         starts = target_admin.list_offsets(remote, "earliest")
         ends = target_admin.list_offsets(remote, "latest")
@@ -172,11 +209,11 @@ class _FlowVerifier:
                 rows.append(self._partition(t, p, earliest[(t.topic, p)], bounds))
         return rows
 
-    def _partition(self, t: TopicPlan, partition: int, source_start: int,
-                   target_bounds: tuple[int, int] | None) -> PartitionVerification:
+    def _partition(
+        self, t: TopicPlan, partition: int, source_start: int, target_bounds: tuple[int, int] | None
+    ) -> PartitionVerification:
         flow = self.flow
-        row = PartitionVerification(flow.name, flow.source, flow.target, t.topic, t.remote_topic, partition,
-                                    None, None)
+        row = PartitionVerification(flow.name, flow.source, flow.target, t.topic, t.remote_topic, partition, None, None)
         last = self.progress.get((t.topic, partition))
         if last is None:
             return row
@@ -185,37 +222,81 @@ class _FlowVerifier:
         first = max(source_start, runs[0].upstream) if runs else source_start
         notes = []
         if runs and runs[0].upstream > source_start:
-            notes.append(f"offset syncs start at upstream offset {runs[0].upstream}: records before it are "
-                         "not verified")
+            notes.append(
+                f"offset syncs start at upstream offset {runs[0].upstream}: records before it are not verified"
+            )
         target_start, target_end = target_bounds or (0, 0)
         windows = plan_windows(runs, first, last, target_start, target_end - 1, self.window_records)
-        log.info("verifying flow=%s topic=%s partition=%d upstream=%d..%d windows=%d", flow.name, t.topic,
-                 partition, first, last, len(windows))
+        log.info(
+            "verifying flow=%s topic=%s partition=%d upstream=%d..%d windows=%d",
+            flow.name,
+            t.topic,
+            partition,
+            first,
+            last,
+            len(windows),
+        )
         check = PartitionCheck(self.max_problems)
         if windows:
-            source = _WindowReader(flow.source, self.source_settings, t.topic, partition, first,
-                                      "reading source records to verify")
+            source = _WindowReader(
+                flow.source, self.source_settings, t.topic, partition, first, "reading source records to verify"
+            )
             start = max(target_start, windows[0].downstream_start - self.window_records)
-            target = (_WindowReader(flow.target, self.target_settings, t.remote_topic, partition, start,
-                                       "reading replicated records to verify")
-                      if target_bounds is not None else None)
+            target = (
+                _WindowReader(
+                    flow.target,
+                    self.target_settings,
+                    t.remote_topic,
+                    partition,
+                    start,
+                    "reading replicated records to verify",
+                )
+                if target_bounds is not None
+                else None
+            )
             try:
-                check = check_partition(runs, windows, source.read_through,
-                                        target.read_through if target is not None else lambda _last: [],
-                                        self.window_records, self.max_problems)
+                check = check_partition(
+                    runs,
+                    windows,
+                    source.read_through,
+                    target.read_through if target is not None else lambda _last: [],
+                    self.window_records,
+                    self.max_problems,
+                )
             finally:
                 source.close()
                 if target is not None:
                     target.close()
         if target_bounds is None:
             notes.append(f"{t.remote_topic} partition {partition} does not exist on {flow.target}")
-        method: Method = ("none" if not check.source_records else "offset-syncs" if not check.by_content
-                          else "content" if not check.by_syncs else "mixed")
+        method: Method = (
+            "none"
+            if not check.source_records
+            else "offset-syncs"
+            if not check.by_content
+            else "content"
+            if not check.by_syncs
+            else "mixed"
+        )
         if method in ("content", "mixed"):
-            notes.append(f"no dense offset syncs for {check.by_content} record(s): matched by content "
-                         "fingerprints")
+            notes.append(f"no dense offset syncs for {check.by_content} record(s): matched by content fingerprints")
         return PartitionVerification(
-            flow.name, flow.source, flow.target, t.topic, t.remote_topic, partition, first, last,
-            check.source_records, check.target_records, check.source_digest, check.target_digest, method,
-            check.counts["missing"], check.counts["altered"], check.counts["duplicate"],
-            tuple(check.sorted_problems()), "; ".join(notes))
+            flow.name,
+            flow.source,
+            flow.target,
+            t.topic,
+            t.remote_topic,
+            partition,
+            first,
+            last,
+            check.source_records,
+            check.target_records,
+            check.source_digest,
+            check.target_digest,
+            method,
+            check.counts["missing"],
+            check.counts["altered"],
+            check.counts["duplicate"],
+            tuple(check.sorted_problems()),
+            "; ".join(notes),
+        )

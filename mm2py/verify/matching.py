@@ -37,8 +37,9 @@ def _hash(data: bytes | None) -> int:
     return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "big") >> 1
 
 
-def fingerprint(key: bytes | None, value: bytes | None, headers: Sequence[tuple[str, bytes | None]] | None,
-                timestamp: int) -> Fingerprint:
+def fingerprint(
+    key: bytes | None, value: bytes | None, headers: Sequence[tuple[str, bytes | None]] | None, timestamp: int
+) -> Fingerprint:
     """What a copy must keep of a record; header order and repeated header names count, as in Kafka."""
     h = hashlib.blake2b(digest_size=8)
     for name, data in headers or ():
@@ -63,21 +64,35 @@ class Discrepancy:
     def describe(self) -> str:
         u, d, n = self.upstream_offset, self.downstream_offset, self.count
         if self.kind == "missing":
-            return f"missing upstream offset {u}" if n == 1 else \
-                f"missing upstream offsets {u}..{self.upstream_last} ({n} records)"
+            return (
+                f"missing upstream offset {u}"
+                if n == 1
+                else f"missing upstream offsets {u}..{self.upstream_last} ({n} records)"
+            )
         if self.kind == "altered":
             return f"altered upstream offset {u} at downstream offset {d} ({self.detail})"
         if self.kind == "duplicate":
-            return f"duplicate of upstream offset {u} at downstream offset {d}" if n == 1 else \
-                (f"duplicates of upstream offsets {u}..{self.upstream_last} at downstream offsets "
-                 f"{d}..{self.downstream_last} ({n} records)")
+            return (
+                f"duplicate of upstream offset {u} at downstream offset {d}"
+                if n == 1
+                else (
+                    f"duplicates of upstream offsets {u}..{self.upstream_last} at downstream offsets "
+                    f"{d}..{self.downstream_last} ({n} records)"
+                )
+            )
         return "the same records in another order (the digests differ)"
 
     def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "upstream_offset": self.upstream_offset,
-                "downstream_offset": self.downstream_offset, "count": self.count,
-                "upstream_last": self.upstream_last, "downstream_last": self.downstream_last,
-                "detail": self.detail, "message": self.describe()}
+        return {
+            "kind": self.kind,
+            "upstream_offset": self.upstream_offset,
+            "downstream_offset": self.downstream_offset,
+            "count": self.count,
+            "upstream_last": self.upstream_last,
+            "downstream_last": self.downstream_last,
+            "detail": self.detail,
+            "message": self.describe(),
+        }
 
 
 @dataclass(eq=False)
@@ -124,9 +139,13 @@ class PartitionCheck:
     _prev_end: int | None = None
     _last_of_kind: dict[str, int] = field(default_factory=dict)
 
-    def add_window(self, sources: Iterable[tuple[int, Fingerprint, int | None]],
-                   targets: Iterable[tuple[int, Fingerprint]], downstream_end: int,
-                   last: bool = False) -> None:
+    def add_window(
+        self,
+        sources: Iterable[tuple[int, Fingerprint, int | None]],
+        targets: Iterable[tuple[int, Fingerprint]],
+        downstream_end: int,
+        last: bool = False,
+    ) -> None:
         """``sources``: (upstream offset, fingerprint, expected downstream offset or None) in offset order;
         ``targets``: (downstream offset, fingerprint) in offset order, following the previous window's."""
         new_src = [_Src(u, fp, exp) for u, fp, exp in sources]
@@ -169,7 +188,7 @@ class PartitionCheck:
         for s in due:
             self._settle_unmatched(s, at, nearby, last)
         self._carry_src = keep
-        self._carry_tgt = [] if last else [t for t in pool_tgt if t.owner is None][-self.carry_limit:]
+        self._carry_tgt = [] if last else [t for t in pool_tgt if t.owner is None][-self.carry_limit :]
         self._recent.update((s.fp, s.offset) for s in pool_src if s.match is not None)
         for fp in list(itertools.islice(self._recent, max(0, len(self._recent) - self.carry_limit))):
             del self._recent[fp]
@@ -191,8 +210,7 @@ class PartitionCheck:
         self.target_records += 1
         self._pending.append((t.offset, t.fp))
 
-    def _settle_unmatched(self, s: _Src, at: Mapping[int, _Tgt], nearby: list[tuple[int, bool]],
-                          last: bool) -> None:
+    def _settle_unmatched(self, s: _Src, at: Mapping[int, _Tgt], nearby: list[tuple[int, bool]], last: bool) -> None:
         """Altered when the syncs' offset holds a record nobody claimed and the nearest copies on both sides
         sit where the syncs put them (or it is the partition's first or last); otherwise missing: a lost
         record shifts the copies after it, and a copy moved further than the carried window looks lost."""
@@ -206,8 +224,12 @@ class PartitionCheck:
                 t.owner = s.offset
                 self._attribute(t)
                 differs = [name for name, a, b in zip(_FIELDS, s.fp, t.fp, strict=True) if a != b]
-                self._problem("altered", s.offset, t.offset, f"{', '.join(differs)} differ"
-                              if len(differs) > 1 else f"{differs[0]} differs")
+                self._problem(
+                    "altered",
+                    s.offset,
+                    t.offset,
+                    f"{', '.join(differs)} differ" if len(differs) > 1 else f"{differs[0]} differs",
+                )
                 return
         self._problem("missing", s.offset, None)
 
@@ -217,11 +239,17 @@ class PartitionCheck:
         if kind in ("missing", "duplicate") and i is not None:
             prev = self.problems[i]
             assert prev.upstream_last is not None
-            onward = downstream is None or (
-                prev.downstream_last is not None and downstream > prev.downstream_last)
+            onward = downstream is None or (prev.downstream_last is not None and downstream > prev.downstream_last)
             if upstream == prev.upstream_last + 1 and onward:
-                self.problems[i] = Discrepancy(kind, prev.upstream_offset, prev.downstream_offset,
-                                               prev.count + 1, upstream, downstream, prev.detail)
+                self.problems[i] = Discrepancy(
+                    kind,
+                    prev.upstream_offset,
+                    prev.downstream_offset,
+                    prev.count + 1,
+                    upstream,
+                    downstream,
+                    prev.detail,
+                )
                 return
         if len(self.problems) < self.max_problems:
             self._last_of_kind[kind] = len(self.problems)
@@ -232,8 +260,7 @@ class PartitionCheck:
     def _flush_digest(self, through: int | None) -> None:
         """Feed the target digest in downstream order: only what no later window can still attribute."""
         self._pending.sort()
-        n = len(self._pending) if through is None else bisect.bisect_right(self._pending, through,
-                                                                            key=lambda e: e[0])
+        n = len(self._pending) if through is None else bisect.bisect_right(self._pending, through, key=lambda e: e[0])
         for _offset, fp in self._pending[:n]:
             self._target_digest.update(_PACK.pack(*fp))
         del self._pending[:n]
@@ -257,8 +284,14 @@ class PartitionCheck:
 Reader = Callable[[int], list[tuple[int, Fingerprint]]]
 
 
-def check_partition(runs: Sequence[Run], windows: Sequence[Window], read_source: Reader, read_target: Reader,
-                    lookahead: int = WINDOW_RECORDS, max_problems: int = MAX_PROBLEMS) -> PartitionCheck:
+def check_partition(
+    runs: Sequence[Run],
+    windows: Sequence[Window],
+    read_source: Reader,
+    read_target: Reader,
+    lookahead: int = WINDOW_RECORDS,
+    max_problems: int = MAX_PROBLEMS,
+) -> PartitionCheck:
     """Stream one partition through ``PartitionCheck``. A reader returns the records up to the offset it is
     given that it has not returned yet. The target reader should start up to ``lookahead`` offsets before the
     first window: an interrupted first copy task leaves its copies there."""

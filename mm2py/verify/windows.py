@@ -32,13 +32,11 @@ def runs_from_points(points: Sequence[SyncPoint]) -> list[Run]:
     Every sync is an exact point; two adjacent dense syncs that are one-to-one bracket an exact run. Syncs
     from before the last downstream reset (the remote topic was re-created) describe records that are gone.
     """
-    start = max((i for i in range(1, len(points)) if points[i].downstream < points[i - 1].downstream),
-                default=0)
+    start = max((i for i in range(1, len(points)) if points[i].downstream < points[i - 1].downstream), default=0)
     runs: list[Run] = []
     prev: SyncPoint | None = None
     for p in points[start:]:
-        if (prev is not None and prev.dense and p.dense
-                and p.upstream - prev.upstream == p.downstream - prev.downstream):
+        if prev is not None and prev.dense and p.dense and p.upstream - prev.upstream == p.downstream - prev.downstream:
             last = runs[-1]
             runs[-1] = Run(last.upstream, last.downstream, p.upstream - last.upstream + 1)
         else:
@@ -65,8 +63,14 @@ class Window:
     downstream_end: int
 
 
-def plan_windows(runs: Sequence[Run], first: int, last: int, downstream_start: int, downstream_end: int,
-                 max_records: int = WINDOW_RECORDS) -> list[Window]:
+def plan_windows(
+    runs: Sequence[Run],
+    first: int,
+    last: int,
+    downstream_start: int,
+    downstream_end: int,
+    max_records: int = WINDOW_RECORDS,
+) -> list[Window]:
     """Cut upstream [first, last] and the downstream offsets that hold it into windows of at most
     ``max_records`` offsets per side; consecutive windows tile both sides without gaps or overlaps.
 
@@ -76,9 +80,15 @@ def plan_windows(runs: Sequence[Run], first: int, last: int, downstream_start: i
     """
     if last < first:
         return []
-    clipped = [Run(max(r.upstream, first), r.downstream + max(0, first - r.upstream),
-                   min(r.upstream + r.length, last + 1) - max(r.upstream, first))
-               for r in runs if r.upstream <= last and r.upstream + r.length > first]
+    clipped = [
+        Run(
+            max(r.upstream, first),
+            r.downstream + max(0, first - r.upstream),
+            min(r.upstream + r.length, last + 1) - max(r.upstream, first),
+        )
+        for r in runs
+        if r.upstream <= last and r.upstream + r.length > first
+    ]
     spans: list[tuple[int, int]] = []  # (upstream offsets, downstream offsets), in order
     u, d = first, downstream_start
     if clipped:  # a run at ``first`` starts at its copy; before a later run, the target's start bounds it

@@ -40,6 +40,7 @@ WORKER_CRASHED = "Python worker exited unexpectedly"
 
 # -- processes (Linux /proc) ------------------------------------------------------------------------------
 
+
 def _stat_fields(pid: int) -> list[str] | None:
     """The fields of /proc/PID/stat after the command name (which may contain spaces and ')')."""
     try:
@@ -95,6 +96,7 @@ def busy_python_worker(session: int, window_s: float = 0.1, windows: int = 2, mi
 
 # -- the run ----------------------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class TaskEnd:
     """One finished Spark task attempt, from the event log."""
@@ -118,10 +120,24 @@ class MirrorRun:
         self.log = log
         self.events = log.with_suffix(".events")
         self.events.mkdir(parents=True, exist_ok=True)
-        spark_events = ("--conf", "spark.eventLog.enabled=true", "--conf", f"spark.eventLog.dir={self.events.as_uri()}",
-                        "--conf", "spark.eventLog.compress=false")
-        args = [sys.executable, "-m", "mm2py", *(["-v"] if verbose else []), "run", str(config), *spark_events,
-                *options]
+        spark_events = (
+            "--conf",
+            "spark.eventLog.enabled=true",
+            "--conf",
+            f"spark.eventLog.dir={self.events.as_uri()}",
+            "--conf",
+            "spark.eventLog.compress=false",
+        )
+        args = [
+            sys.executable,
+            "-m",
+            "mm2py",
+            *(["-v"] if verbose else []),
+            "run",
+            str(config),
+            *spark_events,
+            *options,
+        ]
         with log.open("ab") as out:
             out.write(f"### {' '.join(args)}\n".encode())
             out.flush()
@@ -138,9 +154,17 @@ class MirrorRun:
         return events
 
     def task_ends(self) -> list[TaskEnd]:
-        return [TaskEnd(e["Stage ID"], e["Task Info"]["Index"], e["Task Info"]["Attempt"],
-                        e["Task End Reason"]["Reason"], str(e["Task End Reason"].get("Description", "")))
-                for e in self.spark_events() if e.get("Event") == "SparkListenerTaskEnd"]
+        return [
+            TaskEnd(
+                e["Stage ID"],
+                e["Task Info"]["Index"],
+                e["Task Info"]["Attempt"],
+                e["Task End Reason"]["Reason"],
+                str(e["Task End Reason"].get("Description", "")),
+            )
+            for e in self.spark_events()
+            if e.get("Event") == "SparkListenerTaskEnd"
+        ]
 
     def stages_completed(self) -> int:
         return sum(1 for e in self.spark_events() if e.get("Event") == "SparkListenerStageCompleted")
@@ -237,6 +261,7 @@ def kill_python_worker_mid_task(run: MirrorRun, tries: int = 3, timeout: float =
 
 # -- the brokers' side ------------------------------------------------------------------------------------
 
+
 class BurstProducer:
     """Produces bursts of ``burst`` unique records to the source, every ``interval_s``, until stopped.
 
@@ -244,8 +269,9 @@ class BurstProducer:
     docs/test-broker.md, *ListOffsets*) and uses its own ``make_records`` seed, so every value in the topic is unique.
     """
 
-    def __init__(self, bootstrap: str, topic: str, partitions: int, *, burst: int, interval_s: float,
-                 value_size: int = 64) -> None:
+    def __init__(
+        self, bootstrap: str, topic: str, partitions: int, *, burst: int, interval_s: float, value_size: int = 64
+    ) -> None:
         self.bootstrap, self.topic, self.partitions = bootstrap, topic, partitions
         self.burst, self.interval_s, self.value_size = burst, interval_s, value_size
         self.produced: list[Record] = []
@@ -271,8 +297,9 @@ class BurstProducer:
         seed = _BURST_SEED_BASE
         try:
             while not self._stop.is_set():
-                records = make_records(self.burst, partitions=self.partitions, seed=seed,
-                                       value_size=self.value_size, with_headers=False)
+                records = make_records(
+                    self.burst, partitions=self.partitions, seed=seed, value_size=self.value_size, with_headers=False
+                )
                 produce(self.bootstrap, self.topic, records)
                 self.produced.extend(records)
                 seed += 1
@@ -311,8 +338,7 @@ class LandingWatch:
                 return current
             previous = current
             if run.proc.poll() is not None:
-                pytest.fail(f"mm2py exited with {run.proc.returncode} before {above} records landed:\n"
-                            f"{run.log_text()}")
+                pytest.fail(f"mm2py exited with {run.proc.returncode} before {above} records landed:\n{run.log_text()}")
             if time.monotonic() > deadline:
                 pytest.fail(f"no records landing past {above} within {timeout} s:\n{run.log_text()[-20_000:]}")
             time.sleep(0.002)  # sampling interval

@@ -22,16 +22,21 @@ POLL_INTERVAL_S = 0.2
 
 def config_for(tmp_path: Path, brokers: dict[str, TansuBroker], settings: str = "") -> Path:
     """``tmp_path/mm2.properties`` enabling ``dc1->target`` for ``orders``, plus the test's ``settings`` lines."""
-    return write_config(tmp_path / "mm2.properties", brokers,
-                        "dc1->target.enabled = true\ntopics = orders\n" + settings)
+    return write_config(
+        tmp_path / "mm2.properties", brokers, "dc1->target.enabled = true\ntopics = orders\n" + settings
+    )
 
 
 def start_run(config: Path, log: Path) -> subprocess.Popen[bytes]:
     """A continuous ``mm2py run`` in its own process group (driver, JVM and Python workers), like a service,
     so a test can signal or kill the whole group; stdout and stderr go to ``log``."""
     with log.open("wb") as out:
-        return subprocess.Popen([sys.executable, "-m", "mm2py", "run", str(config)], stdout=out,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        return subprocess.Popen(
+            [sys.executable, "-m", "mm2py", "run", str(config)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
 
 def copied(target: TansuBroker, topic: str = "orders") -> int:
@@ -42,9 +47,16 @@ def copied(target: TansuBroker, topic: str = "orders") -> int:
         return 0
 
 
-def wait_for(condition: Callable[[], bool], timeout: float, what: str, *,
-             proc: subprocess.Popen[bytes] | None = None, log: Path | None = None) -> None:
+def wait_for(
+    condition: Callable[[], bool],
+    timeout: float,
+    what: str,
+    *,
+    proc: subprocess.Popen[bytes] | None = None,
+    log: Path | None = None,
+) -> None:
     """Poll ``condition`` until it holds; fail with the run's log if it does not in time, or if ``proc`` exited."""
+
     def log_text() -> str:
         return log.read_text(errors="replace") if log is not None else ""
 

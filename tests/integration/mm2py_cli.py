@@ -32,5 +32,6 @@ def write_config(path: Path, brokers: dict[str, TansuBroker], body: str, cluster
 
 def mm2py(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
     """Run ``python -m mm2py ARGS`` to completion; output captured as text."""
-    return subprocess.run([sys.executable, "-m", "mm2py", *args], capture_output=True, text=True,
-                          timeout=timeout, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "mm2py", *args], capture_output=True, text=True, timeout=timeout, check=False
+    )

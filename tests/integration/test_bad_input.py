@@ -111,8 +111,12 @@ def write_case(case: str, tmp_path: Path) -> tuple[Path, list[str]]:
     if case == "unknown alias in a flow":
         config_file(path, servers, "dc1->tagret.enabled = true\n")
         line = line_of(path, "dc1->tagret.enabled")
-        return path, [f"{path}:{line} dc1->tagret.enabled = true", "'tagret'", "not in clusters",
-                      "did you mean target?"]
+        return path, [
+            f"{path}:{line} dc1->tagret.enabled = true",
+            "'tagret'",
+            "not in clusters",
+            "did you mean target?",
+        ]
     if case == "missing bootstrap.servers":
         config_file(path, {"dc1": servers["dc1"]})
         line = line_of(path, "dc1->target.enabled")
@@ -128,15 +132,23 @@ def write_case(case: str, tmp_path: Path) -> tuple[Path, list[str]]:
     raise AssertionError(case)
 
 
-CONFIG_CASES = ["missing file", "empty file", "binary file", "unknown alias in a flow",
-                "missing bootstrap.servers", "bad regex", "bad number"]
+CONFIG_CASES = [
+    "missing file",
+    "empty file",
+    "binary file",
+    "unknown alias in a flow",
+    "missing bootstrap.servers",
+    "bad regex",
+    "bad number",
+]
 FILE_CASES = CONFIG_CASES[:3]  # the file cannot be read at all, so even validate stops at the first line
 
 
 @pytest.mark.parametrize("command", list(COMMANDS))
 @pytest.mark.parametrize("case", CONFIG_CASES)
-def test_config_error_exits_2_with_one_line_naming_file_line_key_and_value(case: str, command: str,
-                                                                          tmp_path: Path) -> None:
+def test_config_error_exits_2_with_one_line_naming_file_line_key_and_value(
+    case: str, command: str, tmp_path: Path
+) -> None:
     path, fragments = write_case(case, tmp_path)
     line = the_error_line(invoke(command, path, timeout=60), EXIT_USAGE)
     for fragment in fragments:
@@ -167,8 +179,7 @@ def test_flows_naming_a_flow_that_is_not_enabled_is_a_usage_error(command: str, 
 
 def test_translate_offsets_between_clusters_without_an_enabled_flow_is_a_usage_error(tmp_path: Path) -> None:
     path = config_file(tmp_path / "mm2.properties", nowhere())
-    result = mm2py("translate-offsets", str(path), "--group", "g1", "--source", "target", "--target", "dc1",
-                   timeout=60)
+    result = mm2py("translate-offsets", str(path), "--group", "g1", "--source", "target", "--target", "dc1", timeout=60)
     line = the_error_line(result, EXIT_USAGE)
     assert "target->dc1 is not an enabled flow" in line, line
 
@@ -197,8 +208,9 @@ def test_unreachable_source_cluster_is_named_within_30_s(command: str, tmp_path:
 
 
 @pytest.mark.parametrize("command", ["plan", "lag", "run --once"])
-def test_unreachable_target_cluster_is_named_within_30_s(command: str, kafka_cluster: ClusterFactory,
-                                                         tmp_path: Path) -> None:
+def test_unreachable_target_cluster_is_named_within_30_s(
+    command: str, kafka_cluster: ClusterFactory, tmp_path: Path
+) -> None:
     dc1 = kafka_cluster("dc1")["dc1"]
     create_topic(dc1.bootstrap, "orders", 2)
     servers = {"dc1": dc1.bootstrap, "target": nowhere(("target",))["target"]}
@@ -212,20 +224,26 @@ def test_unreachable_target_cluster_is_named_within_30_s(command: str, kafka_clu
 
 
 @pytest.mark.parametrize("command", ["plan", "lag", "run --once", "verify"])
-def test_authentication_failure_exits_3_naming_the_cluster(command: str, kafka_cluster: ClusterFactory,
-                                                           tmp_path: Path) -> None:
+def test_authentication_failure_exits_3_naming_the_cluster(
+    command: str, kafka_cluster: ClusterFactory, tmp_path: Path
+) -> None:
     """The closest reproducible authentication failure: tansu has no SASL configured (docs/test-broker.md, *SASL* —
     no mechanism can succeed against it, and no other Kafka-protocol broker is available here), so a
     SASL_PLAINTEXT/PLAIN client fails its SASL handshake exactly where a wrong password would fail its
     login: before any request, inside librdkafka, surfacing as a transport/authentication error."""
     brokers = kafka_cluster("dc1", "target")
     create_topic(brokers["dc1"].bootstrap, "orders", 2)
-    path = write_config(tmp_path / "mm2.properties", brokers, (
-        "dc1->target.enabled = true\n"
-        "dc1.security.protocol = SASL_PLAINTEXT\n"
-        "dc1.sasl.mechanism = PLAIN\n"
-        "dc1.sasl.jaas.config = org.apache.kafka.common.security.plain.PlainLoginModule required "
-        'username="mirror" password="not-accepted-here";\n'))
+    path = write_config(
+        tmp_path / "mm2.properties",
+        brokers,
+        (
+            "dc1->target.enabled = true\n"
+            "dc1.security.protocol = SASL_PLAINTEXT\n"
+            "dc1.sasl.mechanism = PLAIN\n"
+            "dc1.sasl.jaas.config = org.apache.kafka.common.security.plain.PlainLoginModule required "
+            'username="mirror" password="not-accepted-here";\n'
+        ),
+    )
     started = time.monotonic()
     result = invoke(command, path, timeout=120)
     elapsed = time.monotonic() - started
@@ -262,17 +280,23 @@ def big_record(kafka_cluster: ClusterFactory, tmp_path: Path) -> tuple[dict[str,
     brokers = kafka_cluster("dc1", "target")
     create_topic(brokers["dc1"].bootstrap, "big", 1)
     now = int(time.time() * 1000)
-    produce(brokers["dc1"].bootstrap, "big", [  # the harness producer allows 64 MB records
-        Record(b"k0", b"before", [], now, 0),
-        Record(b"k1", b"x" * TWO_MB, [], now + 1, 0),
-        Record(b"k2", b"after", [], now + 2, 0)])
+    produce(
+        brokers["dc1"].bootstrap,
+        "big",
+        [  # the harness producer allows 64 MB records
+            Record(b"k0", b"before", [], now, 0),
+            Record(b"k1", b"x" * TWO_MB, [], now + 1, 0),
+            Record(b"k2", b"after", [], now + 2, 0),
+        ],
+    )
     path = write_config(tmp_path / "mm2.properties", brokers, "dc1->target.enabled = true\ntopics = big\n")
     return brokers, path
 
 
 @pytest.mark.spark
 def test_record_larger_than_the_target_producer_accepts_stops_the_run_before_it(
-        big_record: tuple[dict[str, TansuBroker], Path]) -> None:
+    big_record: tuple[dict[str, TansuBroker], Path],
+) -> None:
     brokers, path = big_record
     result = mm2py("run", str(path), "--once")
     assert result.returncode == EXIT_RUNTIME, result.stderr
@@ -294,7 +318,8 @@ def test_record_larger_than_the_target_producer_accepts_stops_the_run_before_it(
 
 @pytest.mark.spark
 def test_record_too_large_is_one_clean_line_naming_its_size_and_the_limit(
-        big_record: tuple[dict[str, TansuBroker], Path]) -> None:
+    big_record: tuple[dict[str, TansuBroker], Path],
+) -> None:
     _brokers, path = big_record
     line = the_error_line(mm2py("run", str(path), "--once"), EXIT_RUNTIME)
     assert "message.max.bytes" in line and "1000000" in line and str(TWO_MB) in line, line
@@ -302,19 +327,29 @@ def test_record_too_large_is_one_clean_line_naming_its_size_and_the_limit(
 
 
 @pytest.mark.spark
-def test_source_topic_deleted_during_a_continuous_run_is_reported(kafka_cluster: ClusterFactory,
-                                                                  tmp_path: Path) -> None:
+def test_source_topic_deleted_during_a_continuous_run_is_reported(
+    kafka_cluster: ClusterFactory, tmp_path: Path
+) -> None:
     brokers = kafka_cluster("dc1", "target")
     create_topic(brokers["dc1"].bootstrap, "doomed", 2)
     create_topic(brokers["dc1"].bootstrap, "kept", 1)
     produce(brokers["dc1"].bootstrap, "doomed", make_records(100, partitions=2, seed=1))
-    path = write_config(tmp_path / "mm2.properties", brokers, (
-        "dc1->target.enabled = true\ntopics = doomed, kept\n"
-        "dc1->target.refresh.topics.interval.seconds = 2\ndc1.consumer.poll.timeout.ms = 200\n"))
+    path = write_config(
+        tmp_path / "mm2.properties",
+        brokers,
+        (
+            "dc1->target.enabled = true\ntopics = doomed, kept\n"
+            "dc1->target.refresh.topics.interval.seconds = 2\ndc1.consumer.poll.timeout.ms = 200\n"
+        ),
+    )
     log = tmp_path / "run.log"
     with log.open("wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "mm2py", "run", str(path)], stdout=out,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "mm2py", "run", str(path)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
         deadline = time.monotonic() + 120
         while copied(brokers["target"], "dc1.doomed") < 100:
@@ -350,12 +385,16 @@ def _names_topic(text: str, topic: str) -> bool:
     return any(topic in line and any(mark in line for mark in loud) for line in text.splitlines())
 
 
-def test_validate_warns_about_a_misspelt_cluster_level_security_key_without_printing_it(
-        tmp_path: Path) -> None:
-    path = config_file(tmp_path / "mm2.properties", nowhere(), (
-        "dc1.security.protocol = SSL\n"
-        "dc1.ssl.keystore.location = /etc/kafka/dc1.p12\n"
-        "dc1.ssl.keystore.pasword = Ue9iOp4AsD1g\n"))
+def test_validate_warns_about_a_misspelt_cluster_level_security_key_without_printing_it(tmp_path: Path) -> None:
+    path = config_file(
+        tmp_path / "mm2.properties",
+        nowhere(),
+        (
+            "dc1.security.protocol = SSL\n"
+            "dc1.ssl.keystore.location = /etc/kafka/dc1.p12\n"
+            "dc1.ssl.keystore.pasword = Ue9iOp4AsD1g\n"
+        ),
+    )
     result = mm2py("validate", str(path), timeout=60)
     assert "Ue9iOp" not in result.stdout + result.stderr
     line = next((x for x in result.stdout.splitlines() if "dc1.ssl.keystore.pasword" in x), "")

@@ -37,18 +37,33 @@ def pair(kafka_cluster: ClusterFactory) -> dict[str, TansuBroker]:
 
 def spec_for(src: str, dst: str, syncs_topic: str, progress: str, **consumer: str) -> CopySpec:
     return CopySpec(
-        flow="src->dst", source="src", target="dst",
+        flow="src->dst",
+        source="src",
+        target="dst",
         consumer_settings={"bootstrap.servers": src, "group.id": "unused", **consumer},
-        producer_settings={"bootstrap.servers": dst, "acks": "all", "enable.idempotence": "true",
-                           "partitioner": "murmur2_random", "linger.ms": "5"},
-        syncs_producer_settings={"bootstrap.servers": src, "acks": "all"}, syncs_topic=syncs_topic,
-        progress_topic=progress, offset_lag_max=100, stall_timeout_s=30.0, flush_timeout_s=30.0)
+        producer_settings={
+            "bootstrap.servers": dst,
+            "acks": "all",
+            "enable.idempotence": "true",
+            "partitioner": "murmur2_random",
+            "linger.ms": "5",
+        },
+        syncs_producer_settings={"bootstrap.servers": src, "acks": "all"},
+        syncs_topic=syncs_topic,
+        progress_topic=progress,
+        offset_lag_max=100,
+        stall_timeout_s=30.0,
+        flush_timeout_s=30.0,
+    )
 
 
 def produce_batched(bootstrap: str, topic: str, records: list[Record], **settings: Any) -> None:
     """Produce with large batches (the harness sends one-record tail batches; here batches are the point)."""
-    producer = Producer(client_config(bootstrap, **{"linger.ms": 50, "batch.num.messages": 10_000,
-                                                    "enable.idempotence": True, **settings}))
+    producer = Producer(
+        client_config(
+            bootstrap, **{"linger.ms": 50, "batch.num.messages": 10_000, "enable.idempotence": True, **settings}
+        )
+    )
     transactional = "transactional.id" in settings
     if transactional:
         producer.init_transactions(30)
@@ -106,8 +121,9 @@ def make_topics(pair: dict[str, TansuBroker], topic: str, partitions: int) -> tu
 
 
 @pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
-def test_every_codec_is_copied_record_for_record(pair: dict[str, TansuBroker], unique_topic: Callable[..., str],
-                                                 codec: str) -> None:
+def test_every_codec_is_copied_record_for_record(
+    pair: dict[str, TansuBroker], unique_topic: Callable[..., str], codec: str
+) -> None:
     src, dst = pair["src"].bootstrap, pair["dst"].bootstrap
     topic = unique_topic(codec)
     syncs, progress = make_topics(pair, topic, 3)
@@ -121,8 +137,9 @@ def test_every_codec_is_copied_record_for_record(pair: dict[str, TansuBroker], u
     assert {r.partition: r.last_offset for r in results} == {p: 999 for p in range(3)}
 
 
-def test_committed_transactions_are_copied_without_their_markers(pair: dict[str, TansuBroker],
-                                                                 unique_topic: Callable[..., str]) -> None:
+def test_committed_transactions_are_copied_without_their_markers(
+    pair: dict[str, TansuBroker], unique_topic: Callable[..., str]
+) -> None:
     src, dst = pair["src"].bootstrap, pair["dst"].bootstrap
     topic = unique_topic("txn")
     syncs, progress = make_topics(pair, topic, 2)
@@ -138,8 +155,9 @@ def test_committed_transactions_are_copied_without_their_markers(pair: dict[str,
     check_syncs(src, syncs, topic, source, target)
 
 
-def test_a_range_starting_inside_a_batch_copies_from_its_first_offset(pair: dict[str, TansuBroker],
-                                                                      unique_topic: Callable[..., str]) -> None:
+def test_a_range_starting_inside_a_batch_copies_from_its_first_offset(
+    pair: dict[str, TansuBroker], unique_topic: Callable[..., str]
+) -> None:
     src, dst = pair["src"].bootstrap, pair["dst"].bootstrap
     topic = unique_topic("mid")
     syncs, progress = make_topics(pair, topic, 1)

@@ -38,8 +38,11 @@ def produce_batched(bootstrap: str, topic: str, records: list[Record], **setting
     end. After a commit marker it is exact anyway."""
     producer = Producer(client_config(bootstrap, **{"linger.ms": 50, "batch.num.messages": 10_000, **settings}))
     transactional = "transactional.id" in settings
-    tails = set() if transactional else {max(i for i, r in enumerate(records) if r.partition == p)
-                                         for p in {r.partition for r in records}}
+    tails = (
+        set()
+        if transactional
+        else {max(i for i, r in enumerate(records) if r.partition == p) for p in {r.partition for r in records}}
+    )
     if transactional:
         producer.init_transactions(30)
         producer.begin_transaction()
@@ -74,8 +77,9 @@ def test_run_once_forwards_batches_and_every_record_is_exact(pair: dict[str, Tan
     src, dst = pair["src"].bootstrap, pair["dst"].bootstrap
     written: dict[str, list[Record]] = {}
     for i, codec in enumerate(CODECS):
-        written[f"codec-{codec}"] = make_records(900, partitions=PARTITIONS, seed=i, value_size=100,
-                                                 tombstone_every=17, null_key_every=13)
+        written[f"codec-{codec}"] = make_records(
+            900, partitions=PARTITIONS, seed=i, value_size=100, tombstone_every=17, null_key_every=13
+        )
     written["idempotent"] = make_records(900, partitions=PARTITIONS, seed=10)
     written["transactions"] = make_records(600, partitions=PARTITIONS, seed=11)
     written["resumed"] = make_records(900, partitions=PARTITIONS, seed=12)
@@ -109,13 +113,15 @@ def test_run_once_forwards_batches_and_every_record_is_exact(pair: dict[str, Tan
 
 
 def test_a_flow_that_needs_per_record_work_takes_the_record_path_and_says_why(
-        pair: dict[str, TansuBroker], tmp_path: Path) -> None:
+    pair: dict[str, TansuBroker], tmp_path: Path
+) -> None:
     src, dst = pair["src"].bootstrap, pair["dst"].bootstrap
     create_topic(src, "orders", 2)
     records = make_records(300, partitions=2, seed=3)
     produce_batched(src, "orders", records, **{"compression.type": "gzip"})
-    config = write_config(tmp_path / "mm2.properties", pair,
-                          "src->dst.enabled = true\ndst.producer.compression.type = zstd\n")
+    config = write_config(
+        tmp_path / "mm2.properties", pair, "src->dst.enabled = true\ndst.producer.compression.type = zstd\n"
+    )
     plan = mm2py("plan", str(config))
     assert "path=record (compression.type=zstd re-compresses every record)" in plan.stdout, plan.stdout
     result = mm2py("run", str(config), "--once")

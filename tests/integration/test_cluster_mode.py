@@ -42,23 +42,35 @@ def fields(r: Record) -> tuple[object, ...]:
 
 
 def test_run_once_on_a_standalone_cluster_ships_mm2py_to_executors_and_copies_every_record_once_in_order(
-        kafka_cluster: ClusterFactory, spark_cluster: StandaloneCluster, tmp_path: Path,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    kafka_cluster: ClusterFactory, spark_cluster: StandaloneCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     brokers = kafka_cluster("src", "target")
     create_topic(brokers["src"].bootstrap, "orders", PARTITIONS)
-    produce(brokers["src"].bootstrap, "orders",
-            make_records(RECORDS, partitions=PARTITIONS, seed=5, tombstone_every=17, null_key_every=13))
+    produce(
+        brokers["src"].bootstrap,
+        "orders",
+        make_records(RECORDS, partitions=PARTITIONS, seed=5, tombstone_every=17, null_key_every=13),
+    )
     flows = "src->target.enabled = true\ntopics = orders\n"
     config = write_config(tmp_path / "mm2.properties", brokers, flows)
     executor_python = ExecutorPython.create(tmp_path / "executor-python")
     # The driver hands PYSPARK_PYTHON to every executor as the interpreter for its Python workers.
     monkeypatch.setenv("PYSPARK_PYTHON", str(executor_python.executable))
 
-    result = mm2py("run", str(config), "--once", "--master", spark_cluster.master_url,
-                   # The driver must be reachable by the executors, on loopback only (mm2py leaves these to
-                   # Spark's defaults for non-local masters: the host's name and every interface).
-                   "--conf", "spark.driver.host=127.0.0.1", "--conf", "spark.driver.bindAddress=127.0.0.1",
-                   timeout=150)
+    result = mm2py(
+        "run",
+        str(config),
+        "--once",
+        "--master",
+        spark_cluster.master_url,
+        # The driver must be reachable by the executors, on loopback only (mm2py leaves these to
+        # Spark's defaults for non-local masters: the host's name and every interface).
+        "--conf",
+        "spark.driver.host=127.0.0.1",
+        "--conf",
+        "spark.driver.bindAddress=127.0.0.1",
+        timeout=150,
+    )
 
     assert result.returncode == 0, f"{result.stderr}\n{spark_cluster.diagnostics()}"
     source = read_all(brokers["src"].bootstrap, "orders")

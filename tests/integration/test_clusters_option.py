@@ -44,20 +44,34 @@ def scrape(port: int) -> str | None:
 
 
 def test_clusters_west_copies_east_to_west_and_leaves_west_to_east_untouched(
-        kafka_cluster: ClusterFactory, tmp_path: Path) -> None:
+    kafka_cluster: ClusterFactory, tmp_path: Path
+) -> None:
     brokers = kafka_cluster("east", "west")
     for seed, side in enumerate(("east", "west"), start=1):
         create_topic(brokers[side].bootstrap, "orders", 2)
         produce(brokers[side].bootstrap, "orders", make_records(120, partitions=2, seed=seed))
-    config = write_config(tmp_path / "mm2.properties", brokers,
-                          ACTIVE_ACTIVE + "mm2py.metrics.host = 127.0.0.1\n")
+    config = write_config(tmp_path / "mm2.properties", brokers, ACTIVE_ACTIVE + "mm2py.metrics.host = 127.0.0.1\n")
     east_before = set(list_topics(brokers["east"].bootstrap))
     port = free_port()
 
     stdout, stderr = tmp_path / "run.out", tmp_path / "run.err"
     with stdout.open("w") as out, stderr.open("w") as err:
-        process = subprocess.Popen([sys.executable, "-m", "mm2py", "run", str(config), "--once",
-                                    "--clusters", "west", "--metrics-port", str(port)], stdout=out, stderr=err)
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "mm2py",
+                "run",
+                str(config),
+                "--once",
+                "--clusters",
+                "west",
+                "--metrics-port",
+                str(port),
+            ],
+            stdout=out,
+            stderr=err,
+        )
         try:
             served = None
             deadline = time.monotonic() + 120

@@ -21,8 +21,7 @@ PARTITIONS = 4
 FLOW = IDENTITY + "consumer.poll.timeout.ms = 200\n"
 
 
-def test_sigterm_finishes_the_batch_records_progress_and_exits_0(pair: dict[str, TansuBroker],
-                                                                 tmp_path: Path) -> None:
+def test_sigterm_finishes_the_batch_records_progress_and_exits_0(pair: dict[str, TansuBroker], tmp_path: Path) -> None:
     config = config_for(tmp_path, pair, FLOW)
     produce(pair["dc1"].bootstrap, "orders", make_records(2_000, partitions=PARTITIONS, seed=1))
     log = tmp_path / "run.log"
@@ -30,8 +29,7 @@ def test_sigterm_finishes_the_batch_records_progress_and_exits_0(pair: dict[str,
     try:
         wait_for(lambda: copied(pair["target"]) == 2_000, 120, "the first 2000 records", proc=proc, log=log)
         produce(pair["dc1"].bootstrap, "orders", make_records(500, partitions=PARTITIONS, seed=2))
-        wait_for(lambda: copied(pair["target"]) == 2_500, 60, "500 records produced while running",
-                 proc=proc, log=log)
+        wait_for(lambda: copied(pair["target"]) == 2_500, 60, "500 records produced while running", proc=proc, log=log)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 0, log.read_text()
     finally:
@@ -43,13 +41,17 @@ def test_sigterm_finishes_the_batch_records_progress_and_exits_0(pair: dict[str,
     assert copied(pair["target"]) == 2_500
 
 
-def test_ctrl_c_to_the_process_group_finishes_the_batch_and_exits_0(pair: dict[str, TansuBroker],
-                                                                    tmp_path: Path) -> None:
+def test_ctrl_c_to_the_process_group_finishes_the_batch_and_exits_0(
+    pair: dict[str, TansuBroker], tmp_path: Path
+) -> None:
     """A terminal's Ctrl-C signals the whole foreground process group; Spark's JVM and workers must not die of it
     (they have a group of their own) and PySpark must not cancel the job: the run stops as after SIGTERM."""
     config = config_for(tmp_path, pair, FLOW + "mm2py.batch.max.records = 20000\n")
-    produce(pair["dc1"].bootstrap, "orders", make_records(120_000, partitions=PARTITIONS, seed=6, value_size=64,
-                                                          with_headers=False))
+    produce(
+        pair["dc1"].bootstrap,
+        "orders",
+        make_records(120_000, partitions=PARTITIONS, seed=6, value_size=64, with_headers=False),
+    )
     log = tmp_path / "run.log"
     proc = start_run(config, log)
     try:
@@ -71,8 +73,7 @@ def test_sigkill_of_the_process_group_mid_copy_loses_nothing(pair: dict[str, Tan
     log = tmp_path / "run.log"
     proc = start_run(config, log)
     try:
-        wait_for(lambda: copied(pair["target"]) >= total // 4, 180, "a quarter of the records",
-                 proc=proc, log=log)
+        wait_for(lambda: copied(pair["target"]) >= total // 4, 180, "a quarter of the records", proc=proc, log=log)
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
@@ -96,9 +97,14 @@ def test_sigkill_of_the_process_group_mid_copy_loses_nothing(pair: dict[str, Tan
 
 
 def test_new_source_topics_are_picked_up_every_refresh_interval(pair: dict[str, TansuBroker], tmp_path: Path) -> None:
-    config = write_config(tmp_path / "mm2.properties", pair, (
-        "dc1->target.enabled = true\ntopics = orders.*\nrefresh.topics.interval.seconds = 2\n"
-        "consumer.poll.timeout.ms = 200\n"))
+    config = write_config(
+        tmp_path / "mm2.properties",
+        pair,
+        (
+            "dc1->target.enabled = true\ntopics = orders.*\nrefresh.topics.interval.seconds = 2\n"
+            "consumer.poll.timeout.ms = 200\n"
+        ),
+    )
     produce(pair["dc1"].bootstrap, "orders", make_records(100, partitions=PARTITIONS, seed=1))
     log = tmp_path / "run.log"
     proc = start_run(config, log)

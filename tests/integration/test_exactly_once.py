@@ -52,8 +52,7 @@ def test_a_predecessor_with_the_same_transactional_id_is_fenced(pair: dict[str, 
     produce(pair["dc1"].bootstrap, "orders", records)
     create_topic(pair["target"].bootstrap, "dc1.orders", 2)
     # A predecessor that died mid-transaction on partition 0, holding mm2py's transactional.id for it.
-    zombie = Producer(client_config(pair["target"].bootstrap, **{
-        "transactional.id": "mm2py|dc1->target|orders-0"}))
+    zombie = Producer(client_config(pair["target"].bootstrap, **{"transactional.id": "mm2py|dc1->target|orders-0"}))
     zombie.init_transactions(10)
     zombie.begin_transaction()
     zombie.produce("dc1.orders", b"zombie", partition=0)
@@ -82,8 +81,9 @@ def test_sigkill_mid_transaction_then_once_loses_nothing(pair: dict[str, TansuBr
     log = tmp_path / "run.log"
     proc = start_run(config, log)
     try:
-        wait_for(lambda: copied(pair["target"], "dc1.orders") >= 15_000, 180, "15000 records downstream",
-                 proc=proc, log=log)
+        wait_for(
+            lambda: copied(pair["target"], "dc1.orders") >= 15_000, 180, "15000 records downstream", proc=proc, log=log
+        )
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)

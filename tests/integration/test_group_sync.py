@@ -13,19 +13,24 @@ pytestmark = [pytest.mark.integration, pytest.mark.spark]
 IDENTITY = "replication.policy.class = org.apache.kafka.connect.mirror.IdentityReplicationPolicy\n"
 
 
-
-
 def test_merged_group_sync_commits_an_offset_that_loses_nothing_of_either_source(
-        kafka_cluster: ClusterFactory, tmp_path: Path) -> None:
+    kafka_cluster: ClusterFactory, tmp_path: Path
+) -> None:
     brokers = kafka_cluster("dc1", "dc2", "target")
     for seed, dc in enumerate(("dc1", "dc2")):
         create_topic(brokers[dc].bootstrap, "orders", 1)
         produce(brokers[dc].bootstrap, "orders", make_records(300, partitions=1, seed=seed + 1, with_headers=False))
     commit_group(brokers["dc1"].bootstrap, "billing", "orders", {0: 250})
     commit_group(brokers["dc2"].bootstrap, "billing", "orders", {0: 40})
-    config = write_config(tmp_path / "mm2.properties", brokers, (
-        "dc1->target.enabled = true\ndc2->target.enabled = true\ntopics = orders\n" + IDENTITY +
-        "sync.group.offsets.enabled = true\nmm2py.batch.max.records = 50\n"))
+    config = write_config(
+        tmp_path / "mm2.properties",
+        brokers,
+        (
+            "dc1->target.enabled = true\ndc2->target.enabled = true\ntopics = orders\n"
+            + IDENTITY
+            + "sync.group.offsets.enabled = true\nmm2py.batch.max.records = 50\n"
+        ),
+    )
     result = mm2py("run", str(config), "--once")
     assert result.returncode == 0, result.stderr
 
@@ -42,14 +47,16 @@ def test_merged_group_sync_commits_an_offset_that_loses_nothing_of_either_source
     assert rereads > 0
 
 
-def test_sync_never_rewinds_a_target_group_and_skips_active_ones(kafka_cluster: ClusterFactory,
-                                                                 tmp_path: Path) -> None:
+def test_sync_never_rewinds_a_target_group_and_skips_active_ones(kafka_cluster: ClusterFactory, tmp_path: Path) -> None:
     brokers = kafka_cluster("dc1", "target")
     create_topic(brokers["dc1"].bootstrap, "orders", 1)
     produce(brokers["dc1"].bootstrap, "orders", make_records(100, partitions=1, seed=3, with_headers=False))
     commit_group(brokers["dc1"].bootstrap, "billing", "orders", {0: 30})
-    config = write_config(tmp_path / "mm2.properties", brokers, (
-        "dc1->target.enabled = true\ntopics = orders\n" + IDENTITY + "sync.group.offsets.enabled = true\n"))
+    config = write_config(
+        tmp_path / "mm2.properties",
+        brokers,
+        ("dc1->target.enabled = true\ntopics = orders\n" + IDENTITY + "sync.group.offsets.enabled = true\n"),
+    )
     create_topic(brokers["target"].bootstrap, "orders", 1)
     commit_group(brokers["target"].bootstrap, "billing", "orders", {0: 80})  # already further on the target
     assert mm2py("run", str(config), "--once").returncode == 0
@@ -62,9 +69,15 @@ def test_identity_active_active_with_provenance_does_not_loop(kafka_cluster: Clu
         create_topic(broker.bootstrap, "orders", 2)
     produce(brokers["east"].bootstrap, "orders", make_records(50, partitions=2, seed=4))
     produce(brokers["west"].bootstrap, "orders", make_records(30, partitions=2, seed=5))
-    config = write_config(tmp_path / "mm2.properties", brokers, (
-        "east->west.enabled = true\nwest->east.enabled = true\ntopics = orders\n" + IDENTITY +
-        "mm2py.provenance.header.enabled = true\n"))
+    config = write_config(
+        tmp_path / "mm2.properties",
+        brokers,
+        (
+            "east->west.enabled = true\nwest->east.enabled = true\ntopics = orders\n"
+            + IDENTITY
+            + "mm2py.provenance.header.enabled = true\n"
+        ),
+    )
     for _ in range(3):  # each pass would copy the other side's copies back if cycles were not detected
         result = mm2py("run", str(config), "--once")
         assert result.returncode == 0, result.stderr

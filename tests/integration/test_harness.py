@@ -64,8 +64,7 @@ def _latest_offsets(bootstrap: str, topic: str, partitions: int) -> dict[int, in
     """ListOffsets LATEST, the way the product asks for it."""
     consumer = Consumer(consumer_config(bootstrap))
     try:
-        return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-                for p in range(partitions)}
+        return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)}
     finally:
         consumer.close()
 
@@ -75,14 +74,23 @@ def _with_offsets(records: list[Record]) -> list[Record]:
     next_offset: Counter[int] = Counter()
     placed = []
     for record in records:
-        placed.append(Record(record.key, record.value, record.headers, record.timestamp, record.partition,
-                             next_offset[record.partition]))
+        placed.append(
+            Record(
+                record.key,
+                record.value,
+                record.headers,
+                record.timestamp,
+                record.partition,
+                next_offset[record.partition],
+            )
+        )
         next_offset[record.partition] += 1
     return sorted(placed, key=lambda r: (r.partition, r.offset))
 
 
-def test_four_brokers_start_and_are_independent(kafka_cluster: ClusterFactory,
-                                                unique_topic: Callable[..., str]) -> None:
+def test_four_brokers_start_and_are_independent(
+    kafka_cluster: ClusterFactory, unique_topic: Callable[..., str]
+) -> None:
     brokers = kafka_cluster("dc1", "dc2", "dc3", "target")
     topic = unique_topic()
 
@@ -95,13 +103,13 @@ def test_four_brokers_start_and_are_independent(kafka_cluster: ClusterFactory,
         assert (topic in list_topics(broker.bootstrap)) == (name == "dc1")
 
 
-def test_produce_then_read_all_round_trips_every_record_field(kafka_cluster: ClusterFactory,
-                                                              unique_topic: Callable[..., str]) -> None:
+def test_produce_then_read_all_round_trips_every_record_field(
+    kafka_cluster: ClusterFactory, unique_topic: Callable[..., str]
+) -> None:
     bootstrap = kafka_cluster("dc1")["dc1"].bootstrap
     topic = unique_topic()
     create_topic(bootstrap, topic, partitions=3)
-    records = make_records(40, partitions=3, seed=7, tombstone_every=4, null_key_every=5,
-                           base_timestamp=BASE_TS)
+    records = make_records(40, partitions=3, seed=7, tombstone_every=4, null_key_every=5, base_timestamp=BASE_TS)
     records.append(Record(b"", b"", [("empty", b""), ("none", None)], BASE_TS - 5, 2))
 
     produce(bootstrap, topic, records)
@@ -120,11 +128,13 @@ def test_dataset_has_unique_values_nulls_and_duplicate_header_keys() -> None:
     assert Counter(r.partition for r in records) == {0: 5, 1: 5, 2: 5, 3: 5}
     assert [k for k, _ in records[0].headers].count("dup") == 2
     assert make_records(20, partitions=4, seed=3, base_timestamp=1) == make_records(
-        20, partitions=4, seed=3, base_timestamp=1)
+        20, partitions=4, seed=3, base_timestamp=1
+    )
 
 
-def test_end_offsets_and_latest_equal_true_end_after_several_bursts(kafka_cluster: ClusterFactory,
-                                                                    unique_topic: Callable[..., str]) -> None:
+def test_end_offsets_and_latest_equal_true_end_after_several_bursts(
+    kafka_cluster: ClusterFactory, unique_topic: Callable[..., str]
+) -> None:
     bootstrap = kafka_cluster("dc1")["dc1"].bootstrap
     topic = unique_topic()
     create_topic(bootstrap, topic, partitions=4)
@@ -141,8 +151,9 @@ def test_end_offsets_and_latest_equal_true_end_after_several_bursts(kafka_cluste
         assert _latest_offsets(bootstrap, topic, 4) == expected
 
 
-def test_end_offsets_is_exact_when_latest_is_stale(kafka_cluster: ClusterFactory,
-                                                   unique_topic: Callable[..., str]) -> None:
+def test_end_offsets_is_exact_when_latest_is_stale(
+    kafka_cluster: ClusterFactory, unique_topic: Callable[..., str]
+) -> None:
     bootstrap = kafka_cluster("dc1")["dc1"].bootstrap
     topic = unique_topic()
     create_topic(bootstrap, topic, partitions=1)
@@ -179,8 +190,9 @@ def test_stop_ends_the_process_and_is_idempotent(tansu_bin: Path, tmp_path: Path
         broker.kill()
 
 
-def test_restart_after_kill_keeps_the_port_and_loses_the_data(kafka_cluster: ClusterFactory,
-                                                              unique_topic: Callable[..., str]) -> None:
+def test_restart_after_kill_keeps_the_port_and_loses_the_data(
+    kafka_cluster: ClusterFactory, unique_topic: Callable[..., str]
+) -> None:
     broker = kafka_cluster("dc1")["dc1"]
     topic = unique_topic()
     create_topic(broker.bootstrap, topic, partitions=1)
@@ -196,21 +208,34 @@ def test_restart_after_kill_keeps_the_port_and_loses_the_data(kafka_cluster: Clu
 
 def test_fixture_stops_brokers_and_reports_their_logs_when_the_test_fails(tmp_path: Path) -> None:
     # The suite's conftest and every module it imports (the tansu and the real-Kafka harnesses).
-    for name in ("conftest.py", "kafka_harness.py", "real_kafka.py", "real_kafka_security.py",
-                 "real_kafka_compaction.py", "keystore_files.py"):
+    for name in (
+        "conftest.py",
+        "kafka_harness.py",
+        "real_kafka.py",
+        "real_kafka_security.py",
+        "real_kafka_compaction.py",
+        "keystore_files.py",
+    ):
         shutil.copy(TESTS_DIR / name, tmp_path / name)
     pid_file = tmp_path / "pids"
-    (tmp_path / "test_inner.py").write_text(textwrap.dedent(f"""
+    (tmp_path / "test_inner.py").write_text(
+        textwrap.dedent(f"""
         from pathlib import Path
 
         def test_body_raises(kafka_cluster):
             brokers = kafka_cluster("dc1", "target")
             Path({str(pid_file)!r}).write_text(" ".join(str(b.pid) for b in brokers.values()))
             raise RuntimeError("inner test failed on purpose")
-    """))
+    """)
+    )
 
-    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
-                            cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     pids = [int(p) for p in pid_file.read_text().split()]
     try:
         assert result.returncode == 1, result.stdout + result.stderr
@@ -225,8 +250,9 @@ def test_fixture_stops_brokers_and_reports_their_logs_when_the_test_fails(tmp_pa
                 os.kill(pid, 9)
 
 
-def test_freeze_stalls_the_broker_and_thaw_resumes_it(kafka_cluster: ClusterFactory,
-                                                      unique_topic: Callable[..., str]) -> None:
+def test_freeze_stalls_the_broker_and_thaw_resumes_it(
+    kafka_cluster: ClusterFactory, unique_topic: Callable[..., str]
+) -> None:
     broker = kafka_cluster("dc1")["dc1"]
     topic = unique_topic()
     create_topic(broker.bootstrap, topic, partitions=1)
@@ -270,7 +296,8 @@ def test_missing_binary_fails_with_install_hint(monkeypatch: pytest.MonkeyPatch)
 
 
 def test_create_topic_stores_config_and_delete_topic_removes_the_data(
-        kafka_cluster: ClusterFactory, unique_topic: Callable[..., str]) -> None:
+    kafka_cluster: ClusterFactory, unique_topic: Callable[..., str]
+) -> None:
     bootstrap = kafka_cluster("dc1")["dc1"].bootstrap
     topic = unique_topic()
     create_topic(bootstrap, topic, partitions=2, config={"cleanup.policy": "compact"})

@@ -15,7 +15,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
 def _string(buf: bytes, pos: int) -> tuple[str, int]:
     (n,) = struct.unpack_from(">h", buf, pos)
-    return buf[pos + 2:pos + 2 + n].decode(), pos + 2 + n
+    return buf[pos + 2 : pos + 2 + n].decode(), pos + 2 + n
 
 
 def test_progress_offset_syncs_and_heartbeats_use_mm2s_formats(kafka_cluster: ClusterFactory, tmp_path: Path) -> None:

@@ -23,7 +23,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.spark]
 IDENTITY = "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"
 
 
-
 def metrics(text: str) -> dict[str, dict[tuple[tuple[str, str], ...], float]]:
     """Metric name -> sorted label pairs -> value, parsed back from Prometheus text."""
     result: dict[str, dict[tuple[tuple[str, str], ...], float]] = {}
@@ -38,9 +37,12 @@ def test_lag_after_seven_new_records_on_one_partition(kafka_cluster: ClusterFact
     for dc in ("dc1", "dc2"):
         create_topic(brokers[dc].bootstrap, "orders", 3)
         produce(brokers[dc].bootstrap, "orders", make_records(90, partitions=3, seed=len(dc)))
-    config = write_config(tmp_path / "mm2.properties", brokers,
-                          "dc1->target.enabled = true\ndc2->target.enabled = true\ntopics = orders\n"
-                          "replication.policy.class = org.apache.kafka.connect.mirror.IdentityReplicationPolicy\n")
+    config = write_config(
+        tmp_path / "mm2.properties",
+        brokers,
+        "dc1->target.enabled = true\ndc2->target.enabled = true\ntopics = orders\n"
+        "replication.policy.class = org.apache.kafka.connect.mirror.IdentityReplicationPolicy\n",
+    )
     assert mm2py("run", str(config), "--once").returncode == 0
 
     new = make_records(7, partitions=1, seed=99, base_timestamp=int(time.time() * 1000) - 5_000)
@@ -67,16 +69,20 @@ def test_lag_after_seven_new_records_on_one_partition(kafka_cluster: ClusterFact
     assert mm2py("lag", str(config), "--max-lag-seconds", "3").returncode == 1
 
 
-def test_lag_reports_flow_ages_and_prometheus_metrics_after_a_run(kafka_cluster: ClusterFactory,
-                                                                   tmp_path: Path) -> None:
+def test_lag_reports_flow_ages_and_prometheus_metrics_after_a_run(
+    kafka_cluster: ClusterFactory, tmp_path: Path
+) -> None:
     brokers = kafka_cluster("dc1", "dc2", "target")
     for dc in ("dc1", "dc2"):
         create_topic(brokers[dc].bootstrap, "orders", 3)
         produce(brokers[dc].bootstrap, "orders", make_records(90, partitions=3, seed=len(dc)))
     commit_group(brokers["dc1"].bootstrap, "billing", "orders", {0: 10, 1: 20, 2: 30})  # so dc1 gets checkpoints
-    config = write_config(tmp_path / "mm2.properties", brokers,
-                          "dc1->target.enabled = true\ndc2->target.enabled = true\ntopics = orders\n"
-                          f"replication.policy.class = {IDENTITY}\n")
+    config = write_config(
+        tmp_path / "mm2.properties",
+        brokers,
+        "dc1->target.enabled = true\ndc2->target.enabled = true\ntopics = orders\n"
+        f"replication.policy.class = {IDENTITY}\n",
+    )
     assert mm2py("run", str(config), "--once").returncode == 0
     produce(brokers["dc1"].bootstrap, "orders", make_records(7, partitions=1, seed=99))
 
@@ -124,8 +130,16 @@ def test_lag_groups_shows_target_groups_on_remote_topics(kafka_cluster: ClusterF
 
     result = mm2py("lag", str(config), "--groups", "--json")
     assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout) == [{"group": "reporting", "topic": "dc1.orders", "partition": 0,
-                                          "current_offset": 3, "log_end_offset": 10, "lag": 7}]
+    assert json.loads(result.stdout) == [
+        {
+            "group": "reporting",
+            "topic": "dc1.orders",
+            "partition": 0,
+            "current_offset": 3,
+            "log_end_offset": 10,
+            "lag": 7,
+        }
+    ]
     table = mm2py("lag", str(config), "--groups")
     assert table.returncode == 0, table.stderr
     assert "consumer groups on target" in table.stdout and "reporting" in table.stdout
@@ -134,7 +148,8 @@ def test_lag_groups_shows_target_groups_on_remote_topics(kafka_cluster: ClusterF
     prom = mm2py("lag", str(config), "--groups", "--prometheus")
     assert prom.returncode == 0, prom.stderr
     assert metrics(prom.stdout)["mm2py_group_lag_records"] == {
-        (("group", "reporting"), ("partition", "0"), ("topic", "dc1.orders")): 7}
+        (("group", "reporting"), ("partition", "0"), ("topic", "dc1.orders")): 7
+    }
 
     over = mm2py("lag", str(config), "--groups", "--max-lag", "6")
     assert over.returncode == 1
@@ -143,14 +158,17 @@ def test_lag_groups_shows_target_groups_on_remote_topics(kafka_cluster: ClusterF
     assert mm2py("lag", str(config), "--groups", "--max-lag-seconds", "1").returncode == 2
 
 
-def test_lag_watch_shows_lag_growing_and_stops_cleanly_on_ctrl_c(kafka_cluster: ClusterFactory,
-                                                                 tmp_path: Path) -> None:
+def test_lag_watch_shows_lag_growing_and_stops_cleanly_on_ctrl_c(kafka_cluster: ClusterFactory, tmp_path: Path) -> None:
     brokers = kafka_cluster("dc1", "target")
     create_topic(brokers["dc1"].bootstrap, "orders", 1)
     produce(brokers["dc1"].bootstrap, "orders", make_records(10, partitions=1))
     config = write_config(tmp_path / "mm2.properties", brokers, "dc1->target.enabled = true\ntopics = orders\n")
-    watcher = subprocess.Popen([sys.executable, "-m", "mm2py", "lag", str(config), "--watch", "--interval", "0.5",
-                                "--max-lag", "5"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    watcher = subprocess.Popen(
+        [sys.executable, "-m", "mm2py", "lag", str(config), "--watch", "--interval", "0.5", "--max-lag", "5"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     lines: queue.Queue[str] = queue.Queue()
 
     def pump() -> None:

@@ -46,14 +46,18 @@ def pair(kafka_cluster: ClusterFactory) -> dict[str, TansuBroker]:
 
 
 def config_for(tmp_path: Path, brokers: dict[str, TansuBroker], extra: str = "") -> Path:
-    return write_config(tmp_path / "mm2.properties", brokers, (
-        "dc1->target.enabled = true\ntopics = orders\n"
-        "replication.policy.class = org.apache.kafka.connect.mirror.IdentityReplicationPolicy\n"
-        "consumer.poll.timeout.ms = 200\n" + extra))
+    return write_config(
+        tmp_path / "mm2.properties",
+        brokers,
+        (
+            "dc1->target.enabled = true\ntopics = orders\n"
+            "replication.policy.class = org.apache.kafka.connect.mirror.IdentityReplicationPolicy\n"
+            "consumer.poll.timeout.ms = 200\n" + extra
+        ),
+    )
 
 
-def test_two_once_runs_started_together_copy_every_record_once(pair: dict[str, TansuBroker],
-                                                               tmp_path: Path) -> None:
+def test_two_once_runs_started_together_copy_every_record_once(pair: dict[str, TansuBroker], tmp_path: Path) -> None:
     records = make_records(60_000, partitions=PARTITIONS, seed=3, value_size=100)
     produce(pair["dc1"].bootstrap, "orders", records)
     config = config_for(tmp_path, pair)
@@ -69,8 +73,9 @@ def test_two_once_runs_started_together_copy_every_record_once(pair: dict[str, T
     assert Counter(key(r) for r in target) == Counter(key(r) for r in records)
 
 
-def test_standby_takes_over_when_the_active_run_is_killed_and_loses_nothing(pair: dict[str, TansuBroker],
-                                                                             tmp_path: Path) -> None:
+def test_standby_takes_over_when_the_active_run_is_killed_and_loses_nothing(
+    pair: dict[str, TansuBroker], tmp_path: Path
+) -> None:
     first = make_records(2_000, partitions=PARTITIONS, seed=4)
     produce(pair["dc1"].bootstrap, "orders", first)
     config = config_for(tmp_path, pair)
@@ -83,12 +88,14 @@ def test_standby_takes_over_when_the_active_run_is_killed_and_loses_nothing(pair
             active.kill()
             later = make_records(1_500, partitions=PARTITIONS, seed=5)
             produce(pair["dc1"].bootstrap, "orders", later)
-            standby.wait_for(lambda: copied(pair["target"]) >= len(first) + len(later), 120,
-                             "the standby to copy what was produced after the kill")
+            standby.wait_for(
+                lambda: copied(pair["target"]) >= len(first) + len(later),
+                120,
+                "the standby to copy what was produced after the kill",
+            )
             takeover_s = time.monotonic() - killed_at
             assert standby.stop() == 0, standby.log_text()
     target = Counter(key(r) for r in read_all(pair["target"].bootstrap, "orders"))
     missing = [r for r in first + later if target[key(r)] == 0]
     assert not missing, f"{len(missing)} records lost"
     print(f"FIGURES standby took over and caught up {takeover_s:.1f} s after the kill")
-

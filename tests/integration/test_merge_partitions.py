@@ -26,20 +26,25 @@ def fields(r: Record) -> tuple[object, ...]:
 
 @pytest.mark.parametrize("order", [["dc1", "dc2", "dc3"], ["dc3", "dc2", "dc1"]], ids=["narrow-first", "wide-last"])
 def test_sources_of_2_4_and_3_partitions_merge_into_4_partitions_exactly_once_in_order(
-        kafka_cluster: ClusterFactory, tmp_path: Path, order: list[str]) -> None:
+    kafka_cluster: ClusterFactory, tmp_path: Path, order: list[str]
+) -> None:
     brokers = kafka_cluster(*order, "target")
     now = int(time.time() * 1000)
     sources: dict[str, list[Record]] = {}
     for i, (dc, partitions) in enumerate(PARTITIONS.items()):
         create_topic(brokers[dc].bootstrap, "orders", partitions)
-        records = make_records(150 * partitions, partitions=partitions, seed=7 * (i + 1),
-                               base_timestamp=now - (i + 1) * 1_000_000)
+        records = make_records(
+            150 * partitions, partitions=partitions, seed=7 * (i + 1), base_timestamp=now - (i + 1) * 1_000_000
+        )
         produce(brokers[dc].bootstrap, "orders", records)
         sources[dc] = records
     flows = "".join(f"{dc}->target.enabled = true\n" for dc in order)
-    config = write_config(tmp_path / "mm2.properties", brokers,
-                          flows + f"topics = orders\nreplication.policy.class = {IDENTITY}\n",
-                          clusters=[*order, "target"])
+    config = write_config(
+        tmp_path / "mm2.properties",
+        brokers,
+        flows + f"topics = orders\nreplication.policy.class = {IDENTITY}\n",
+        clusters=[*order, "target"],
+    )
 
     plan = json.loads(mm2py("plan", str(config), "--json").stdout)
     assert {t["target_partitions"] for f in plan["flows"] for t in f["topics"]} == {4}

@@ -20,9 +20,8 @@ pytestmark = pytest.mark.integration
 NOW_MS = 1_700_000_000_000
 # Checkpoint C3 of the reference's verified vectors, as Java's Checkpoint.serializeKey/Value write it:
 # group consumer-group-1, topic primary.test-topic-1, partition 9, upstream 1234567, downstream 1234500.
-JAVA_C3_KEY = bytes.fromhex("0010636f6e73756d65722d67726f75702d31"
-                            "00147072696d6172792e746573742d746f7069632d31" "00000009")
-JAVA_C3_VALUE = bytes.fromhex("0000" "000000000012d687" "000000000012d644" "0000")
+JAVA_C3_KEY = bytes.fromhex("0010636f6e73756d65722d67726f75702d3100147072696d6172792e746573742d746f7069632d3100000009")
+JAVA_C3_VALUE = bytes.fromhex("0000000000000012d687000000000012d6440000")
 
 
 def record(key: bytes | None, value: bytes | None, timestamp: int = NOW_MS) -> Record:
@@ -43,33 +42,44 @@ def target(kafka_cluster: ClusterFactory) -> str:
     bootstrap = kafka_cluster("target")["target"].bootstrap
     for topic in ("dc1.checkpoints.internal", "heartbeats", "dc1.heartbeats", "dc1.orders", "orders"):
         create_topic(bootstrap, topic, 1)
-    produce(bootstrap, "dc1.checkpoints.internal", [
-        checkpoint(Checkpoint("app", "dc1.orders", 0, 100, 90)),
-        checkpoint(Checkpoint("other", "dc1.orders", 0, 500, 480)),
-        record(b"\x00\x05bad", b"\x00"),  # truncated: MM2 logs and skips it
-        checkpoint(Checkpoint("app", "dc1.orders", 1, 40, 38, "meta")),
-        checkpoint(Checkpoint("app", "dc1.orders", 0, 120, 111)),
-        record(JAVA_C3_KEY, JAVA_C3_VALUE),
-    ])
-    produce(bootstrap, "heartbeats", [
-        heartbeat(Heartbeat("dc1", "target", NOW_MS)),
-        heartbeat(Heartbeat("dc1", "target", NOW_MS + 1000)),
-        record(None, None),  # a tombstone is not a heartbeat
-    ])
+    produce(
+        bootstrap,
+        "dc1.checkpoints.internal",
+        [
+            checkpoint(Checkpoint("app", "dc1.orders", 0, 100, 90)),
+            checkpoint(Checkpoint("other", "dc1.orders", 0, 500, 480)),
+            record(b"\x00\x05bad", b"\x00"),  # truncated: MM2 logs and skips it
+            checkpoint(Checkpoint("app", "dc1.orders", 1, 40, 38, "meta")),
+            checkpoint(Checkpoint("app", "dc1.orders", 0, 120, 111)),
+            record(JAVA_C3_KEY, JAVA_C3_VALUE),
+        ],
+    )
+    produce(
+        bootstrap,
+        "heartbeats",
+        [
+            heartbeat(Heartbeat("dc1", "target", NOW_MS)),
+            heartbeat(Heartbeat("dc1", "target", NOW_MS + 1000)),
+            record(None, None),  # a tombstone is not a heartbeat
+        ],
+    )
     produce(bootstrap, "dc1.heartbeats", [heartbeat(Heartbeat("dc0", "dc1", NOW_MS + 500))])
     return bootstrap
 
 
 def test_remote_consumer_offsets_translate_a_group_from_mm2_checkpoints(
-        target: str, caplog: pytest.LogCaptureFixture) -> None:
+    target: str, caplog: pytest.LogCaptureFixture
+) -> None:
     client = MirrorClient.from_properties({"bootstrap.servers": target}, alias="target")
     with caplog.at_level(logging.WARNING, logger="mm2py.client"):
         offsets = client.remote_consumer_offsets("app", "dc1", timeout_s=20)
     assert offsets == {("dc1.orders", 0): 111, ("dc1.orders", 1): 38}
-    assert "skipping undecodable record cluster=target topic=dc1.checkpoints.internal partition=0 offset=2" \
-        in caplog.text
+    assert (
+        "skipping undecodable record cluster=target topic=dc1.checkpoints.internal partition=0 offset=2" in caplog.text
+    )
     assert client.remote_consumer_offsets("consumer-group-1", "dc1", timeout_s=20) == {
-        ("primary.test-topic-1", 9): 1234500}
+        ("primary.test-topic-1", 9): 1234500
+    }
     checkpoints = client.checkpoints("dc1", timeout_s=20)
     assert len(checkpoints) == 5
     assert checkpoints[2] == Checkpoint("app", "dc1.orders", 1, 40, 38, "meta")

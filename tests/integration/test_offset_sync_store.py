@@ -18,14 +18,24 @@ pytestmark = [pytest.mark.integration]
 
 def sync_records(pairs: list[tuple[int, int]], dense: bool) -> list[Record]:
     headers = [(DENSE_SYNC_HEADER, DENSE_SYNC_VALUE)] if dense else []
-    return [Record(OffsetSync("orders", 0, up, down).record_key(), OffsetSync("orders", 0, up, down).record_value(),
-                   list(headers), 1_700_000_000_000 + i, 0) for i, (up, down) in enumerate(pairs)]
+    return [
+        Record(
+            OffsetSync("orders", 0, up, down).record_key(),
+            OffsetSync("orders", 0, up, down).record_value(),
+            list(headers),
+            1_700_000_000_000 + i,
+            0,
+        )
+        for i, (up, down) in enumerate(pairs)
+    ]
 
 
 def test_store_tails_both_syncs_topics_and_translates_from_what_it_has_read(kafka_cluster: ClusterFactory) -> None:
     broker = kafka_cluster("dc1")["dc1"]
-    text = (f"clusters = dc1, target\ndc1.bootstrap.servers = {broker.bootstrap}\n"
-            "target.bootstrap.servers = 127.0.0.1:1\ndc1->target.enabled = true\n")
+    text = (
+        f"clusters = dc1, target\ndc1.bootstrap.servers = {broker.bootstrap}\n"
+        "target.bootstrap.servers = 127.0.0.1:1\ndc1->target.enabled = true\n"
+    )
     flow = build_flow_config(MirrorMakerConfig(parse_properties(text, "t.properties"), {}), Flow("dc1", "target"))
     store = OffsetSyncStore(flow)
     mm2_topic, dense_topic = store.topics

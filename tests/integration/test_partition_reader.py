@@ -19,9 +19,12 @@ def test_reads_each_partition_from_its_start_offset_to_its_end(kafka_cluster: Cl
     records = make_records(90, partitions=3, seed=7)
     produce(broker.bootstrap, "orders", records)
     starts = {("orders", 0): 5, ("orders", 1): OFFSET_BEGINNING, ("orders", 2): 30}
-    read = [(m.partition(), m.offset(), m.value())
-            for m in read_partitions("dc1", {"bootstrap.servers": broker.bootstrap, "group.id": "t"}, starts,
-                                     purpose="reading orders for a test")]
+    read = [
+        (m.partition(), m.offset(), m.value())
+        for m in read_partitions(
+            "dc1", {"bootstrap.servers": broker.bootstrap, "group.id": "t"}, starts, purpose="reading orders for a test"
+        )
+    ]
     expected = []
     for p, first in ((0, 5), (1, 0), (2, 30)):
         values = [r.value for r in records if r.partition == p]
@@ -57,8 +60,15 @@ def test_a_read_that_misses_its_deadline_names_cluster_purpose_and_position(kafk
     # Beyond the end: the test broker then answers neither records nor end of partition.
     starts = {("orders", 0): 1000}
     with pytest.raises(KafkaOperationError) as caught:
-        list(read_partitions("dc1", {"bootstrap.servers": broker.bootstrap, "group.id": "t"}, starts,
-                             purpose="reading progress", timeout_s=2.0))
+        list(
+            read_partitions(
+                "dc1",
+                {"bootstrap.servers": broker.bootstrap, "group.id": "t"},
+                starts,
+                purpose="reading progress",
+                timeout_s=2.0,
+            )
+        )
     message = str(caught.value)
     assert message.startswith("reading progress (orders) on dc1 failed: did not reach the end within 2 s"), message
     assert "orders-0 at offset 1000" in message, message

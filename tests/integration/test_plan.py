@@ -23,8 +23,9 @@ def write_config(path: Path, brokers: dict[str, TansuBroker], body: str) -> Path
 
 
 def mm2py(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "mm2py", *args], capture_output=True, text=True,
-                          timeout=timeout, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "mm2py", *args], capture_output=True, text=True, timeout=timeout, check=False
+    )
 
 
 def plan_json(config: Path) -> dict[str, Any]:
@@ -35,8 +36,12 @@ def plan_json(config: Path) -> dict[str, Any]:
 
 
 def topics_by_flow(plan: dict[str, Any]) -> dict[str, list[tuple[str, str, int, str]]]:
-    return {f"{f['source']}->{f['target']}": [(t["topic"], t["remote_topic"], t["partitions"], t["action"])
-                                             for t in f["topics"]] for f in plan["flows"]}
+    return {
+        f"{f['source']}->{f['target']}": [
+            (t["topic"], t["remote_topic"], t["partitions"], t["action"]) for t in f["topics"]
+        ]
+        for f in plan["flows"]
+    }
 
 
 FLOWS = "dc1->target.enabled = true\ndc2->target.enabled = true\ndc3->target.enabled = true\n"
@@ -52,13 +57,20 @@ def four_clusters(kafka_cluster: ClusterFactory) -> dict[str, TansuBroker]:
     return brokers
 
 
-def test_identity_policy_merges_orders_into_one_remote_topic(four_clusters: dict[str, TansuBroker],
-                                                            tmp_path: Path) -> None:
-    config = write_config(tmp_path / "mm2.properties", four_clusters, FLOWS + (
-        "replication.policy.class = org.apache.kafka.connect.mirror.IdentityReplicationPolicy\n"
-        "topics = orders.*\n"
-        "topics.exclude = .*\\\\.scratch\n"
-        "dc3->target.topics = orders, payments\n"))
+def test_identity_policy_merges_orders_into_one_remote_topic(
+    four_clusters: dict[str, TansuBroker], tmp_path: Path
+) -> None:
+    config = write_config(
+        tmp_path / "mm2.properties",
+        four_clusters,
+        FLOWS
+        + (
+            "replication.policy.class = org.apache.kafka.connect.mirror.IdentityReplicationPolicy\n"
+            "topics = orders.*\n"
+            "topics.exclude = .*\\\\.scratch\n"
+            "dc3->target.topics = orders, payments\n"
+        ),
+    )
     create_topic(four_clusters["target"].bootstrap, "payments", 1)  # exists with fewer partitions -> grow
     plan = plan_json(config)
     assert topics_by_flow(plan) == {
@@ -67,16 +79,20 @@ def test_identity_policy_merges_orders_into_one_remote_topic(four_clusters: dict
         "dc3->target": [("orders", "orders", 3, "create"), ("payments", "payments", 2, "grow")],
     }
     merge = plan["merges"][0]
-    assert merge == {"target": "target", "remote_topic": "orders",
-                     "sources": {"dc1": 6, "dc2": 6, "dc3": 3}, "partition_conflict": True}
+    assert merge == {
+        "target": "target",
+        "remote_topic": "orders",
+        "sources": {"dc1": 6, "dc2": 6, "dc3": 3},
+        "partition_conflict": True,
+    }
     dc3_orders = plan["flows"][2]["topics"][0]
     assert dc3_orders["target_partitions"] == 6 and dc3_orders["merged_from"] == ["dc1", "dc2", "dc3"]
 
 
 def test_default_policy_keeps_sources_apart(four_clusters: dict[str, TansuBroker], tmp_path: Path) -> None:
-    config = write_config(tmp_path / "mm2.properties", four_clusters, FLOWS + (
-        "topics = orders.*\n"
-        "topics.exclude = .*\\\\.scratch\n"))
+    config = write_config(
+        tmp_path / "mm2.properties", four_clusters, FLOWS + ("topics = orders.*\ntopics.exclude = .*\\\\.scratch\n")
+    )
     create_topic(four_clusters["target"].bootstrap, "dc2.orders", 6)  # already replicated
     plan = plan_json(config)
     assert topics_by_flow(plan) == {
@@ -88,7 +104,8 @@ def test_default_policy_keeps_sources_apart(four_clusters: dict[str, TansuBroker
 
 
 def test_default_policy_never_replicates_a_topic_back_to_where_it_came_from(
-        kafka_cluster: ClusterFactory, tmp_path: Path) -> None:
+    kafka_cluster: ClusterFactory, tmp_path: Path
+) -> None:
     brokers = kafka_cluster("east", "west")
     create_topic(brokers["east"].bootstrap, "orders", 2)
     create_topic(brokers["east"].bootstrap, "west.orders", 2)  # came from west: a cycle
@@ -97,11 +114,14 @@ def test_default_policy_never_replicates_a_topic_back_to_where_it_came_from(
 
 
 def test_unreachable_cluster_is_named_within_30_seconds_with_exit_3(
-        kafka_cluster: ClusterFactory, tmp_path: Path) -> None:
+    kafka_cluster: ClusterFactory, tmp_path: Path
+) -> None:
     brokers = kafka_cluster("dc1")
     config = tmp_path / "mm2.properties"
-    config.write_text(f"clusters = dc1, target\ndc1.bootstrap.servers = {brokers['dc1'].bootstrap}\n"
-                      f"target.bootstrap.servers = 127.0.0.1:{free_port()}\ndc1->target.enabled = true\n")
+    config.write_text(
+        f"clusters = dc1, target\ndc1.bootstrap.servers = {brokers['dc1'].bootstrap}\n"
+        f"target.bootstrap.servers = 127.0.0.1:{free_port()}\ndc1->target.enabled = true\n"
+    )
     started = time.monotonic()
     result = mm2py("plan", str(config), timeout=60)
     elapsed = time.monotonic() - started

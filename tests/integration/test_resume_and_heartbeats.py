@@ -47,10 +47,13 @@ def lag_rows(config: Path) -> dict[int, int]:
 
 
 def test_latest_reset_records_its_start_so_the_next_once_copies_what_came_after_and_lag_agrees(
-        pair: dict[str, TansuBroker], tmp_path: Path) -> None:
-    config = write_config(tmp_path / "mm2.properties", pair, (
-        "dc1->target.enabled = true\ntopics = orders\n"
-        "dc1.consumer.auto.offset.reset = latest\n"))
+    pair: dict[str, TansuBroker], tmp_path: Path
+) -> None:
+    config = write_config(
+        tmp_path / "mm2.properties",
+        pair,
+        ("dc1->target.enabled = true\ntopics = orders\ndc1.consumer.auto.offset.reset = latest\n"),
+    )
     produce(pair["dc1"].bootstrap, "orders", make_records(1_002, partitions=PARTITIONS, seed=8))
 
     first = mm2py("run", str(config), "--once")
@@ -71,19 +74,29 @@ def test_latest_reset_records_its_start_so_the_next_once_copies_what_came_after_
 
 
 def test_heartbeats_keep_their_interval_during_a_long_copy_and_reach_both_sides(
-        pair: dict[str, TansuBroker], tmp_path: Path) -> None:
-    config = write_config(tmp_path / "mm2.properties", pair, (
-        "dc1->target.enabled = true\ntopics = orders\n"
-        "refresh.topics.interval.seconds = 2\n"
-        "mm2py.batch.max.records = 100000000\n"))  # one long copy job for the whole backlog
+    pair: dict[str, TansuBroker], tmp_path: Path
+) -> None:
+    config = write_config(
+        tmp_path / "mm2.properties",
+        pair,
+        (
+            "dc1->target.enabled = true\ntopics = orders\n"
+            "refresh.topics.interval.seconds = 2\n"
+            "mm2py.batch.max.records = 100000000\n"
+        ),
+    )  # one long copy job for the whole backlog
     backlog = 600_000
-    produce(pair["dc1"].bootstrap, "orders", make_records(backlog, partitions=PARTITIONS, seed=10, value_size=100,
-                                                          with_headers=False))
+    produce(
+        pair["dc1"].bootstrap,
+        "orders",
+        make_records(backlog, partitions=PARTITIONS, seed=10, value_size=100, with_headers=False),
+    )
     with MirrorRun(config, tmp_path / "run.log") as run:
         run.wait_for(lambda: _copied(pair["target"], "dc1.orders") >= backlog, 300, "the backlog to be copied")
         # MM2's reverse herder target->dc1 wrote into dc1's heartbeats, which dc1->target replicates.
-        run.wait_for(lambda: "dc1.heartbeats" in list_topics(pair["target"].bootstrap), 60,
-                     "dc1.heartbeats on the target")
+        run.wait_for(
+            lambda: "dc1.heartbeats" in list_topics(pair["target"].bootstrap), 60, "dc1.heartbeats on the target"
+        )
         assert run.stop() == 0, run.log_text()
     beats = [Heartbeat.from_record(r.key, r.value) for r in read_all(pair["target"].bootstrap, "heartbeats")]
     ours = sorted(b.timestamp for b in beats if (b.source_cluster_alias, b.target_cluster_alias) == ("dc1", "target"))

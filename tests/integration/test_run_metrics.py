@@ -31,16 +31,22 @@ def scrape(port: int) -> dict[str, list[tuple[dict[str, str], float]]]:
 
 @pytest.mark.parametrize("path", ["batch", "record"])
 def test_metrics_while_running_count_every_copied_record_per_partition_and_time_checkpoints(
-        kafka_cluster: ClusterFactory, tmp_path: Path, path: str) -> None:
+    kafka_cluster: ClusterFactory, tmp_path: Path, path: str
+) -> None:
     brokers = kafka_cluster("dc1", "target")
     create_topic(brokers["dc1"].bootstrap, "orders", PARTITIONS)
     records = make_records(3_000, partitions=PARTITIONS, seed=12, value_size=50)
     produce(brokers["dc1"].bootstrap, "orders", records)
     commit_group(brokers["dc1"].bootstrap, "billing", "orders", {0: 10, 1: 20, 2: 30})
     port = free_port()
-    config = write_config(tmp_path / "mm2.properties", brokers, (
-        "dc1->target.enabled = true\ntopics = orders\nemit.checkpoints.interval.seconds = 1\n"
-        f"consumer.poll.timeout.ms = 200\nmm2py.copy.mode = {path}\n"))
+    config = write_config(
+        tmp_path / "mm2.properties",
+        brokers,
+        (
+            "dc1->target.enabled = true\ntopics = orders\nemit.checkpoints.interval.seconds = 1\n"
+            f"consumer.poll.timeout.ms = 200\nmm2py.copy.mode = {path}\n"
+        ),
+    )
 
     def copied() -> int:
         try:
@@ -61,8 +67,7 @@ def test_metrics_while_running_count_every_copied_record_per_partition_and_time_
         assert run.proc.poll() is None
         assert run.stop() == 0, run.log_text()
 
-    counts = {(s["source"], s["target"], s["topic"], s["partition"]): v
-              for s, v in metrics[SOURCE + "record_count"]}
+    counts = {(s["source"], s["target"], s["topic"], s["partition"]): v for s, v in metrics[SOURCE + "record_count"]}
     expected = Counter(r.partition for r in records)
     assert counts == {("dc1", "target", "dc1.orders", str(p)): float(expected[p]) for p in range(PARTITIONS)}
     byte_counts = {s["partition"]: v for s, v in metrics[SOURCE + "byte_count"]}

@@ -26,9 +26,14 @@ def load_dcs(brokers: dict[str, TansuBroker], count: int, seed_offset: int = 0) 
     data = {}
     now = int(time.time() * 1000)
     for i, (dc, partitions) in enumerate(PARTITIONS.items()):
-        records = make_records(count, partitions=partitions, seed=10 * (i + 1) + seed_offset,
-                               tombstone_every=17, null_key_every=13,
-                               base_timestamp=now - (i + 1) * 10_000_000 + seed_offset * 1000)
+        records = make_records(
+            count,
+            partitions=partitions,
+            seed=10 * (i + 1) + seed_offset,
+            tombstone_every=17,
+            null_key_every=13,
+            base_timestamp=now - (i + 1) * 10_000_000 + seed_offset * 1000,
+        )
         produce(brokers[dc].bootstrap, "orders", records)
         data[dc] = records
     return data
@@ -56,9 +61,9 @@ def dcs(kafka_cluster: ClusterFactory) -> dict[str, TansuBroker]:
 
 
 def test_identity_merges_three_dcs_exactly_once_and_a_second_once_copies_only_new(
-        dcs: dict[str, TansuBroker], tmp_path: Path) -> None:
-    config = write_config(tmp_path / "mm2.properties", dcs,
-                          FLOWS + f"replication.policy.class = {IDENTITY}\n")
+    dcs: dict[str, TansuBroker], tmp_path: Path
+) -> None:
+    config = write_config(tmp_path / "mm2.properties", dcs, FLOWS + f"replication.policy.class = {IDENTITY}\n")
     first = load_dcs(dcs, 300)
     result = mm2py("run", str(config), "--once")
     assert result.returncode == 0, result.stderr
@@ -74,8 +79,7 @@ def test_identity_merges_three_dcs_exactly_once_and_a_second_once_copies_only_ne
     assert_each_source_copied_exactly_once_in_order(dcs, {"dc1": "orders", "dc2": "orders", "dc3": "orders"})
 
 
-def test_default_policy_prefixes_and_plan_agrees_with_what_run_did(dcs: dict[str, TansuBroker],
-                                                                    tmp_path: Path) -> None:
+def test_default_policy_prefixes_and_plan_agrees_with_what_run_did(dcs: dict[str, TansuBroker], tmp_path: Path) -> None:
     config = write_config(tmp_path / "mm2.properties", dcs, FLOWS)
     load_dcs(dcs, 100)
     before = json.loads(mm2py("plan", str(config), "--json").stdout)
@@ -83,11 +87,14 @@ def test_default_policy_prefixes_and_plan_agrees_with_what_run_did(dcs: dict[str
     assert result.returncode == 0, result.stderr
     assert_each_source_copied_exactly_once_in_order(dcs, {dc: f"{dc}.orders" for dc in PARTITIONS})
     after = json.loads(mm2py("plan", str(config), "--json").stdout)
-    planned = {(f["source"], t["remote_topic"], t["partitions"], t["action"]) for f in before["flows"]
-               for t in f["topics"]}
+    planned = {
+        (f["source"], t["remote_topic"], t["partitions"], t["action"]) for f in before["flows"] for t in f["topics"]
+    }
     assert planned == {(dc, f"{dc}.orders", n, "create") for dc, n in PARTITIONS.items()}
     done = {(f["source"], t["remote_topic"], t["partitions"], t["action"]) for f in after["flows"] for t in f["topics"]}
     # The run also wrote MM2's reverse-herder heartbeats (target->dcN) into each DC's `heartbeats` before it read
     # the end offsets, and replicated them as `dcN.heartbeats`, as MM2 does.
-    assert done == ({(dc, f"{dc}.orders", n, "up to date") for dc, n in PARTITIONS.items()}
-                    | {(dc, f"{dc}.heartbeats", 1, "up to date") for dc in PARTITIONS})
+    assert done == (
+        {(dc, f"{dc}.orders", n, "up to date") for dc, n in PARTITIONS.items()}
+        | {(dc, f"{dc}.heartbeats", 1, "up to date") for dc in PARTITIONS}
+    )

@@ -38,17 +38,17 @@ S = SECRETS
 SECRETS_FILE = f"""\
 config.providers = env
 config.providers.env.class = org.apache.kafka.common.config.provider.EnvVarConfigProvider
-dc1.sasl.jaas.config = {PLAIN} required username="alice" password="{S['dc1 PLAIN password']}";
-target.sasl.jaas.config = {SCRAM} required username="bob" password="{S['target SCRAM password']}";
+dc1.sasl.jaas.config = {PLAIN} required username="alice" password="{S["dc1 PLAIN password"]}";
+target.sasl.jaas.config = {SCRAM} required username="bob" password="{S["target SCRAM password"]}";
 target.producer.sasl.jaas.config = {SCRAM} required username="bob" password="${{env:SECRET_X}}";
-dc1.ssl.key.password = {S['dc1 ssl.key.password']}
-dc1.ssl.keystore.password = {S['dc1 ssl.keystore.password']}
-dc1.ssl.truststore.password = {S['dc1 ssl.truststore.password']}
-dc1.basic.auth.user.info = {S['basic.auth.user.info']}
-target.ssl.key.password = {S['secret with an inline comment']}
-dc1.ssl.keystore.pasword = {S['misspelt cluster-level key']}
-dc1.consumer.ssl.key.pasword = {S['misspelt client-level key']}
-target.producer.ssl.key.password = {S['target producer ssl.key.password']}
+dc1.ssl.key.password = {S["dc1 ssl.key.password"]}
+dc1.ssl.keystore.password = {S["dc1 ssl.keystore.password"]}
+dc1.ssl.truststore.password = {S["dc1 ssl.truststore.password"]}
+dc1.basic.auth.user.info = {S["basic.auth.user.info"]}
+target.ssl.key.password = {S["secret with an inline comment"]}
+dc1.ssl.keystore.pasword = {S["misspelt cluster-level key"]}
+dc1.consumer.ssl.key.pasword = {S["misspelt client-level key"]}
+target.producer.ssl.key.password = {S["target producer ssl.key.password"]}
 """
 # The same clusters behind SASL: tansu has no SASL configured (docs/test-broker.md, *SASL*), so every login fails —
 # which is the point here: the error paths must not leak either. SASL_SSL on dc1 also fails its TLS
@@ -74,8 +74,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
 SPARK_COMMANDS = {"run --once"}
 
 
-def run_mm2py(args: list[str], verbose: bool, config: Path,
-              timeout: float = 300) -> subprocess.CompletedProcess[str]:
+def run_mm2py(args: list[str], verbose: bool, config: Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     """``mm2py [-v] COMMAND CONFIG ARGS`` with SECRET_X in its environment."""
     command, *rest = args
     argv = [sys.executable, "-m", "mm2py", *(["-v"] if verbose else []), command, str(config), *rest]
@@ -87,15 +86,14 @@ def leaked(output: str, secrets: dict[str, str] = SECRETS) -> dict[str, str]:
     """Secret name -> the first 6-character piece of it found in ``output``."""
     found = {}
     for name, secret in secrets.items():
-        pieces = [secret[i:i + 6] for i in range(len(secret) - 5)]
+        pieces = [secret[i : i + 6] for i in range(len(secret) - 5)]
         hit = next((p for p in pieces if p in output), None)
         if hit is not None:
             found[name] = hit
     return found
 
 
-def assert_nothing_leaked(result: subprocess.CompletedProcess[str],
-                          secrets: dict[str, str] = SECRETS) -> None:
+def assert_nothing_leaked(result: subprocess.CompletedProcess[str], secrets: dict[str, str] = SECRETS) -> None:
     found = leaked(result.stdout + result.stderr, secrets)
     assert not found, f"secrets printed: {found}\n--- stdout\n{result.stdout}\n--- stderr\n{result.stderr}"
 
@@ -109,19 +107,24 @@ def clusters(kafka_cluster: ClusterFactory) -> dict[str, TansuBroker]:
 
 
 def secrets_config(tmp_path: Path, brokers: dict[str, TansuBroker], extra: str = "") -> Path:
-    return write_config(tmp_path / "mm2.properties", brokers,
-                        "dc1->target.enabled = true\ntopics = orders\n" + SECRETS_FILE + extra)
+    return write_config(
+        tmp_path / "mm2.properties", brokers, "dc1->target.enabled = true\ntopics = orders\n" + SECRETS_FILE + extra
+    )
 
 
 def command_params() -> list[object]:
     marks = {name: [pytest.mark.spark] if name in SPARK_COMMANDS else [] for name in COMMANDS}
-    return [pytest.param(name, verbose, marks=marks[name], id=f"{'-v ' if verbose else ''}{name}")
-            for name in COMMANDS for verbose in (False, True)]
+    return [
+        pytest.param(name, verbose, marks=marks[name], id=f"{'-v ' if verbose else ''}{name}")
+        for name in COMMANDS
+        for verbose in (False, True)
+    ]
 
 
 @pytest.mark.parametrize(("command", "verbose"), command_params())
 def test_no_secret_is_printed_when_every_cluster_connects(
-        command: str, verbose: bool, clusters: dict[str, TansuBroker], tmp_path: Path) -> None:
+    command: str, verbose: bool, clusters: dict[str, TansuBroker], tmp_path: Path
+) -> None:
     """PLAINTEXT clusters: the security keys are in the file but unused, and every command succeeds."""
     config = secrets_config(tmp_path, clusters)
     result = run_mm2py(list(COMMANDS[command]), verbose, config)
@@ -131,7 +134,8 @@ def test_no_secret_is_printed_when_every_cluster_connects(
 
 @pytest.mark.parametrize(("command", "verbose"), command_params())
 def test_no_secret_is_printed_when_every_login_fails(
-        command: str, verbose: bool, clusters: dict[str, TansuBroker], tmp_path: Path) -> None:
+    command: str, verbose: bool, clusters: dict[str, TansuBroker], tmp_path: Path
+) -> None:
     config = secrets_config(tmp_path, clusters, LOGIN_FAILS)
     result = run_mm2py(list(COMMANDS[command]), verbose, config)
     assert result.returncode == (0 if command == "validate" else 3), result.stdout + result.stderr
@@ -139,8 +143,9 @@ def test_no_secret_is_printed_when_every_login_fails(
     assert_nothing_leaked(result)
 
 
-def test_warnings_about_secret_keys_mask_the_value_but_name_the_key(clusters: dict[str, TansuBroker],
-                                                                     tmp_path: Path) -> None:
+def test_warnings_about_secret_keys_mask_the_value_but_name_the_key(
+    clusters: dict[str, TansuBroker], tmp_path: Path
+) -> None:
     """The inline comment and the schema-registry key deserve a warning, which must still hide the value."""
     config = secrets_config(tmp_path, clusters)
     result = run_mm2py(["validate"], False, config)
@@ -154,9 +159,11 @@ def test_warnings_about_secret_keys_mask_the_value_but_name_the_key(clusters: di
 @pytest.mark.parametrize("command", ["validate", "plan"])
 def test_a_line_that_cannot_be_parsed_does_not_echo_its_secret(command: str, tmp_path: Path) -> None:
     config = tmp_path / "mm2.properties"
-    config.write_text("clusters = dc1, target\ndc1.bootstrap.servers = 127.0.0.1:1\n"
-                      "target.bootstrap.servers = 127.0.0.1:2\ndc1->target.enabled = true\n"
-                      "dc1.ssl.key.password = Wd6rTy\\uZZZZ1UoP5a\n")
+    config.write_text(
+        "clusters = dc1, target\ndc1.bootstrap.servers = 127.0.0.1:1\n"
+        "target.bootstrap.servers = 127.0.0.1:2\ndc1->target.enabled = true\n"
+        "dc1.ssl.key.password = Wd6rTy\\uZZZZ1UoP5a\n"
+    )
     result = run_mm2py([command], False, config, timeout=60)
     assert result.returncode == 2, result.stdout + result.stderr
     assert f"{config}:5" in result.stderr, result.stderr
@@ -166,10 +173,12 @@ def test_a_line_that_cannot_be_parsed_does_not_echo_its_secret(command: str, tmp
 @pytest.mark.parametrize("command", ["validate", "plan"])
 def test_a_jaas_syntax_error_does_not_echo_part_of_the_password(command: str, tmp_path: Path) -> None:
     config = tmp_path / "mm2.properties"
-    config.write_text("clusters = dc1, target\ndc1.bootstrap.servers = 127.0.0.1:1\n"
-                      "target.bootstrap.servers = 127.0.0.1:2\ndc1->target.enabled = true\n"
-                      "dc1.security.protocol = SASL_PLAINTEXT\ndc1.sasl.mechanism = PLAIN\n"
-                      f'dc1.sasl.jaas.config = {PLAIN} required username="alice" password=Pq7vZt Rm3K9w;\n')
+    config.write_text(
+        "clusters = dc1, target\ndc1.bootstrap.servers = 127.0.0.1:1\n"
+        "target.bootstrap.servers = 127.0.0.1:2\ndc1->target.enabled = true\n"
+        "dc1.security.protocol = SASL_PLAINTEXT\ndc1.sasl.mechanism = PLAIN\n"
+        f'dc1.sasl.jaas.config = {PLAIN} required username="alice" password=Pq7vZt Rm3K9w;\n'
+    )
     result = run_mm2py([command], False, config, timeout=60)
     assert result.returncode == 2, result.stdout + result.stderr
     assert "dc1.sasl.jaas.config = [hidden]" in result.stdout + result.stderr
@@ -194,14 +203,16 @@ target.producer.sasl.jaas.config = {plain} required username="{user}" password="
 
 
 def task_login_config(tmp_path: Path, brokers: dict[str, TansuBroker], user: str, password: str) -> Path:
-    return write_config(tmp_path / "mm2.properties", brokers,
-                        TASK_LOGIN_FAILS.format(plain=PLAIN, user=user, password=password))
+    return write_config(
+        tmp_path / "mm2.properties", brokers, TASK_LOGIN_FAILS.format(plain=PLAIN, user=user, password=password)
+    )
 
 
 @pytest.mark.spark
 @pytest.mark.parametrize("verbose", [False, True], ids=["quiet", "-v"])
-def test_a_spark_task_failing_to_log_in_prints_no_secret(verbose: bool, clusters: dict[str, TansuBroker],
-                                                         tmp_path: Path) -> None:
+def test_a_spark_task_failing_to_log_in_prints_no_secret(
+    verbose: bool, clusters: dict[str, TansuBroker], tmp_path: Path
+) -> None:
     config = task_login_config(tmp_path, clusters, "Tz8yXc1VbN6m", "Qa3sWd5EfR7t")
     result = run_mm2py(["run", "--once"], verbose, config)
     assert result.returncode == 3, result.stdout + result.stderr
@@ -214,8 +225,9 @@ def test_a_spark_task_failing_to_log_in_prints_no_secret(verbose: bool, clusters
 
 
 @pytest.mark.spark
-def test_a_secret_that_appears_in_a_task_client_error_is_masked(clusters: dict[str, TansuBroker],
-                                                               tmp_path: Path) -> None:
+def test_a_secret_that_appears_in_a_task_client_error_is_masked(
+    clusters: dict[str, TansuBroker], tmp_path: Path
+) -> None:
     """librdkafka never echoes a PLAIN password, so this password *is* text the failing client prints:
     whatever carries a task's client errors to the user would then carry the secret, and must mask it."""
     secret = "Unsupported SASL mechanism"

@@ -66,7 +66,8 @@ def wait_until_target_has_everything(run: MirrorRun, brokers: dict[str, TansuBro
 
 @pytest.mark.timeout(300)
 def test_repeated_sigkill_under_load_loses_nothing_and_duplicates_at_most_one_batch_per_partition(
-        pair: dict[str, TansuBroker], tmp_path: Path) -> None:
+    pair: dict[str, TansuBroker], tmp_path: Path
+) -> None:
     source, target = pair["dc1"], pair["target"]
     config = config_for(tmp_path, pair, settings())
     # 1 KB values: a range (5 MB) then goes out in several produce requests, so a crash can land in the middle.
@@ -100,9 +101,11 @@ def test_repeated_sigkill_under_load_loses_nothing_and_duplicates_at_most_one_ba
     lost, duplicates = missing_and_duplicates(pair)
     duplicates_after.append(duplicates)
     per_crash = [b - a for a, b in itertools.pairwise(duplicates_after)]
-    print(f"\nFIGURES sigkill: {len(expected)} source records, {len(produced)} produced during the runs, "
-          f"lost {lost}, duplicates per crash {per_crash} (min {min(per_crash)}, max {max(per_crash)}), "
-          f"(copied, source end) at each crash {at_kill}")
+    print(
+        f"\nFIGURES sigkill: {len(expected)} source records, {len(produced)} produced during the runs, "
+        f"lost {lost}, duplicates per crash {per_crash} (min {min(per_crash)}, max {max(per_crash)}), "
+        f"(copied, source end) at each crash {at_kill}"
+    )
     assert lost == 0
     assert duplicates_after[0] == 0, "duplicates before any restart"
     assert all(0 <= d <= BATCH * PARTITIONS for d in per_crash), per_crash
@@ -135,14 +138,16 @@ def freeze_when(when: str, run: MirrorRun, brokers: dict[str, TansuBroker], brok
 
 def stall_dataset(when: str, seed: int) -> list[Record]:
     # 1 KB values: a task spends long enough writing its 5 MB range for the stall to catch it mid-range.
-    return make_records(100_000 if when == "mid-copy" else 20_000, partitions=PARTITIONS, seed=seed,
-                        value_size=1024, with_headers=False)
+    return make_records(
+        100_000 if when == "mid-copy" else 20_000, partitions=PARTITIONS, seed=seed, value_size=1024, with_headers=False
+    )
 
 
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("when", WHEN)
 def test_source_broker_frozen_30s_the_run_recovers_by_itself_and_loses_nothing(
-        pair: dict[str, TansuBroker], tmp_path: Path, when: str) -> None:
+    pair: dict[str, TansuBroker], tmp_path: Path, when: str
+) -> None:
     source, target = pair["dc1"], pair["target"]
     config = config_for(tmp_path, pair, settings())
     data = stall_dataset(when, seed=3)
@@ -156,15 +161,20 @@ def test_source_broker_frozen_30s_the_run_recovers_by_itself_and_loses_nothing(
             source.thaw()
         thawed = time.monotonic()
         # Records written after the stall arrive too.
-        produce(source.bootstrap, "orders", make_records(2_000, partitions=PARTITIONS, seed=4, value_size=64,
-                                                         with_headers=False))
+        produce(
+            source.bootstrap,
+            "orders",
+            make_records(2_000, partitions=PARTITIONS, seed=4, value_size=64, with_headers=False),
+        )
         resumed = wait_resumed(run, target, thawed)
         recovered = wait_until_target_has_everything(run, pair, 120) - thawed
         assert run.stop() == 0, run.log_text()
     lost, duplicates = missing_and_duplicates(pair)
-    print(f"\nFIGURES source frozen {STALL_S:.0f} s ({when}, about {frozen_at}/{total} copied): lost {lost}, "
-          f"duplicates {duplicates}, copying again {resumed:.1f} s and everything downstream {recovered:.1f} s "
-          "after SIGCONT")
+    print(
+        f"\nFIGURES source frozen {STALL_S:.0f} s ({when}, about {frozen_at}/{total} copied): lost {lost}, "
+        f"duplicates {duplicates}, copying again {resumed:.1f} s and everything downstream {recovered:.1f} s "
+        "after SIGCONT"
+    )
     if when == "mid-copy":
         assert frozen_at < total, "the copy finished before the stall: make the dataset larger"
     assert lost == 0
@@ -174,13 +184,17 @@ def test_source_broker_frozen_30s_the_run_recovers_by_itself_and_loses_nothing(
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("when", WHEN)
 def test_target_broker_frozen_30s_timed_out_producers_are_replaced_and_nothing_is_lost(
-        pair: dict[str, TansuBroker], tmp_path: Path, when: str) -> None:
+    pair: dict[str, TansuBroker], tmp_path: Path, when: str
+) -> None:
     source, target = pair["dc1"], pair["target"]
     # Short client timeouts, so records time out during the stall (_MSG_TIMED_OUT) and the copy task must
     # replace its idempotent producer: tansu refuses the epoch bump that would otherwise follow
     # (docs/test-broker.md, *Idempotent producer after a stall*).
-    config = config_for(tmp_path, pair, settings() + "target.producer.message.timeout.ms = 6000\n"
-                                        "target.producer.socket.timeout.ms = 3000\n")
+    config = config_for(
+        tmp_path,
+        pair,
+        settings() + "target.producer.message.timeout.ms = 6000\ntarget.producer.socket.timeout.ms = 3000\n",
+    )
     validated = mm2py("validate", str(config))
     assert validated.returncode == 0 and "0 warning(s)" in validated.stdout, validated.stdout + validated.stderr
     data = stall_dataset(when, seed=5)
@@ -205,10 +219,12 @@ def test_target_broker_frozen_30s_timed_out_producers_are_replaced_and_nothing_i
     failed_attempts = [t for t in run.task_ends() if t.failed]
     timed_out = sum(1 for t in failed_attempts if "Message timed out" in t.description)
     driver_retries = log.count("will retry in")
-    print(f"\nFIGURES target frozen {STALL_S:.0f} s ({when}, about {frozen_at}/{total} copied, {len(produced)} "
-          f"produced meanwhile): lost {lost}, duplicates {duplicates}, {timed_out} task attempts timed out, "
-          f"{len(failed_attempts)} failed task attempts, {driver_retries} driver retries, everything downstream "
-          f"{recovered:.1f} s after SIGCONT")
+    print(
+        f"\nFIGURES target frozen {STALL_S:.0f} s ({when}, about {frozen_at}/{total} copied, {len(produced)} "
+        f"produced meanwhile): lost {lost}, duplicates {duplicates}, {timed_out} task attempts timed out, "
+        f"{len(failed_attempts)} failed task attempts, {driver_retries} driver retries, everything downstream "
+        f"{recovered:.1f} s after SIGCONT"
+    )
     if when == "mid-copy":
         assert frozen_at < total, "the copy finished before the stall: make the dataset larger"
         assert timed_out >= 1, "no record timed out: the producer-replacement path was not exercised\n" + log
@@ -223,14 +239,18 @@ def test_target_broker_frozen_30s_timed_out_producers_are_replaced_and_nothing_i
 
 @pytest.mark.timeout(240)
 def test_a_killed_spark_python_worker_is_retried_by_spark_and_nothing_is_lost(
-        pair: dict[str, TansuBroker], tmp_path: Path) -> None:
+    pair: dict[str, TansuBroker], tmp_path: Path
+) -> None:
     source, target = pair["dc1"], pair["target"]
     # Large ranges keep each task busy for a while: a worker found busy is still inside its task when killed.
     batch = 50_000
     config = config_for(tmp_path, pair, settings(batch))
     total = 600_000  # three jobs: room for another try when the worker killed had just finished its task
-    produce(source.bootstrap, "orders", make_records(total, partitions=PARTITIONS, seed=6, value_size=64,
-                                                     with_headers=False))
+    produce(
+        source.bootstrap,
+        "orders",
+        make_records(total, partitions=PARTITIONS, seed=6, value_size=64, with_headers=False),
+    )
     with MirrorRun(config, tmp_path / "run.log") as run, LandingWatch(target.bootstrap, "orders", PARTITIONS) as watch:
         watch.wait_landing(run, BATCH, 120)  # records are landing: tasks are past their first reads
         tries = kill_python_worker_mid_task(run)
@@ -239,8 +259,10 @@ def test_a_killed_spark_python_worker_is_retried_by_spark_and_nothing_is_lost(
         assert run.stop() == 0, run.log_text()
     lost, duplicates = missing_and_duplicates(pair)
     retried = [t for t in run.task_ends() if t.attempt > 0]
-    print(f"\nFIGURES python worker SIGKILLed mid-task at about {killed_at}/{total} copied ({batch} records per "
-          f"range, {tries} kill(s) needed to hit a busy worker): lost {lost}, duplicates {duplicates}")
+    print(
+        f"\nFIGURES python worker SIGKILLed mid-task at about {killed_at}/{total} copied ({batch} records per "
+        f"range, {tries} kill(s) needed to hit a busy worker): lost {lost}, duplicates {duplicates}"
+    )
     assert worker_crashes(run) == 1
     assert [t.reason for t in retried] == ["Success"], "Spark retried the crashed task once, successfully"
     assert lost == 0

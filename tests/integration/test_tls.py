@@ -47,17 +47,27 @@ class ProxiedTansuBroker(TansuBroker):
     listener_port: int = field(default_factory=free_port)
 
     def _spawn(self) -> None:
-        cmd = [str(self.binary), "broker", "--listener-url", f"tcp://{HOST}:{self.listener_port}",
-               "--advertised-listener-url", f"tcp://{HOST}:{self.port}", "--cluster-id", self.name,
-               "--storage-engine", "memory://tansu/"]
+        cmd = [
+            str(self.binary),
+            "broker",
+            "--listener-url",
+            f"tcp://{HOST}:{self.listener_port}",
+            "--advertised-listener-url",
+            f"tcp://{HOST}:{self.port}",
+            "--cluster-id",
+            self.name,
+            "--storage-engine",
+            "memory://tansu/",
+        ]
         env = {k: v for k, v in os.environ.items() if k not in _TANSU_ENV}
         env["NO_COLOR"] = "1"
         self.log_dir.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("ab") as log:
             log.write(f"### {' '.join(cmd)}\n".encode())
             log.flush()
-            self._process = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log,
-                                             stderr=subprocess.STDOUT, env=env, start_new_session=True)
+            self._process = subprocess.Popen(
+                cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+            )
 
 
 @dataclass(frozen=True)
@@ -84,8 +94,14 @@ def tls_source(kafka_cluster: ClusterFactory, certs: Certificates) -> Iterator[C
 
     def start(mtls: bool = False) -> TlsSource:
         broker = ProxiedTansuBroker("dc1", kafka_cluster.binary, log_dir=kafka_cluster.log_dir)
-        proxy = TlsProxy(broker.listener_port, broker.port, certs.server, certs.server_key,
-                         client_ca=certs.ca if mtls else None, plaintext_too=True)
+        proxy = TlsProxy(
+            broker.listener_port,
+            broker.port,
+            certs.server,
+            certs.server_key,
+            client_ca=certs.ca if mtls else None,
+            plaintext_too=True,
+        )
         proxy.start()
         proxies.append(proxy)
         kafka_cluster.brokers["dc1"] = broker  # stopped, and its log shown on failure, by kafka_cluster
@@ -104,14 +120,18 @@ def fields(r: Record) -> tuple[object, ...]:
 
 
 def tls_config(path: Path, brokers: dict[str, TansuBroker], ca: Path, keystore: Path | None = None) -> Path:
-    body = ("dc1->target.enabled = true\ntopics = orders\n"
-            "dc1.security.protocol = SSL\n"
-            "dc1.ssl.truststore.type = PEM\n"
-            f"dc1.ssl.truststore.location = {ca}\n")
+    body = (
+        "dc1->target.enabled = true\ntopics = orders\n"
+        "dc1.security.protocol = SSL\n"
+        "dc1.ssl.truststore.type = PEM\n"
+        f"dc1.ssl.truststore.location = {ca}\n"
+    )
     if keystore is not None:
-        body += ("dc1.ssl.keystore.type = PKCS12\n"
-                 f"dc1.ssl.keystore.location = {keystore}\n"
-                 f"dc1.ssl.keystore.password = {KEYSTORE_PASSWORD}\n")
+        body += (
+            "dc1.ssl.keystore.type = PKCS12\n"
+            f"dc1.ssl.keystore.location = {keystore}\n"
+            f"dc1.ssl.keystore.password = {KEYSTORE_PASSWORD}\n"
+        )
     return write_config(path, brokers, body)
 
 
@@ -141,8 +161,8 @@ def assert_one_line_naming_dc1(result: subprocess.CompletedProcess[str]) -> None
 
 @pytest.mark.integration
 def test_plan_reaches_a_source_behind_tls_with_a_pem_truststore(
-        kafka_cluster: ClusterFactory, tls_source: Callable[..., TlsSource], certs: Certificates,
-        tmp_path: Path) -> None:
+    kafka_cluster: ClusterFactory, tls_source: Callable[..., TlsSource], certs: Certificates, tmp_path: Path
+) -> None:
     source = tls_source()
     brokers = {"dc1": source.broker, **kafka_cluster("target")}
     load_source(source)
@@ -157,8 +177,8 @@ def test_plan_reaches_a_source_behind_tls_with_a_pem_truststore(
 @pytest.mark.integration
 @pytest.mark.spark
 def test_run_once_copies_exactly_from_a_source_behind_tls(
-        kafka_cluster: ClusterFactory, tls_source: Callable[..., TlsSource], certs: Certificates,
-        tmp_path: Path) -> None:
+    kafka_cluster: ClusterFactory, tls_source: Callable[..., TlsSource], certs: Certificates, tmp_path: Path
+) -> None:
     source = tls_source()
     brokers = {"dc1": source.broker, **kafka_cluster("target")}
     expected = load_source(source)
@@ -174,8 +194,8 @@ def test_run_once_copies_exactly_from_a_source_behind_tls(
 @pytest.mark.integration
 @pytest.mark.spark
 def test_run_once_presents_a_pkcs12_client_certificate_to_a_source_that_requires_one(
-        kafka_cluster: ClusterFactory, tls_source: Callable[..., TlsSource], certs: Certificates,
-        tmp_path: Path) -> None:
+    kafka_cluster: ClusterFactory, tls_source: Callable[..., TlsSource], certs: Certificates, tmp_path: Path
+) -> None:
     source = tls_source(mtls=True)
     brokers = {"dc1": source.broker, **kafka_cluster("target")}
     expected = load_source(source)
@@ -192,8 +212,8 @@ def test_run_once_presents_a_pkcs12_client_certificate_to_a_source_that_requires
 
 @pytest.mark.integration
 def test_without_a_client_certificate_a_source_requiring_one_fails_with_exit_3_naming_it(
-        kafka_cluster: ClusterFactory, tls_source: Callable[..., TlsSource], certs: Certificates,
-        tmp_path: Path) -> None:
+    kafka_cluster: ClusterFactory, tls_source: Callable[..., TlsSource], certs: Certificates, tmp_path: Path
+) -> None:
     source = tls_source(mtls=True)
     brokers = {"dc1": source.broker, **kafka_cluster("target")}
     config = tls_config(tmp_path / "mm2.properties", brokers, certs.ca)
@@ -206,8 +226,12 @@ def test_without_a_client_certificate_a_source_requiring_one_fails_with_exit_3_n
 
 @pytest.mark.integration
 def test_a_source_certificate_from_an_unknown_ca_fails_with_exit_3_and_never_prints_the_password(
-        kafka_cluster: ClusterFactory, tls_source: Callable[..., TlsSource], certs: Certificates,
-        other_ca: Path, tmp_path: Path) -> None:
+    kafka_cluster: ClusterFactory,
+    tls_source: Callable[..., TlsSource],
+    certs: Certificates,
+    other_ca: Path,
+    tmp_path: Path,
+) -> None:
     source = tls_source(mtls=True)
     brokers = {"dc1": source.broker, **kafka_cluster("target")}
     keystore = certs.client_pkcs12(tmp_path / "client.p12", KEYSTORE_PASSWORD)
@@ -223,17 +247,21 @@ def test_a_source_certificate_from_an_unknown_ca_fails_with_exit_3_and_never_pri
 
 def test_validate_names_a_jks_truststore_that_does_not_exist_in_one_line(tmp_path: Path) -> None:
     config = tmp_path / "mm2.properties"
-    config.write_text("clusters = dc1, target\n"
-                      "dc1.bootstrap.servers = 127.0.0.1:1\n"
-                      "target.bootstrap.servers = 127.0.0.1:2\n"
-                      "dc1->target.enabled = true\n"
-                      "dc1.security.protocol = SSL\n"
-                      "dc1.ssl.truststore.location = /etc/kafka/dc1-truststore.jks\n"
-                      f"dc1.ssl.truststore.password = {KEYSTORE_PASSWORD}\n")
+    config.write_text(
+        "clusters = dc1, target\n"
+        "dc1.bootstrap.servers = 127.0.0.1:1\n"
+        "target.bootstrap.servers = 127.0.0.1:2\n"
+        "dc1->target.enabled = true\n"
+        "dc1.security.protocol = SSL\n"
+        "dc1.ssl.truststore.location = /etc/kafka/dc1-truststore.jks\n"
+        f"dc1.ssl.truststore.password = {KEYSTORE_PASSWORD}\n"
+    )
     result = mm2py("validate", str(config), timeout=60)
     assert result.returncode == 2, result.stdout + result.stderr
     problem = next(line for line in result.stdout.splitlines() if "dc1.ssl.truststore.location" in line)
-    assert problem == (f"error: {config}:6 dc1.ssl.truststore.location = /etc/kafka/dc1-truststore.jks: "
-                       "no such file (a JKS truststore, Java's default type)")
+    assert problem == (
+        f"error: {config}:6 dc1.ssl.truststore.location = /etc/kafka/dc1-truststore.jks: "
+        "no such file (a JKS truststore, Java's default type)"
+    )
     assert len([line for line in result.stdout.splitlines() if line.startswith("error:")]) == 1
     assert KEYSTORE_PASSWORD not in result.stdout + result.stderr

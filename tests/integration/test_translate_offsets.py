@@ -32,8 +32,7 @@ IDENTITY = "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"
 
 def _string(buf: bytes, pos: int) -> tuple[str, int]:
     (n,) = struct.unpack_from(">h", buf, pos)
-    return buf[pos + 2:pos + 2 + n].decode(), pos + 2 + n
-
+    return buf[pos + 2 : pos + 2 + n].decode(), pos + 2 + n
 
 
 def assert_exact(source: list[Record], target: list[Record], partition: int, g: int, d: int) -> None:
@@ -50,16 +49,22 @@ def merged(kafka_cluster: ClusterFactory, tmp_path: Path) -> tuple[dict[str, Tan
     for seed, dc in enumerate(("dc1", "dc2")):
         create_topic(brokers[dc].bootstrap, "orders", 2)
         produce(brokers[dc].bootstrap, "orders", make_records(600, partitions=2, seed=seed + 1, with_headers=False))
-    config = write_config(tmp_path / "mm2.properties", brokers, (
-        "dc1->target.enabled = true\ndc2->target.enabled = true\ntopics = orders\n"
-        f"replication.policy.class = {IDENTITY}\n"
-        # small batches so both flows' writes interleave in the merged partitions
-        "mm2py.batch.max.records = 40\n"))
+    config = write_config(
+        tmp_path / "mm2.properties",
+        brokers,
+        (
+            "dc1->target.enabled = true\ndc2->target.enabled = true\ntopics = orders\n"
+            f"replication.policy.class = {IDENTITY}\n"
+            # small batches so both flows' writes interleave in the merged partitions
+            "mm2py.batch.max.records = 40\n"
+        ),
+    )
     return brokers, config
 
 
 def test_translation_is_exact_for_a_group_at_the_end_and_one_far_behind(
-        merged: tuple[dict[str, TansuBroker], Path]) -> None:
+    merged: tuple[dict[str, TansuBroker], Path],
+) -> None:
     brokers, config = merged
     # dc2's records land first, then both flows run together: dc1's records sit behind and between dc2's.
     assert mm2py("run", str(config), "--once", "--flows", "dc2->target").returncode == 0
@@ -68,17 +73,21 @@ def test_translation_is_exact_for_a_group_at_the_end_and_one_far_behind(
     result = mm2py("run", str(config), "--once")
     assert result.returncode == 0, result.stderr
 
-    out = mm2py("translate-offsets", str(config), "--group", "billing", "--source", "dc1", "--target", "target",
-                "--json")
+    out = mm2py(
+        "translate-offsets", str(config), "--group", "billing", "--source", "dc1", "--target", "target", "--json"
+    )
     assert out.returncode == 0, out.stderr
     rows: list[dict[str, Any]] = json.loads(out.stdout)
     assert [(r["topic"], r["partition"], r["upstream_offset"], r["method"]) for r in rows] == [
-        ("orders", 0, 300, "exact"), ("orders", 1, 17, "exact")]
+        ("orders", 0, 300, "exact"),
+        ("orders", 1, 17, "exact"),
+    ]
     source = read_all(brokers["dc1"].bootstrap, "orders")
     target = read_all(brokers["target"].bootstrap, "orders")
     foreign = {r.value for r in read_all(brokers["dc2"].bootstrap, "orders")}
-    assert any(r.value in foreign for r in target if r.partition == 1 and r.offset < rows[1]["offset"]), \
+    assert any(r.value in foreign for r in target if r.partition == 1 and r.offset < rows[1]["offset"]), (
         "the test needs dc2 records interleaved before the translated offset"
+    )
     for row in rows:
         assert_exact(source, target, row["partition"], row["upstream_offset"], row["offset"])
 
@@ -97,13 +106,15 @@ def test_translation_is_exact_for_a_group_at_the_end_and_one_far_behind(
     for row in rows:
         assert latest[("billing", "orders", row["partition"])] == (row["upstream_offset"], row["offset"])
 
-    csv = mm2py("translate-offsets", str(config), "--group", "billing", "--source", "dc1", "--target", "target",
-                "--csv")
+    csv = mm2py(
+        "translate-offsets", str(config), "--group", "billing", "--source", "dc1", "--target", "target", "--csv"
+    )
     assert csv.stdout.splitlines() == [f"orders,{r['partition']},{r['offset']}" for r in rows]
 
 
 def test_execute_refuses_an_active_group_and_commits_to_an_idle_one(
-        merged: tuple[dict[str, TansuBroker], Path]) -> None:
+    merged: tuple[dict[str, TansuBroker], Path],
+) -> None:
     brokers, config = merged
     commit_group(brokers["dc1"].bootstrap, "billing", "orders", {0: 120, 1: 17})
     assert mm2py("run", str(config), "--once").returncode == 0
@@ -127,8 +138,10 @@ def test_execute_refuses_an_active_group_and_commits_to_an_idle_one(
     rows = {r["partition"]: r for r in json.loads(done.stdout)}
     consumer = Consumer(consumer_config(brokers["target"].bootstrap, **{"group.id": "billing"}))
     try:
-        committed = {tp.partition: tp.offset for tp in
-                     consumer.committed([TopicPartition("orders", p) for p in (0, 1)], timeout=10)}
+        committed = {
+            tp.partition: tp.offset
+            for tp in consumer.committed([TopicPartition("orders", p) for p in (0, 1)], timeout=10)
+        }
         assert committed == {p: rows[p]["offset"] for p in (0, 1)}
         consumer.assign([TopicPartition("orders", 1, committed[1])])
         source = {r.value: r.offset for r in read_all(brokers["dc1"].bootstrap, "orders") if r.partition == 1}

@@ -65,8 +65,9 @@ def compact_as_the_cleaner_would(broker: TansuBroker, topic: str) -> tuple[int, 
 
 
 def translate(config: Path) -> list[dict[str, Any]]:
-    out = mm2py("translate-offsets", str(config), "--group", "billing", "--source", "dc1", "--target", "target",
-                "--json")
+    out = mm2py(
+        "translate-offsets", str(config), "--group", "billing", "--source", "dc1", "--target", "target", "--json"
+    )
     assert out.returncode == 0, out.stderr
     rows: list[dict[str, Any]] = json.loads(out.stdout)
     return rows
@@ -81,16 +82,25 @@ def assert_exact(source: list[Record], target: list[Record], partition: int, g: 
 
 
 def test_lagging_group_on_a_merged_topic_translates_exactly_after_compaction_and_checkpoints_agree(
-        kafka_cluster: ClusterFactory, tmp_path: Path) -> None:
+    kafka_cluster: ClusterFactory, tmp_path: Path
+) -> None:
     brokers = kafka_cluster("dc1", "dc2", "target")
     for seed, dc in enumerate(("dc1", "dc2")):
         create_topic(brokers[dc].bootstrap, "orders", PARTITIONS)
-        produce(brokers[dc].bootstrap, "orders", make_records(PARTITIONS * PER_PARTITION, partitions=PARTITIONS,
-                                                              seed=seed + 20, with_headers=False))
-    config = write_config(tmp_path / "mm2.properties", brokers, (
-        "dc1->target.enabled = true\ndc2->target.enabled = true\ntopics = orders\n"
-        f"replication.policy.class = {IDENTITY}\n"
-        "mm2py.batch.max.records = 700\n"))  # several rounds per flow, so dc1 and dc2 interleave
+        produce(
+            brokers[dc].bootstrap,
+            "orders",
+            make_records(PARTITIONS * PER_PARTITION, partitions=PARTITIONS, seed=seed + 20, with_headers=False),
+        )
+    config = write_config(
+        tmp_path / "mm2.properties",
+        brokers,
+        (
+            "dc1->target.enabled = true\ndc2->target.enabled = true\ntopics = orders\n"
+            f"replication.policy.class = {IDENTITY}\n"
+            "mm2py.batch.max.records = 700\n"
+        ),
+    )  # several rounds per flow, so dc1 and dc2 interleave
     commit_group(brokers["dc1"].bootstrap, "billing", "orders", {0: 1234, 1: 2999, 2: 17})
     assert mm2py("run", str(config), "--once").returncode == 0
     before = translate(config)
@@ -105,20 +115,27 @@ def test_lagging_group_on_a_merged_topic_translates_exactly_after_compaction_and
 
     after = translate(config)
     assert [(r["partition"], r["upstream_offset"], r["method"]) for r in after] == [
-        (0, 1234, "exact"), (1, 2999, "exact"), (2, 17, "exact")]
+        (0, 1234, "exact"),
+        (1, 2999, "exact"),
+        (2, 17, "exact"),
+    ]
     assert [r["offset"] for r in after] == [r["offset"] for r in before]
     source = read_all(brokers["dc1"].bootstrap, "orders")
     target = read_all(brokers["target"].bootstrap, "orders")
     foreign = {r.value for r in read_all(brokers["dc2"].bootstrap, "orders")}
-    assert any(r.value in foreign for r in target if r.partition == 0 and r.offset < after[0]["offset"]), \
+    assert any(r.value in foreign for r in target if r.partition == 0 and r.offset < after[0]["offset"]), (
         "the test needs dc2 records interleaved before the translated offset"
+    )
     for row in after:
         assert_exact(source, target, row["partition"], row["upstream_offset"], row["offset"])
 
     # A later run (more data, the group moved on) checkpoints what translate-offsets says, on compacted history.
     for seed, dc in enumerate(("dc1", "dc2")):
-        produce(brokers[dc].bootstrap, "orders", make_records(300, partitions=PARTITIONS, seed=seed + 40,
-                                                              with_headers=False))
+        produce(
+            brokers[dc].bootstrap,
+            "orders",
+            make_records(300, partitions=PARTITIONS, seed=seed + 40, with_headers=False),
+        )
     commit_group(brokers["dc1"].bootstrap, "billing", "orders", {0: 1500, 1: 3050, 2: 17})
     assert mm2py("run", str(config), "--once").returncode == 0
     rows = translate(config)

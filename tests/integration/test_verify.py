@@ -52,23 +52,29 @@ def rebuild(broker: TansuBroker, topic: str, partitions: int, records: list[Reco
 def load(brokers: dict[str, TansuBroker], dcs: tuple[str, ...], count: int, partitions: int) -> None:
     for i, dc in enumerate(dcs):
         create_topic(brokers[dc].bootstrap, "orders", partitions)
-        produce(brokers[dc].bootstrap, "orders", make_records(count, partitions=partitions, seed=i + 1,
-                                                              tombstone_every=17, null_key_every=13))
+        produce(
+            brokers[dc].bootstrap,
+            "orders",
+            make_records(count, partitions=partitions, seed=i + 1, tombstone_every=17, null_key_every=13),
+        )
 
 
 def test_clean_prefixed_copy_of_two_sources_passes(kafka_cluster: ClusterFactory, tmp_path: Path) -> None:
     brokers = kafka_cluster("dc1", "dc2", "target")
     load(brokers, ("dc1", "dc2"), 450, 3)
-    config = write_config(tmp_path / "mm2.properties", brokers,
-                          "dc1->target.enabled = true\ndc2->target.enabled = true\ntopics = orders\n"
-                          "mm2py.batch.max.records = 70\n")
+    config = write_config(
+        tmp_path / "mm2.properties",
+        brokers,
+        "dc1->target.enabled = true\ndc2->target.enabled = true\ntopics = orders\nmm2py.batch.max.records = 70\n",
+    )
     assert mm2py("run", str(config), "--once").returncode == 0
 
     code, rows, stderr = verify_json(config, "--window-records", "40")  # several windows per partition
     assert code == 0, stderr
     assert stderr.strip() == ""
     assert {(r["flow"], r["remote_topic"], r["partition"]) for r in rows} == {
-        (f"{dc}->target", f"{dc}.orders", p) for dc in ("dc1", "dc2") for p in range(3)}
+        (f"{dc}->target", f"{dc}.orders", p) for dc in ("dc1", "dc2") for p in range(3)
+    }
     for r in rows:
         assert (r["status"], r["method"]) == ("ok", "offset-syncs")
         assert (r["first_offset"], r["last_offset"]) == (0, 149)
@@ -85,15 +91,19 @@ def merged(kafka_cluster: ClusterFactory, tmp_path: Path) -> tuple[dict[str, Tan
     """dc1 and dc2 merged into target:orders (IdentityReplicationPolicy), in small interleaved batches."""
     brokers = kafka_cluster("dc1", "dc2", "target")
     load(brokers, ("dc1", "dc2"), 300, 2)
-    config = write_config(tmp_path / "mm2.properties", brokers,
-                          "dc1->target.enabled = true\ndc2->target.enabled = true\ntopics = orders\n"
-                          f"replication.policy.class = {IDENTITY}\nmm2py.batch.max.records = 40\n")
+    config = write_config(
+        tmp_path / "mm2.properties",
+        brokers,
+        "dc1->target.enabled = true\ndc2->target.enabled = true\ntopics = orders\n"
+        f"replication.policy.class = {IDENTITY}\nmm2py.batch.max.records = 40\n",
+    )
     assert mm2py("run", str(config), "--once").returncode == 0
     return brokers, config
 
 
 def test_clean_merged_identity_copy_passes_ignoring_the_other_sources_records(
-        merged: tuple[dict[str, TansuBroker], Path]) -> None:
+    merged: tuple[dict[str, TansuBroker], Path],
+) -> None:
     brokers, config = merged
     target = read_all(brokers["target"].bootstrap, "orders")
     assert len(target) == 600
@@ -106,7 +116,8 @@ def test_clean_merged_identity_copy_passes_ignoring_the_other_sources_records(
 
 
 def test_a_missing_an_altered_and_a_duplicated_record_fail_naming_partition_and_offsets(
-        merged: tuple[dict[str, TansuBroker], Path]) -> None:
+    merged: tuple[dict[str, TansuBroker], Path],
+) -> None:
     brokers, config = merged
     target = read_all(brokers["target"].bootstrap, "orders")
     dc1 = read_all(brokers["dc1"].bootstrap, "orders", 1)
@@ -114,11 +125,12 @@ def test_a_missing_an_altered_and_a_duplicated_record_fail_naming_partition_and_
     assert victim.offset == 57 and victim.value is not None
     i = next(i for i, r in enumerate(target) if r.partition == 1 and r.value == victim.value)
     d = target[i].offset
-    assert any(r.partition == 1 and r.offset < d and r.value not in {x.value for x in dc1} for r in target), \
+    assert any(r.partition == 1 and r.offset < d and r.value not in {x.value for x in dc1} for r in target), (
         "dc2's records must sit before the victim for this test to mean anything"
+    )
     where = "verify: flow=dc1->target topic=orders partition=1"
 
-    rebuild(brokers["target"], "orders", 2, target[:i] + target[i + 1:])
+    rebuild(brokers["target"], "orders", 2, target[:i] + target[i + 1 :])
     code, rows, stderr = verify_json(config)
     assert code == 1
     assert stderr.splitlines() == [f"{where} missing upstream offset 57"]
@@ -127,14 +139,13 @@ def test_a_missing_an_altered_and_a_duplicated_record_fail_naming_partition_and_
     assert bad["target_records"] == 149
 
     altered = Record(victim.key, b"changed", victim.headers, victim.timestamp, 1)
-    rebuild(brokers["target"], "orders", 2, [*target[:i], altered, *target[i + 1:]])
+    rebuild(brokers["target"], "orders", 2, [*target[:i], altered, *target[i + 1 :]])
     code, rows, stderr = verify_json(config)
     assert code == 1
-    assert stderr.splitlines() == [
-        f"{where} altered upstream offset 57 at downstream offset {d} (value differs)"]
+    assert stderr.splitlines() == [f"{where} altered upstream offset 57 at downstream offset {d} (value differs)"]
     assert all(r["status"] == "ok" for r in rows_of(rows, "dc2->target"))
 
-    rebuild(brokers["target"], "orders", 2, [*target[:i + 1], target[i], *target[i + 1:]])
+    rebuild(brokers["target"], "orders", 2, [*target[: i + 1], target[i], *target[i + 1 :]])
     code, rows, stderr = verify_json(config)
     assert code == 1
     assert stderr.splitlines() == [f"{where} duplicate of upstream offset 57 at downstream offset {d + 1}"]
@@ -143,11 +154,15 @@ def test_a_missing_an_altered_and_a_duplicated_record_fail_naming_partition_and_
 
 
 def test_records_copied_twice_after_a_lost_progress_write_are_duplicates(
-        kafka_cluster: ClusterFactory, tmp_path: Path) -> None:
+    kafka_cluster: ClusterFactory, tmp_path: Path
+) -> None:
     brokers = kafka_cluster("dc1", "target")
     load(brokers, ("dc1",), 200, 2)
-    config = write_config(tmp_path / "mm2.properties", brokers,
-                          "dc1->target.enabled = true\ntopics = orders\nmm2py.batch.max.records = 30\n")
+    config = write_config(
+        tmp_path / "mm2.properties",
+        brokers,
+        "dc1->target.enabled = true\ntopics = orders\nmm2py.batch.max.records = 30\n",
+    )
     assert mm2py("run", str(config), "--once").returncode == 0
     assert mm2py("verify", str(config)).returncode == 0
     # As if the task copying partition 0 from offset 60 died before writing its progress: the next run
@@ -160,8 +175,10 @@ def test_records_copied_twice_after_a_lost_progress_write_are_duplicates(
 
     code, rows, stderr = verify_json(config)
     assert code == 1
-    assert stderr.splitlines() == ["verify: flow=dc1->target topic=orders partition=0 duplicates of upstream "
-                                   "offsets 60..99 at downstream offsets 60..99 (40 records)"]
+    assert stderr.splitlines() == [
+        "verify: flow=dc1->target topic=orders partition=0 duplicates of upstream "
+        "offsets 60..99 at downstream offsets 60..99 (40 records)"
+    ]
     by_partition = {r["partition"]: r for r in rows}
     hit = by_partition[0]
     assert (hit["duplicates"], hit["source_records"], hit["target_records"]) == (40, 100, 140)
@@ -169,12 +186,16 @@ def test_records_copied_twice_after_a_lost_progress_write_are_duplicates(
 
 
 def test_without_dense_syncs_records_are_matched_by_content_and_a_loss_is_found(
-        kafka_cluster: ClusterFactory, tmp_path: Path) -> None:
+    kafka_cluster: ClusterFactory, tmp_path: Path
+) -> None:
     brokers = kafka_cluster("dc1", "target")
     load(brokers, ("dc1",), 300, 2)
-    config = write_config(tmp_path / "mm2.properties", brokers,
-                          "dc1->target.enabled = true\ntopics = orders\nmm2py.batch.max.records = 50\n"
-                          "mm2py.offset-syncs.dense.enabled = false\noffset.lag.max = 20\n")
+    config = write_config(
+        tmp_path / "mm2.properties",
+        brokers,
+        "dc1->target.enabled = true\ntopics = orders\nmm2py.batch.max.records = 50\n"
+        "mm2py.offset-syncs.dense.enabled = false\noffset.lag.max = 20\n",
+    )
     assert mm2py("run", str(config), "--once").returncode == 0
     code, rows, stderr = verify_json(config)
     assert code == 0, stderr
@@ -184,8 +205,7 @@ def test_without_dense_syncs_records_are_matched_by_content_and_a_loss_is_found(
 
     target = read_all(brokers["target"].bootstrap, "dc1.orders")
     lost = next(i for i, r in enumerate(target) if r.partition == 0 and r.offset == 71)
-    rebuild(brokers["target"], "dc1.orders", 2, target[:lost] + target[lost + 1:])
+    rebuild(brokers["target"], "dc1.orders", 2, target[:lost] + target[lost + 1 :])
     code, _rows, stderr = verify_json(config)
     assert code == 1
-    assert stderr.splitlines() == [
-        "verify: flow=dc1->target topic=orders partition=0 missing upstream offset 71"]
+    assert stderr.splitlines() == ["verify: flow=dc1->target topic=orders partition=0 missing upstream offset 71"]

@@ -14,8 +14,9 @@ from mm2py.kafka.wire import FetchPosition, WireClient
 pytestmark = pytest.mark.integration
 
 
-def test_fetched_batches_produced_raw_arrive_unchanged(kafka_cluster: ClusterFactory,
-                                                       unique_topic: Callable[..., str]) -> None:
+def test_fetched_batches_produced_raw_arrive_unchanged(
+    kafka_cluster: ClusterFactory, unique_topic: Callable[..., str]
+) -> None:
     brokers = kafka_cluster("src", "dst")
     topic = unique_topic("wire")
     create_topic(brokers["src"].bootstrap, topic, 3)
@@ -39,7 +40,8 @@ def test_fetched_batches_produced_raw_arrive_unchanged(kafka_cluster: ClusterFac
         for p in range(3):
             expected = [r for r in produced if r.partition == p]
             assert [(r.key, r.value, list(r.headers), r.timestamp) for r in decoded[p]] == [
-                (r.key, r.value, r.headers, r.timestamp) for r in expected]
+                (r.key, r.value, r.headers, r.timestamp) for r in expected
+            ]
             assert [r.offset for r in decoded[p]] == list(range(100))
 
         target.bootstrap(10)
@@ -69,24 +71,28 @@ def test_fetched_batches_produced_raw_arrive_unchanged(kafka_cluster: ClusterFac
     copied = read_all(brokers["dst"].bootstrap, topic)
     assert [(r.partition, r.offset, r.key, r.value, r.headers, r.timestamp) for r in copied] == [
         (r.partition, r.offset, r.key, r.value, r.headers, r.timestamp)
-        for r in read_all(brokers["src"].bootstrap, topic)]
+        for r in read_all(brokers["src"].bootstrap, topic)
+    ]
 
 
-def test_requests_to_an_unreachable_broker_come_back_as_retriable_errors(kafka_cluster: ClusterFactory,
-                                                                           unique_topic: Callable[..., str]) -> None:
+def test_requests_to_an_unreachable_broker_come_back_as_retriable_errors(
+    kafka_cluster: ClusterFactory, unique_topic: Callable[..., str]
+) -> None:
     broker = kafka_cluster("src")["src"]
     topic = unique_topic("wire")
     create_topic(broker.bootstrap, topic, 1)
-    client = WireClient("src", {"bootstrap.servers": broker.bootstrap, "socket.timeout.ms": "2000",
-                                "reconnect.backoff.max.ms": "200"})
+    client = WireClient(
+        "src", {"bootstrap.servers": broker.bootstrap, "socket.timeout.ms": "2000", "reconnect.backoff.max.ms": "200"}
+    )
     try:
         client.bootstrap(10)
         client.refresh_leaders([topic], 10)
         node = client.leader((topic, 0))
         assert node is not None
         broker.stop()
-        answer = client.fetch_result(client.send_fetch(node, [FetchPosition(topic, 0, 0, 1024)],
-                                                       read_committed=False), 5)
+        answer = client.fetch_result(
+            client.send_fetch(node, [FetchPosition(topic, 0, 0, 1024)], read_committed=False), 5
+        )
         assert not isinstance(answer, list) and answer.retriable, answer
     finally:
         client.close()

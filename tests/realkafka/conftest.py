@@ -21,8 +21,7 @@ from real_kafka import KafkaCluster, KafkaRuntime  # noqa: E402
 
 
 @pytest.fixture(scope="session")
-def real_kafka_target(kafka_runtime: KafkaRuntime,
-                      tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
+def real_kafka_target(kafka_runtime: KafkaRuntime, tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
     """A second one-node real Kafka (PLAINTEXT only), started only if a test asks for it.
 
     Tests use unique cluster aliases, so the internal topics named after them do not collide; ``heartbeats``

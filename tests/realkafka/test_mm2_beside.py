@@ -31,12 +31,15 @@ PARTITIONS = 3
 
 
 @pytest.fixture(scope="module")
-def clusters(kafka_runtime: KafkaRuntime,
-             tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[KafkaCluster, KafkaCluster]]:
+def clusters(
+    kafka_runtime: KafkaRuntime, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[KafkaCluster, KafkaCluster]]:
     """Two independent one-node clusters, source and target, started side by side."""
     work = tmp_path_factory.mktemp("mm2-beside")
-    pair = (KafkaCluster(work / "source", 1, runtime=kafka_runtime),
-            KafkaCluster(work / "target", 1, runtime=kafka_runtime))
+    pair = (
+        KafkaCluster(work / "source", 1, runtime=kafka_runtime),
+        KafkaCluster(work / "target", 1, runtime=kafka_runtime),
+    )
     try:
         with ThreadPoolExecutor(2) as pool:
             list(pool.map(KafkaCluster.start, pair))  # list() re-raises a failed start
@@ -46,8 +49,9 @@ def clusters(kafka_runtime: KafkaRuntime,
             cluster.stop()
 
 
-def write_properties(path: Path, source_alias: str, source: KafkaCluster, target: KafkaCluster, topic: str,
-                     groups: str | None = None) -> Path:
+def write_properties(
+    path: Path, source_alias: str, source: KafkaCluster, target: KafkaCluster, topic: str, groups: str | None = None
+) -> Path:
     """One file for both tools: MM2 dedicated mode reads every key, mm2py reads every key too.
 
     ``mm2py.*`` keys are left in on purpose: MM2 must ignore them (it hands unknown keys to its connectors,
@@ -87,8 +91,9 @@ def write_properties(path: Path, source_alias: str, source: KafkaCluster, target
 
 
 def mm2py(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "mm2py", *args], capture_output=True, text=True,
-                          timeout=timeout, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "mm2py", *args], capture_output=True, text=True, timeout=timeout, check=False
+    )
 
 
 def run_once(config: Path) -> None:
@@ -104,12 +109,15 @@ def assert_exactly_once(source: list[Record], target: list[Record]) -> None:
     """Every source record on the target exactly once, in its partition's order."""
     sent, got = Counter(map(_content, source)), Counter(map(_content, target))
     lost, duplicated = sent - got, got - sent
-    assert not lost and not duplicated, (f"{sum(lost.values())} lost, {sum(duplicated.values())} extra; "
-                                         f"first lost {list(lost)[:2]}, first extra {list(duplicated)[:2]}")
+    assert not lost and not duplicated, (
+        f"{sum(lost.values())} lost, {sum(duplicated.values())} extra; "
+        f"first lost {list(lost)[:2]}, first extra {list(duplicated)[:2]}"
+    )
     assert len(target) == len(source)
     for partition in range(PARTITIONS):
-        assert [_content(r) for r in target if r.partition == partition] == \
-               [_content(r) for r in source if r.partition == partition], f"order of partition {partition}"
+        assert [_content(r) for r in target if r.partition == partition] == [
+            _content(r) for r in source if r.partition == partition
+        ], f"order of partition {partition}"
 
 
 def ends_of(cluster: KafkaCluster, topic: str) -> dict[tuple[str, int], int]:
@@ -117,8 +125,12 @@ def ends_of(cluster: KafkaCluster, topic: str) -> dict[tuple[str, int], int]:
 
 
 def test_mm2py_continues_a_flow_mirror_maker_started_without_loss_or_duplicates(
-        clusters: tuple[KafkaCluster, KafkaCluster], kafka_runtime: KafkaRuntime, tmp_path: Path,
-        unique_topic: Callable[..., str], record_property: Callable[[str, object], None]) -> None:
+    clusters: tuple[KafkaCluster, KafkaCluster],
+    kafka_runtime: KafkaRuntime,
+    tmp_path: Path,
+    unique_topic: Callable[..., str],
+    record_property: Callable[[str, object], None],
+) -> None:
     source, target = clusters
     topic = source.create_topic(unique_topic("mm2-first"), PARTITIONS)
     config = write_properties(tmp_path / "mm2.properties", "src", source, target, topic)
@@ -144,8 +156,11 @@ def test_mm2py_continues_a_flow_mirror_maker_started_without_loss_or_duplicates(
 
 
 def test_mirror_maker_continues_a_flow_mm2py_started_without_loss_or_duplicates(
-        clusters: tuple[KafkaCluster, KafkaCluster], kafka_runtime: KafkaRuntime, tmp_path: Path,
-        unique_topic: Callable[..., str]) -> None:
+    clusters: tuple[KafkaCluster, KafkaCluster],
+    kafka_runtime: KafkaRuntime,
+    tmp_path: Path,
+    unique_topic: Callable[..., str],
+) -> None:
     source, target = clusters
     topic = source.create_topic(unique_topic("mm2py-first"), PARTITIONS)
     config = write_properties(tmp_path / "mm2.properties", "src2", source, target, topic)
@@ -175,21 +190,25 @@ def produce_in_transactions(cluster: KafkaCluster, topic: str, records: list[Rec
     size = -(-len(records) // transactions)
     for start in range(0, len(records), size):
         producer.begin_transaction()
-        for r in records[start:start + size]:
-            producer.produce(topic, r.value, r.key, partition=r.partition, timestamp=r.timestamp,
-                             headers=list(r.headers))
+        for r in records[start : start + size]:
+            producer.produce(
+                topic, r.value, r.key, partition=r.partition, timestamp=r.timestamp, headers=list(r.headers)
+            )
         producer.commit_transaction(30)
 
 
 def test_mirror_makers_translate_offsets_reads_mm2py_checkpoints_as_mm2py_translates(
-        clusters: tuple[KafkaCluster, KafkaCluster], kafka_runtime: KafkaRuntime, tmp_path: Path,
-        unique_topic: Callable[..., str], record_property: Callable[[str, object], None]) -> None:
+    clusters: tuple[KafkaCluster, KafkaCluster],
+    kafka_runtime: KafkaRuntime,
+    tmp_path: Path,
+    unique_topic: Callable[..., str],
+    record_property: Callable[[str, object], None],
+) -> None:
     source, target = clusters
     topic = source.create_topic(unique_topic("translate"), PARTITIONS)
     group_prefix = unique_topic("billing")
     lagging, caught_up = f"{group_prefix}-lagging", f"{group_prefix}-caught-up"
-    config = write_properties(tmp_path / "mm2.properties", "src3", source, target, topic,
-                              groups=f"{group_prefix}-.*")
+    config = write_properties(tmp_path / "mm2.properties", "src3", source, target, topic, groups=f"{group_prefix}-.*")
     produce_in_transactions(source, topic, make_records(900, partitions=PARTITIONS, seed=5), transactions=4)
     source_records = read_all(source.bootstrap, topic)
     ends = end_offsets(source.bootstrap, topic)
@@ -203,19 +222,20 @@ def test_mirror_makers_translate_offsets_reads_mm2py_checkpoints_as_mm2py_transl
     run_once(config)  # copies, then checkpoints both groups (they match `groups`)
 
     for group in (lagging, caught_up):
-        out = mm2py("translate-offsets", str(config), "--group", group, "--source", "src3", "--target", "dst",
-                    "--json")
+        out = mm2py("translate-offsets", str(config), "--group", group, "--source", "src3", "--target", "dst", "--json")
         assert out.returncode == 0, out.stderr
         rows = json.loads(out.stdout)
         ours = {(r["topic"], r["partition"]): r["offset"] for r in rows}
         theirs = translate_offsets(kafka_runtime, {"bootstrap.servers": target.bootstrap}, "src3", group)
-        record_property(f"{group.rsplit('-', 2)[-1]}_translation",
-                        {f"{t}-{p}": [o, r["method"]] for (t, p), o, r in zip(ours, ours.values(), rows,
-                                                                             strict=True)})
+        record_property(
+            f"{group.rsplit('-', 2)[-1]}_translation",
+            {f"{t}-{p}": [o, r["method"]] for (t, p), o, r in zip(ours, ours.values(), rows, strict=True)},
+        )
         assert set(ours) == {(f"src3.{topic}", p) for p in range(PARTITIONS)}, rows
         assert theirs == ours, f"{group}: RemoteClusterUtils.translateOffsets {theirs}, mm2py {rows}"
     # The drift is real: upstream and downstream offsets differ, so equal answers are not a coincidence.
     downstream_ends = end_offsets(target.bootstrap, f"src3.{topic}")
     assert downstream_ends != ends
     assert translate_offsets(kafka_runtime, {"bootstrap.servers": target.bootstrap}, "src3", caught_up) == {
-        (f"src3.{topic}", p): end for p, end in downstream_ends.items()}
+        (f"src3.{topic}", p): end for p, end in downstream_ends.items()
+    }

@@ -14,8 +14,9 @@ from real_kafka_compaction import await_compaction, newest_per_key
 pytestmark = pytest.mark.realkafka
 
 
-def test_records_round_trip_exactly_through_a_real_broker(real_kafka: KafkaCluster,
-                                                           unique_topic: Callable[..., str]) -> None:
+def test_records_round_trip_exactly_through_a_real_broker(
+    real_kafka: KafkaCluster, unique_topic: Callable[..., str]
+) -> None:
     topic = real_kafka.create_topic(unique_topic("roundtrip"), partitions=3)
     sent = make_records(600, partitions=3, seed=7, tombstone_every=11, null_key_every=13)
     produce(real_kafka.bootstrap, topic, sent)
@@ -39,14 +40,22 @@ def test_records_round_trip_exactly_through_a_real_broker(real_kafka: KafkaClust
     assert committed_group(real_kafka.bootstrap, "roundtrip-group", topic, 3) == {0: 5, 1: 17, 2: 200}
 
 
-def test_log_cleaner_leaves_only_the_newest_record_per_key(real_kafka: KafkaCluster,
-                                                           compacted_topic: Callable[..., str],
-                                                           record_property: Callable[[str, object], None]) -> None:
+def test_log_cleaner_leaves_only_the_newest_record_per_key(
+    real_kafka: KafkaCluster, compacted_topic: Callable[..., str], record_property: Callable[[str, object], None]
+) -> None:
     topic = compacted_topic(real_kafka, partitions=2)
     keys, versions = 5, 200
-    produced = [Record(f"key-{k}".encode(), f"key-{k} version {v}".encode(), [("v", str(v).encode())],
-                       int(time.time() * 1000), k % 2)
-                for v in range(versions) for k in range(keys)]
+    produced = [
+        Record(
+            f"key-{k}".encode(),
+            f"key-{k} version {v}".encode(),
+            [("v", str(v).encode())],
+            int(time.time() * 1000),
+            k % 2,
+        )
+        for v in range(versions)
+        for k in range(keys)
+    ]
     produce(real_kafka.bootstrap, topic, produced)
     assert len(read_all(real_kafka.bootstrap, topic)) == keys * versions  # nothing cleaned yet: all versions
 
@@ -57,8 +66,9 @@ def test_log_cleaner_leaves_only_the_newest_record_per_key(real_kafka: KafkaClus
     survivors = {(r.key, r.value) for r in read if not r.key or not r.key.startswith(b"seal-")}
     assert survivors == {(f"key-{k}".encode(), f"key-{k} version {versions - 1}".encode()) for k in range(keys)}
     expected = [r for records in newest_per_key(produced).values() for r in records]
-    assert sorted((r.partition, r.key, r.value) for r in read) == sorted((r.partition, r.key, r.value)
-                                                                         for r in expected)
+    assert sorted((r.partition, r.key, r.value) for r in read) == sorted(
+        (r.partition, r.key, r.value) for r in expected
+    )
     # Compaction keeps offsets: each survivor still sits where it was written (versions go round the keys).
     keys_of = {p: [k for k in range(keys) if k % 2 == p] for p in range(2)}
     for r in read:

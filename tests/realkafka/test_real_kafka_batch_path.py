@@ -27,25 +27,33 @@ pytestmark = pytest.mark.realkafka
 
 def spec_for(cluster: KafkaCluster, progress: str, **consumer: str) -> CopySpec:
     return CopySpec(
-        flow="src->dst", source="src", target="dst",
+        flow="src->dst",
+        source="src",
+        target="dst",
         consumer_settings={"bootstrap.servers": cluster.bootstrap, "group.id": "unused", **consumer},
         producer_settings={"bootstrap.servers": cluster.bootstrap, "acks": "all", "enable.idempotence": "true"},
-        syncs_producer_settings=None, syncs_topic=None, progress_topic=progress, offset_lag_max=100,
-        stall_timeout_s=30.0, flush_timeout_s=30.0, copy_path="batch")
+        syncs_producer_settings=None,
+        syncs_topic=None,
+        progress_topic=progress,
+        offset_lag_max=100,
+        stall_timeout_s=30.0,
+        flush_timeout_s=30.0,
+        copy_path="batch",
+    )
 
 
-def produce_batched(cluster: KafkaCluster, topic: str, records: list[Record], abort_every: int = 0,
-                    **settings: Any) -> list[Record]:
+def produce_batched(
+    cluster: KafkaCluster, topic: str, records: list[Record], abort_every: int = 0, **settings: Any
+) -> list[Record]:
     """Large batches; with a transactional.id, transactions of 50 records, every ``abort_every``-th aborted.
     Returns the records a read_committed consumer sees."""
-    producer = Producer(client_config(cluster.bootstrap, **{"linger.ms": 50, "batch.num.messages": 10_000,
-                                                            **settings}))
+    producer = Producer(client_config(cluster.bootstrap, **{"linger.ms": 50, "batch.num.messages": 10_000, **settings}))
     transactional = "transactional.id" in settings
     kept: list[Record] = []
     if transactional:
         producer.init_transactions(30)
     for start in range(0, len(records), 50):
-        chunk = records[start:start + 50]
+        chunk = records[start : start + 50]
         if transactional:
             producer.begin_transaction()
         for r in chunk:
@@ -76,8 +84,13 @@ def fields(r: Record) -> tuple[Any, ...]:
 
 @pytest.fixture
 def topics(real_kafka: KafkaCluster, unique_topic: Callable[..., str]) -> Callable[..., tuple[str, str, str]]:
-    def make(kind: str, partitions: int = 2, source_config: dict[str, str] | None = None,
-             target_config: dict[str, str] | None = None, compacted: bool = False) -> tuple[str, str, str]:
+    def make(
+        kind: str,
+        partitions: int = 2,
+        source_config: dict[str, str] | None = None,
+        target_config: dict[str, str] | None = None,
+        compacted: bool = False,
+    ) -> tuple[str, str, str]:
         name = unique_topic(kind)
         if compacted:
             real_kafka.create_compacted_topic(name, partitions, config=source_config)
@@ -92,11 +105,15 @@ def topics(real_kafka: KafkaCluster, unique_topic: Callable[..., str]) -> Callab
 
 @pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
 def test_every_codec_and_an_idempotent_source_are_accepted_exactly(
-        real_kafka: KafkaCluster, topics: Callable[..., tuple[str, str, str]], codec: str) -> None:
+    real_kafka: KafkaCluster, topics: Callable[..., tuple[str, str, str]], codec: str
+) -> None:
     topic, remote, progress = topics(codec)
-    produce_batched(real_kafka, topic, make_records(2000, partitions=2, seed=4, value_size=100,
-                                                    tombstone_every=17, null_key_every=13),
-                    **{"compression.type": codec, "enable.idempotence": True})
+    produce_batched(
+        real_kafka,
+        topic,
+        make_records(2000, partitions=2, seed=4, value_size=100, tombstone_every=17, null_key_every=13),
+        **{"compression.type": codec, "enable.idempotence": True},
+    )
     results = copy(real_kafka, spec_for(real_kafka, progress), topic, remote, 2)
     assert all(r.error is None for r in results), results
     source, target = read_all(real_kafka.bootstrap, topic), read_all(real_kafka.bootstrap, remote)
@@ -105,10 +122,16 @@ def test_every_codec_and_an_idempotent_source_are_accepted_exactly(
 
 
 def test_aborted_transactions_are_dropped_under_read_committed(
-        real_kafka: KafkaCluster, topics: Callable[..., tuple[str, str, str]]) -> None:
+    real_kafka: KafkaCluster, topics: Callable[..., tuple[str, str, str]]
+) -> None:
     topic, remote, progress = topics("txn")
-    committed = produce_batched(real_kafka, topic, make_records(1000, partitions=2, seed=5), abort_every=3,
-                                **{"transactional.id": f"tx-{topic}", "compression.type": "lz4"})
+    committed = produce_batched(
+        real_kafka,
+        topic,
+        make_records(1000, partitions=2, seed=5),
+        abort_every=3,
+        **{"transactional.id": f"tx-{topic}", "compression.type": "lz4"},
+    )
     spec = spec_for(real_kafka, progress, **{"isolation.level": "read_committed"})
     results = copy(real_kafka, spec, topic, remote, 2)
     assert all(r.error is None for r in results), results
@@ -118,11 +141,15 @@ def test_aborted_transactions_are_dropped_under_read_committed(
 
 
 def test_a_compacted_source_with_offset_holes_and_log_append_time(
-        real_kafka: KafkaCluster, topics: Callable[..., tuple[str, str, str]]) -> None:
-    topic, remote, progress = topics("compacted", partitions=1, compacted=True,
-                                     source_config={"message.timestamp.type": "LogAppendTime"})
-    produced = [Record(f"key-{i % 7}".encode(), f"value {i}".encode(), [("i", str(i).encode())], 1000 + i, 0)
-                for i in range(700)]
+    real_kafka: KafkaCluster, topics: Callable[..., tuple[str, str, str]]
+) -> None:
+    topic, remote, progress = topics(
+        "compacted", partitions=1, compacted=True, source_config={"message.timestamp.type": "LogAppendTime"}
+    )
+    produced = [
+        Record(f"key-{i % 7}".encode(), f"value {i}".encode(), [("i", str(i).encode())], 1000 + i, 0)
+        for i in range(700)
+    ]
     produce_batched(real_kafka, topic, produced, **{"compression.type": "zstd"})
     source = await_compaction(real_kafka, topic, produced, partitions=1)
     offsets = [r.offset for r in source]
@@ -136,7 +163,8 @@ def test_a_compacted_source_with_offset_holes_and_log_append_time(
 
 
 def test_a_batch_larger_than_the_target_accepts_is_a_permanent_error_naming_sizes(
-        real_kafka: KafkaCluster, topics: Callable[..., tuple[str, str, str]]) -> None:
+    real_kafka: KafkaCluster, topics: Callable[..., tuple[str, str, str]]
+) -> None:
     topic, remote, progress = topics("toolarge", partitions=1, target_config={"max.message.bytes": "4000"})
     produce_batched(real_kafka, topic, make_records(500, partitions=1, seed=6, value_size=100))
     results = copy(real_kafka, spec_for(real_kafka, progress), topic, remote, 1)

@@ -23,11 +23,15 @@ from mm2py.records import parse_source_offset_key, parse_source_offset_value
 pytestmark = [pytest.mark.realkafka, pytest.mark.spark]
 
 
-def _config(tmp_path: Path, source: KafkaCluster, target: KafkaCluster, topic: str, extra: str = ""
-            ) -> tuple[Path, str, str]:
+def _config(
+    tmp_path: Path, source: KafkaCluster, target: KafkaCluster, topic: str, extra: str = ""
+) -> tuple[Path, str, str]:
     src, tgt = unique_alias("src"), unique_alias("tgt")
-    config = write_real_config(tmp_path / "mm2.properties", {src: source.bootstrap, tgt: target.bootstrap}, (
-        f"{src}->{tgt}.enabled = true\ntopics = {topic}\n{tgt}.exactly.once.source.support = enabled\n" + extra))
+    config = write_real_config(
+        tmp_path / "mm2.properties",
+        {src: source.bootstrap, tgt: target.bootstrap},
+        (f"{src}->{tgt}.enabled = true\ntopics = {topic}\n{tgt}.exactly.once.source.support = enabled\n" + extra),
+    )
     return config, src, tgt
 
 
@@ -39,8 +43,9 @@ def _produce_transactions(bootstrap: str, topic: str, outcomes: list[bool], per_
     committed: list[bytes] = []
     for n, commit in enumerate(outcomes):
         producer.begin_transaction()
-        values = [f"{'committed' if commit else 'aborted'}-txn{n}-p{i % 2}-{i}".encode()
-                  for i in range(2 * per_partition)]
+        values = [
+            f"{'committed' if commit else 'aborted'}-txn{n}-p{i % 2}-{i}".encode() for i in range(2 * per_partition)
+        ]
         for i, value in enumerate(values):
             producer.produce(topic, value, key=value, partition=i % 2)
         producer.flush(30)
@@ -52,9 +57,13 @@ def _produce_transactions(bootstrap: str, topic: str, outcomes: list[bool], per_
     return committed
 
 
-def test_aborted_source_transactions_are_not_copied(real_kafka: KafkaCluster, real_kafka_target: KafkaCluster,
-                                                    unique_topic: Callable[..., str], tmp_path: Path,
-                                                    record_property: Callable[[str, object], None]) -> None:
+def test_aborted_source_transactions_are_not_copied(
+    real_kafka: KafkaCluster,
+    real_kafka_target: KafkaCluster,
+    unique_topic: Callable[..., str],
+    tmp_path: Path,
+    record_property: Callable[[str, object], None],
+) -> None:
     started = time.monotonic()
     topic = real_kafka.create_topic(unique_topic("eos-aborts"), partitions=2)
     # 41 offsets per transaction and partition (40 records, a marker); ranges of 100 end inside transactions.
@@ -71,12 +80,15 @@ def test_aborted_source_transactions_are_not_copied(real_kafka: KafkaCluster, re
         copied = read_all(real_kafka_target.bootstrap, remote, isolation_level=level)
         assert Counter(r.value for r in copied) == Counter(committed), level
         for p in (0, 1):  # and in source order
-            assert [r.value for r in copied if r.partition == p] == [v for v in committed if f"-p{p}-".encode() in v], \
-                (level, p)
+            assert [r.value for r in copied if r.partition == p] == [v for v in committed if f"-p{p}-".encode() in v], (
+                level,
+                p,
+            )
     # Progress ends at the last committed record of each partition, whatever aborted records and markers follow.
     committed_offsets = read_all(real_kafka.bootstrap, topic)
     assert _progress(real_kafka_target, src, topic) == {
-        p: max(r.offset for r in committed_offsets if r.partition == p) for p in (0, 1)}
+        p: max(r.offset for r in committed_offsets if r.partition == p) for p in (0, 1)
+    }
     record_property("seconds", round(time.monotonic() - started, 1))
 
 
@@ -85,15 +97,19 @@ class _TransactionWatch:
     offset (read_committed), which ListOffsets answers per isolation level."""
 
     def __init__(self, bootstrap: str, topic: str, partitions: int = 2) -> None:
-        self._levels = [Consumer(consumer_config(bootstrap, **{"isolation.level": level}))
-                        for level in ("read_uncommitted", "read_committed")]
+        self._levels = [
+            Consumer(consumer_config(bootstrap, **{"isolation.level": level}))
+            for level in ("read_uncommitted", "read_committed")
+        ]
         self._partitions = [TopicPartition(topic, p) for p in range(partitions)]
 
     def open_early(self, below: int) -> bool:
         """A transaction is open with fewer than ``below`` records sent: most of its range is still to come."""
         try:
-            ends = [[c.get_watermark_offsets(tp, timeout=5, cached=False)[1] for tp in self._partitions]
-                    for c in self._levels]
+            ends = [
+                [c.get_watermark_offsets(tp, timeout=5, cached=False)[1] for tp in self._partitions]
+                for c in self._levels
+            ]
         except KafkaException:  # the topic does not exist yet
             return False
         return any(0 < end - stable < below for end, stable in zip(*ends, strict=True))
@@ -135,23 +151,34 @@ def _by_partition(records: list[Record]) -> dict[int, list[bytes | None]]:
 
 
 def test_a_run_killed_mid_transaction_leaves_only_whole_ranges_and_a_later_once_completes_exactly_once(
-        real_kafka: KafkaCluster, real_kafka_target: KafkaCluster, unique_topic: Callable[..., str],
-        tmp_path: Path, record_property: Callable[[str, object], None]) -> None:
+    real_kafka: KafkaCluster,
+    real_kafka_target: KafkaCluster,
+    unique_topic: Callable[..., str],
+    tmp_path: Path,
+    record_property: Callable[[str, object], None],
+) -> None:
     started = time.monotonic()
     topic = real_kafka.create_topic(unique_topic("eos-kill"), partitions=2)
     records = make_records(40_000, partitions=2, seed=21, value_size=64, with_headers=False)
     produce(real_kafka.bootstrap, topic, records)
     source = _by_partition(read_all(real_kafka.bootstrap, topic))
-    config, src, _tgt = _config(tmp_path, real_kafka, real_kafka_target, topic,
-                                "mm2py.batch.max.records = 4000\nconsumer.poll.timeout.ms = 200\n")
+    config, src, _tgt = _config(
+        tmp_path,
+        real_kafka,
+        real_kafka_target,
+        topic,
+        "mm2py.batch.max.records = 4000\nconsumer.poll.timeout.ms = 200\n",
+    )
     remote = f"{src}.{topic}"
 
     # A kill aimed at an open transaction can still land just after its commit; then another run is killed.
     uncommitted, attempt = 0, 0
     while uncommitted == 0 and attempt < 5:
         attempt += 1
-        with MirrorRun(config, tmp_path / f"run-{attempt}.log") as run, \
-                _TransactionWatch(real_kafka_target.bootstrap, remote) as txn:
+        with (
+            MirrorRun(config, tmp_path / f"run-{attempt}.log") as run,
+            _TransactionWatch(real_kafka_target.bootstrap, remote) as txn,
+        ):
             txn.wait_open(run, below=2000, timeout=180)  # at most half of a range sent, none committed
             run.kill()
         visible = _by_partition(read_all(real_kafka_target.bootstrap, remote))
@@ -161,7 +188,7 @@ def test_a_run_killed_mid_transaction_leaves_only_whole_ranges_and_a_later_once_
         for p in (0, 1):
             # read_committed sees whole ranges only: a prefix of the source that ends where the progress says.
             seen = visible.get(p, [])
-            assert seen == source[p][:len(seen)], f"partition {p}: committed records are not a source prefix"
+            assert seen == source[p][: len(seen)], f"partition {p}: committed records are not a source prefix"
             assert len(seen) % 4000 == 0 or len(seen) == len(source[p]), f"partition {p}: {len(seen)}: no whole range"
             assert progress.get(p, -1) == len(seen) - 1, f"partition {p}: progress {progress.get(p)}, {len(seen)} seen"
     killed = time.monotonic()

@@ -11,13 +11,19 @@ from real_kafka import KafkaCluster, poll_until
 
 pytestmark = pytest.mark.realkafka
 
-SECURED = [("SASL_PLAINTEXT", "PLAIN"), ("SASL_PLAINTEXT", "SCRAM-SHA-512"), ("SSL", "SCRAM-SHA-512"),
-           ("SASL_SSL", "PLAIN"), ("SASL_SSL", "SCRAM-SHA-512")]
+SECURED = [
+    ("SASL_PLAINTEXT", "PLAIN"),
+    ("SASL_PLAINTEXT", "SCRAM-SHA-512"),
+    ("SSL", "SCRAM-SHA-512"),
+    ("SASL_SSL", "PLAIN"),
+    ("SASL_SSL", "SCRAM-SHA-512"),
+]
 
 
 @pytest.mark.parametrize(("listener", "mechanism"), SECURED)
-def test_records_round_trip_over_each_secured_listener(real_kafka: KafkaCluster, unique_topic: Callable[..., str],
-                                                       listener: str, mechanism: str) -> None:
+def test_records_round_trip_over_each_secured_listener(
+    real_kafka: KafkaCluster, unique_topic: Callable[..., str], listener: str, mechanism: str
+) -> None:
     topic = real_kafka.create_topic(unique_topic(listener.lower()), partitions=1)
     config = real_kafka.client_config(listener, user="alice", mechanism=mechanism)
     sent = [(f"k{i}".encode(), f"{listener} {mechanism} {i}".encode()) for i in range(50)]
@@ -30,6 +36,7 @@ def test_records_round_trip_over_each_secured_listener(real_kafka: KafkaCluster,
     consumer.assign([TopicPartition(topic, 0, 0)])
     read: list[tuple[bytes | None, bytes | None]] = []
     try:
+
         def all_read() -> bool:
             read.extend((m.key(), m.value()) for m in consumer.consume(100, timeout=0.5) if m.error() is None)
             return len(read) >= len(sent)
@@ -40,15 +47,17 @@ def test_records_round_trip_over_each_secured_listener(real_kafka: KafkaCluster,
 
     assert read == sent
     assert {b.port for b in AdminClient(config).list_topics(timeout=10).brokers.values()} == {
-        real_kafka.node(1).ports[listener]}  # metadata advertises the listener the client came in on
+        real_kafka.node(1).ports[listener]
+    }  # metadata advertises the listener the client came in on
 
 
 @pytest.mark.parametrize("listener", ["SASL_PLAINTEXT", "SASL_SSL"])
 @pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-512"])
 def test_a_wrong_password_is_refused(real_kafka: KafkaCluster, listener: str, mechanism: str) -> None:
     errors: list[KafkaError] = []
-    config = real_kafka.client_config(listener, user="alice", mechanism=mechanism, **{
-        "sasl.password": "not-the-password", "error_cb": errors.append})
+    config = real_kafka.client_config(
+        listener, user="alice", mechanism=mechanism, **{"sasl.password": "not-the-password", "error_cb": errors.append}
+    )
 
     admin = AdminClient(config)
     with pytest.raises(KafkaException):

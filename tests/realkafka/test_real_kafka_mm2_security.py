@@ -55,8 +55,9 @@ def write_flow(path: Path, topic: str, source: str, target: str) -> Path:
 
 
 def mm2py(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "mm2py", *args], capture_output=True, text=True, timeout=timeout,
-                          check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "mm2py", *args], capture_output=True, text=True, timeout=timeout, check=False
+    )
 
 
 def secrets_of(cluster: KafkaCluster) -> list[str]:
@@ -81,31 +82,39 @@ def copy_once(tmp_path: Path, cluster: KafkaCluster, topic: str, source: str, ta
     assert result.returncode == 0, result.stderr[-4000:]
     assert_no_secret(result, cluster)
     copied = read_all(cluster.bootstrap, f"src.{topic}")
-    assert sorted((r.partition, r.key, r.value) for r in copied) == sorted((r.partition, r.key, r.value)
-                                                                            for r in sent)
+    assert sorted((r.partition, r.key, r.value) for r in copied) == sorted((r.partition, r.key, r.value) for r in sent)
 
 
 @pytest.mark.spark
 def test_run_once_with_the_seeds_scram_sasl_ssl_and_jks_truststore_to_a_sasl_plain_target(
-        real_kafka: KafkaCluster, unique_topic: Callable[..., str], tmp_path: Path) -> None:
+    real_kafka: KafkaCluster, unique_topic: Callable[..., str], tmp_path: Path
+) -> None:
     security = real_kafka.security
     topic = real_kafka.create_topic(unique_topic("orders"), partitions=2)
-    source = cluster_lines("src", real_kafka.bootstrap_for("SASL_SSL"),
-                           security.java_client_settings("SASL_SSL", "alice", "SCRAM-SHA-512"))
-    target = cluster_lines("tgt", real_kafka.bootstrap_for("SASL_PLAINTEXT"),
-                           security.java_client_settings("SASL_PLAINTEXT", "admin", "PLAIN"))
+    source = cluster_lines(
+        "src", real_kafka.bootstrap_for("SASL_SSL"), security.java_client_settings("SASL_SSL", "alice", "SCRAM-SHA-512")
+    )
+    target = cluster_lines(
+        "tgt",
+        real_kafka.bootstrap_for("SASL_PLAINTEXT"),
+        security.java_client_settings("SASL_PLAINTEXT", "admin", "PLAIN"),
+    )
     assert "src.ssl.truststore.location" in source and source.count(".jks") == 1  # the users' JKS, unconverted
     copy_once(tmp_path, real_kafka, topic, source, target)
 
 
 def test_a_wrong_sasl_password_is_exit_3_with_one_authentication_line_and_no_secret(
-        real_kafka: KafkaCluster, unique_topic: Callable[..., str], tmp_path: Path) -> None:
+    real_kafka: KafkaCluster, unique_topic: Callable[..., str], tmp_path: Path
+) -> None:
     security = real_kafka.security
     wrong = security.java_client_settings("SASL_SSL", "alice", "SCRAM-SHA-512")
     wrong["sasl.jaas.config"] = wrong["sasl.jaas.config"].replace(security.passwords["alice"], "not-alices-pw")
-    config = write_flow(tmp_path / "mm2.properties", unique_topic("orders"),
-                        cluster_lines("src", real_kafka.bootstrap_for("SASL_SSL"), wrong),
-                        cluster_lines("tgt", real_kafka.bootstrap, {}))
+    config = write_flow(
+        tmp_path / "mm2.properties",
+        unique_topic("orders"),
+        cluster_lines("src", real_kafka.bootstrap_for("SASL_SSL"), wrong),
+        cluster_lines("tgt", real_kafka.bootstrap, {}),
+    )
 
     result = mm2py("run", str(config), "--once", timeout=120)
 
@@ -117,13 +126,15 @@ def test_a_wrong_sasl_password_is_exit_3_with_one_authentication_line_and_no_sec
     assert_no_secret(result, real_kafka)
 
 
-def test_a_wrong_truststore_password_is_a_config_error_naming_the_key(real_kafka: KafkaCluster,
-                                                                      tmp_path: Path) -> None:
+def test_a_wrong_truststore_password_is_a_config_error_naming_the_key(real_kafka: KafkaCluster, tmp_path: Path) -> None:
     java = real_kafka.security.java_client_settings("SSL")
     java["ssl.truststore.password"] = "not-the-store-pw"
-    config = write_flow(tmp_path / "mm2.properties", "orders", cluster_lines("src", real_kafka.bootstrap_for("SSL"),
-                                                                             java),
-                        cluster_lines("tgt", real_kafka.bootstrap, {}))
+    config = write_flow(
+        tmp_path / "mm2.properties",
+        "orders",
+        cluster_lines("src", real_kafka.bootstrap_for("SSL"), java),
+        cluster_lines("tgt", real_kafka.bootstrap, {}),
+    )
     result = mm2py("validate", str(config), timeout=60)
     assert result.returncode == 2
     errors = [line for line in result.stdout.splitlines() if line.startswith("error:")]
@@ -133,12 +144,17 @@ def test_a_wrong_truststore_password_is_a_config_error_naming_the_key(real_kafka
 
 # --- mutual TLS and ACL sync, on the node with an authorizer ------------------------------------------------
 
+
 def mtls_flow(cluster: KafkaCluster, topic: str, tmp_path: Path) -> tuple[Path, str, str]:
     security = cluster.security
-    source = cluster_lines("src", cluster.bootstrap_for("SSL"),
-                           {**security.java_client_settings("SSL"), **security.java_keystore_settings()})
-    target = cluster_lines("tgt", cluster.bootstrap_for("SASL_SSL"),
-                           security.java_client_settings("SASL_SSL", "admin", "SCRAM-SHA-512"))
+    source = cluster_lines(
+        "src",
+        cluster.bootstrap_for("SSL"),
+        {**security.java_client_settings("SSL"), **security.java_keystore_settings()},
+    )
+    target = cluster_lines(
+        "tgt", cluster.bootstrap_for("SASL_SSL"), security.java_client_settings("SASL_SSL", "admin", "SCRAM-SHA-512")
+    )
     return write_flow(tmp_path / "mm2.properties", topic, source, target), source, target
 
 
@@ -148,34 +164,47 @@ def flow_of(config: Path) -> FlowConfig:
 
 def topic_acls(cluster: KafkaCluster, topic: str) -> set[tuple[str, str, str, str, str]]:
     admin = AdminClient(cluster.client_config())
-    found = admin.describe_acls(AclBindingFilter(ResourceType.TOPIC, topic, ResourcePatternType.ANY, None, None,
-                                                 AclOperation.ANY, AclPermissionType.ANY)).result(timeout=30)
-    return {(b.name, b.resource_pattern_type.name, b.principal, b.operation.name, b.permission_type.name)
-            for b in found}
+    found = admin.describe_acls(
+        AclBindingFilter(
+            ResourceType.TOPIC, topic, ResourcePatternType.ANY, None, None, AclOperation.ANY, AclPermissionType.ANY
+        )
+    ).result(timeout=30)
+    return {
+        (b.name, b.resource_pattern_type.name, b.principal, b.operation.name, b.permission_type.name) for b in found
+    }
 
 
-def binding(topic: str, principal: str, operation: AclOperation, permission: AclPermissionType,
-            pattern: ResourcePatternType = ResourcePatternType.LITERAL) -> AclBinding:
+def binding(
+    topic: str,
+    principal: str,
+    operation: AclOperation,
+    permission: AclPermissionType,
+    pattern: ResourcePatternType = ResourcePatternType.LITERAL,
+) -> AclBinding:
     return AclBinding(ResourceType.TOPIC, topic, pattern, principal, "*", operation, permission)
 
 
 @pytest.mark.spark
 def test_mutual_tls_with_a_jks_keystore_copies_and_syncs_topic_acls_by_mm2s_rules(
-        real_kafka_acl: KafkaCluster, unique_topic: Callable[..., str], tmp_path: Path) -> None:
+    real_kafka_acl: KafkaCluster, unique_topic: Callable[..., str], tmp_path: Path
+) -> None:
     cluster = real_kafka_acl
     topic = cluster.create_topic(unique_topic("orders"), partitions=2)
     other = cluster.create_topic(unique_topic("payments"), partitions=1)
     allow, deny = AclPermissionType.ALLOW, AclPermissionType.DENY
     admin = AdminClient(cluster.client_config())
-    created = admin.create_acls([
-        binding(topic, "User:alice", AclOperation.READ, allow),
-        binding(topic, "User:alice", AclOperation.WRITE, allow),  # dropped: nobody may write to a replica
-        binding(topic, "User:bob", AclOperation.ALL, allow),  # becomes READ
-        binding(topic, "User:carol", AclOperation.READ, deny),  # DENY: unchanged
-        binding(topic, "User:carol", AclOperation.WRITE, deny),  # DENY WRITE: unchanged
-        binding(topic[:10], "User:alice", AclOperation.READ, allow, ResourcePatternType.PREFIXED),  # never
-        binding(other, "User:alice", AclOperation.READ, allow),  # not replicated by this flow
-    ], request_timeout=30)
+    created = admin.create_acls(
+        [
+            binding(topic, "User:alice", AclOperation.READ, allow),
+            binding(topic, "User:alice", AclOperation.WRITE, allow),  # dropped: nobody may write to a replica
+            binding(topic, "User:bob", AclOperation.ALL, allow),  # becomes READ
+            binding(topic, "User:carol", AclOperation.READ, deny),  # DENY: unchanged
+            binding(topic, "User:carol", AclOperation.WRITE, deny),  # DENY WRITE: unchanged
+            binding(topic[:10], "User:alice", AclOperation.READ, allow, ResourcePatternType.PREFIXED),  # never
+            binding(other, "User:alice", AclOperation.READ, allow),  # not replicated by this flow
+        ],
+        request_timeout=30,
+    )
     for future in created.values():
         future.result(timeout=30)
     # CreateAcls returns once the controller has them; the broker that answers DescribeAcls learns them a bit later.
@@ -189,8 +218,12 @@ def test_mutual_tls_with_a_jks_keystore_copies_and_syncs_topic_acls_by_mm2s_rule
     assert sync_topic_acls(flow, source_admin, target_admin) == 4
 
     remote = f"src.{topic}"
-    expected = {(remote, "LITERAL", "User:alice", "READ", "ALLOW"), (remote, "LITERAL", "User:bob", "READ", "ALLOW"),
-                (remote, "LITERAL", "User:carol", "READ", "DENY"), (remote, "LITERAL", "User:carol", "WRITE", "DENY")}
+    expected = {
+        (remote, "LITERAL", "User:alice", "READ", "ALLOW"),
+        (remote, "LITERAL", "User:bob", "READ", "ALLOW"),
+        (remote, "LITERAL", "User:carol", "READ", "DENY"),
+        (remote, "LITERAL", "User:carol", "WRITE", "DENY"),
+    }
     assert topic_acls(cluster, remote) == expected
     assert topic_acls(cluster, f"src.{other}") == set()
     assert sync_topic_acls(flow, source_admin, target_admin) == 4  # again: Kafka keeps one of each
@@ -204,8 +237,9 @@ def assert_alice_reads_but_cannot_write(cluster: KafkaCluster, remote: str) -> N
     consumer = Consumer({**config, "group.id": "unused-no-commits", "enable.auto.commit": False})
     consumer.assign([TopicPartition(remote, 0, 0)])
     try:
-        got = poll_until(lambda: [m for m in consumer.consume(10, timeout=0.5) if m.error() is None], 30,
-                         f"alice reading {remote}")
+        got = poll_until(
+            lambda: [m for m in consumer.consume(10, timeout=0.5) if m.error() is None], 30, f"alice reading {remote}"
+        )
     finally:
         consumer.close()
     assert got[0].topic() == remote
@@ -219,8 +253,11 @@ def assert_alice_reads_but_cannot_write(cluster: KafkaCluster, remote: str) -> N
 def test_a_source_without_authorizer_never_leads_to_create_acls(real_kafka: KafkaCluster, tmp_path: Path) -> None:
     # Kafka answers DescribeAcls with SECURITY_DISABLED here, but librdkafka reports it as "no ACLs"; either way
     # nothing may be sent to CreateAcls.
-    source = cluster_lines("src", real_kafka.bootstrap_for("SASL_PLAINTEXT"),
-                           real_kafka.security.java_client_settings("SASL_PLAINTEXT", "admin", "PLAIN"))
+    source = cluster_lines(
+        "src",
+        real_kafka.bootstrap_for("SASL_PLAINTEXT"),
+        real_kafka.security.java_client_settings("SASL_PLAINTEXT", "admin", "PLAIN"),
+    )
     config = write_flow(tmp_path / "mm2.properties", ".*", source, cluster_lines("tgt", real_kafka.bootstrap, {}))
     flow = flow_of(config)
 
@@ -232,20 +269,35 @@ def test_a_source_without_authorizer_never_leads_to_create_acls(real_kafka: Kafk
 
 
 def test_a_target_without_authorizer_is_one_warning_and_no_failure(
-        real_kafka_acl: KafkaCluster, real_kafka: KafkaCluster, unique_topic: Callable[..., str], tmp_path: Path,
-        caplog: pytest.LogCaptureFixture) -> None:
+    real_kafka_acl: KafkaCluster,
+    real_kafka: KafkaCluster,
+    unique_topic: Callable[..., str],
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     topic = real_kafka_acl.create_topic(unique_topic("orders"), partitions=1)
     admin = AdminClient(real_kafka_acl.client_config())  # kept referenced until the futures are done
-    created = admin.create_acls([binding(topic, "User:alice", AclOperation.READ, AclPermissionType.ALLOW)],
-                                request_timeout=30)
+    created = admin.create_acls(
+        [binding(topic, "User:alice", AclOperation.READ, AclPermissionType.ALLOW)], request_timeout=30
+    )
     for future in created.values():
         future.result(timeout=30)
     poll_until(lambda: topic_acls(real_kafka_acl, topic), 30, "the new ACL in the broker's metadata")
-    config = write_flow(tmp_path / "mm2.properties", topic, cluster_lines("src", real_kafka_acl.bootstrap, {}),
-                        cluster_lines("tgt", real_kafka.bootstrap, {}))
+    config = write_flow(
+        tmp_path / "mm2.properties",
+        topic,
+        cluster_lines("src", real_kafka_acl.bootstrap, {}),
+        cluster_lines("tgt", real_kafka.bootstrap, {}),
+    )
     flow = flow_of(config)
 
     with caplog.at_level("WARNING", logger="mm2py.acls"):
-        assert sync_topic_acls(flow, ClusterAdmin("src", flow.source_admin.settings()),
-                               ClusterAdmin("tgt", flow.target_admin.settings())) == 0
+        assert (
+            sync_topic_acls(
+                flow,
+                ClusterAdmin("src", flow.source_admin.settings()),
+                ClusterAdmin("tgt", flow.target_admin.settings()),
+            )
+            == 0
+        )
     assert "target has no authorizer" in caplog.text

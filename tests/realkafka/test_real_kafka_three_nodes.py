@@ -22,16 +22,21 @@ from real_kafka_mm2 import REAL_SMALL_CLUSTER, unique_alias, write_real_config
 pytestmark = [pytest.mark.realkafka, pytest.mark.spark]
 
 # The syncs topics live on the three-node source: RF 3 there, so a killed node does not stop sync writes.
-THREE_NODE_SOURCE = REAL_SMALL_CLUSTER.replace("offset-syncs.topic.replication.factor = 1",
-                                               "offset-syncs.topic.replication.factor = 3")
+THREE_NODE_SOURCE = REAL_SMALL_CLUSTER.replace(
+    "offset-syncs.topic.replication.factor = 1", "offset-syncs.topic.replication.factor = 3"
+)
 
 
-def _config(tmp_path: Path, source: KafkaCluster, target: KafkaCluster, topic: str, extra: str = ""
-            ) -> tuple[Path, str]:
+def _config(
+    tmp_path: Path, source: KafkaCluster, target: KafkaCluster, topic: str, extra: str = ""
+) -> tuple[Path, str]:
     src, tgt = unique_alias("src"), unique_alias("tgt")
-    config = write_real_config(tmp_path / "mm2.properties", {src: source.bootstrap, tgt: target.bootstrap},
-                               f"{src}->{tgt}.enabled = true\ntopics = {topic}\n" + extra,
-                               cluster_settings=THREE_NODE_SOURCE)
+    config = write_real_config(
+        tmp_path / "mm2.properties",
+        {src: source.bootstrap, tgt: target.bootstrap},
+        f"{src}->{tgt}.enabled = true\ntopics = {topic}\n" + extra,
+        cluster_settings=THREE_NODE_SOURCE,
+    )
     return config, f"{src}.{topic}"
 
 
@@ -47,15 +52,21 @@ def _values(records: list[Record]) -> Counter[bytes | None]:
 
 
 def test_a_source_leader_killed_mid_copy_loses_nothing_and_the_run_carries_on(
-        real_kafka_cluster: KafkaCluster, real_kafka: KafkaCluster, unique_topic: Callable[..., str],
-        tmp_path: Path, record_property: Callable[[str, object], None]) -> None:
+    real_kafka_cluster: KafkaCluster,
+    real_kafka: KafkaCluster,
+    unique_topic: Callable[..., str],
+    tmp_path: Path,
+    record_property: Callable[[str, object], None],
+) -> None:
     cluster = real_kafka_cluster
-    topic = cluster.create_topic(unique_topic("leader-kill"), partitions=2, replication_factor=3,
-                                 config={"min.insync.replicas": "2"})
+    topic = cluster.create_topic(
+        unique_topic("leader-kill"), partitions=2, replication_factor=3, config={"min.insync.replicas": "2"}
+    )
     records = make_records(40_000, partitions=2, seed=31, value_size=64, with_headers=False)
     produce(cluster.bootstrap, topic, records)
-    config, remote = _config(tmp_path, cluster, real_kafka, topic,
-                             "mm2py.batch.max.records = 4000\nconsumer.poll.timeout.ms = 200\n")
+    config, remote = _config(
+        tmp_path, cluster, real_kafka, topic, "mm2py.batch.max.records = 4000\nconsumer.poll.timeout.ms = 200\n"
+    )
     victim = -1
     started = time.monotonic()
     try:
@@ -65,8 +76,11 @@ def test_a_source_leader_killed_mid_copy_loses_nothing_and_the_run_carries_on(
             cluster.kill_node(victim)  # the leader of partition 0, while its records are being copied
             killed = time.monotonic()
             record_property("copied_at_kill", watch.sample())
-            run.wait_for(lambda: _count(real_kafka.bootstrap, remote) >= len(records), 240,
-                         f"all {len(records)} records on the target after node {victim} was killed")
+            run.wait_for(
+                lambda: _count(real_kafka.bootstrap, remote) >= len(records),
+                240,
+                f"all {len(records)} records on the target after node {victim} was killed",
+            )
             record_property("seconds_kill_to_complete", round(time.monotonic() - killed, 1))
             assert run.stop() == 0, run.log_text()[-5000:]
     finally:
@@ -90,14 +104,19 @@ def test_a_source_leader_killed_mid_copy_loses_nothing_and_the_run_carries_on(
 
 
 def test_partitions_added_to_a_source_topic_are_created_and_copied_while_running(
-        real_kafka_cluster: KafkaCluster, real_kafka: KafkaCluster, unique_topic: Callable[..., str],
-        tmp_path: Path, record_property: Callable[[str, object], None]) -> None:
+    real_kafka_cluster: KafkaCluster,
+    real_kafka: KafkaCluster,
+    unique_topic: Callable[..., str],
+    tmp_path: Path,
+    record_property: Callable[[str, object], None],
+) -> None:
     cluster = real_kafka_cluster
     topic = cluster.create_topic(unique_topic("grow"), partitions=1, replication_factor=3)
     before = make_records(200, partitions=1, seed=41, with_headers=False)
     produce(cluster.bootstrap, topic, before)
-    config, remote = _config(tmp_path, cluster, real_kafka, topic, "refresh.topics.interval.seconds = 2\n"
-                             "consumer.poll.timeout.ms = 200\n")
+    config, remote = _config(
+        tmp_path, cluster, real_kafka, topic, "refresh.topics.interval.seconds = 2\nconsumer.poll.timeout.ms = 200\n"
+    )
     started = time.monotonic()
     with MirrorRun(config, tmp_path / "run.log") as run:
         run.wait_for(lambda: _count(real_kafka.bootstrap, remote) == 200, 180, "the first 200 records copied")
@@ -106,11 +125,14 @@ def test_partitions_added_to_a_source_topic_are_created_and_copied_while_running
         for p in (1, 2):
             poll_until(lambda p=p: cluster.partition_state(topic, p)[0] >= 0, 30, f"a leader for {topic}-{p}")
         grown = time.monotonic()
-        after = [Record(r.key, r.value, r.headers, r.timestamp, i % 3)
-                 for i, r in enumerate(make_records(300, partitions=1, seed=42, with_headers=False))]
+        after = [
+            Record(r.key, r.value, r.headers, r.timestamp, i % 3)
+            for i, r in enumerate(make_records(300, partitions=1, seed=42, with_headers=False))
+        ]
         produce(cluster.bootstrap, topic, after)
-        run.wait_for(lambda: _count(real_kafka.bootstrap, remote) == 500, 120,
-                     "the records of the new partitions on the target")
+        run.wait_for(
+            lambda: _count(real_kafka.bootstrap, remote) == 500, 120, "the records of the new partitions on the target"
+        )
         record_property("seconds_growth_to_copied", round(time.monotonic() - grown, 1))
         assert run.stop() == 0, run.log_text()[-5000:]
     target_partitions = AdminClient(client_config(real_kafka.bootstrap)).list_topics(remote, timeout=10)
@@ -127,30 +149,43 @@ def _topic_overrides(cluster: KafkaCluster, topic: str) -> dict[str, str]:
     resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
     admin = AdminClient(client_config(cluster.bootstrap))  # kept alive until the future is resolved
     entries = admin.describe_configs([resource])[resource].result(30)
-    return {name: str(e.value) for name, e in entries.items()
-            if e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value}
+    return {name: str(e.value) for name, e in entries.items() if e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value}
 
 
 def _alter(cluster: KafkaCluster, topic: str, op: AlterConfigOpType, configs: dict[str, str]) -> None:
     entries = [ConfigEntry(k, v, incremental_operation=op) for k, v in configs.items()]
     admin = AdminClient(client_config(cluster.bootstrap))
     futures = admin.incremental_alter_configs(
-        [ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=entries)])
+        [ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=entries)]
+    )
     for future in futures.values():
         future.result(timeout=30)
 
 
 def test_topic_configs_follow_mm2s_rules_against_real_defaults(
-        real_kafka_cluster: KafkaCluster, real_kafka: KafkaCluster, unique_topic: Callable[..., str],
-        tmp_path: Path, record_property: Callable[[str, object], None]) -> None:
+    real_kafka_cluster: KafkaCluster,
+    real_kafka: KafkaCluster,
+    unique_topic: Callable[..., str],
+    tmp_path: Path,
+    record_property: Callable[[str, object], None],
+) -> None:
     cluster = real_kafka_cluster
-    topic = cluster.create_topic(unique_topic("configs"), partitions=1, replication_factor=3, config={
-        "retention.ms": "123456789", "max.message.bytes": "200000", "cleanup.policy": "delete"})
+    topic = cluster.create_topic(
+        unique_topic("configs"),
+        partitions=1,
+        replication_factor=3,
+        config={"retention.ms": "123456789", "max.message.bytes": "200000", "cleanup.policy": "delete"},
+    )
     produce(cluster.bootstrap, topic, make_records(10, partitions=1, seed=51))
     # Kafka 4 sets min.insync.replicas as a cluster-wide dynamic default (DYNAMIC_DEFAULT_BROKER_CONFIG), which
     # MM2 copies as an override unless excluded; it is in MM2's default exclusions, kept here.
-    config, remote = _config(tmp_path, cluster, real_kafka, topic,
-                             "config.properties.exclude = max\\.message\\.bytes, min\\.insync\\.replicas\n")
+    config, remote = _config(
+        tmp_path,
+        cluster,
+        real_kafka,
+        topic,
+        "config.properties.exclude = max\\.message\\.bytes, min\\.insync\\.replicas\n",
+    )
     started = time.monotonic()
 
     created = mm2py("run", str(config), "--once")

@@ -54,8 +54,7 @@ def _lease_seal(name: str, _p: int) -> tuple[bytes, bytes]:
 
 
 def _translate(config: Path, group: str, source: str, target: str) -> list[dict[str, Any]]:
-    out = mm2py("translate-offsets", str(config), "--group", group, "--source", source, "--target", target,
-                "--json")
+    out = mm2py("translate-offsets", str(config), "--group", group, "--source", source, "--target", target, "--json")
     assert out.returncode == 0, out.stderr
     rows: list[dict[str, Any]] = json.loads(out.stdout)
     return rows
@@ -70,8 +69,13 @@ def _assert_exact(source: list[Record], target: list[Record], partition: int, g:
 
 
 def test_translation_and_checkpoints_stay_exact_after_the_cleaner_compacted_the_internal_topics(
-        real_kafka: KafkaCluster, real_kafka_target: KafkaCluster, kafka_cluster: ClusterFactory,
-        unique_topic: Callable[..., str], tmp_path: Path, record_property: Callable[[str, object], None]) -> None:
+    real_kafka: KafkaCluster,
+    real_kafka_target: KafkaCluster,
+    kafka_cluster: ClusterFactory,
+    unique_topic: Callable[..., str],
+    tmp_path: Path,
+    record_property: Callable[[str, object], None],
+) -> None:
     started = time.monotonic()
     dc1, dc2, tgt = unique_alias("dc"), unique_alias("dc"), unique_alias("tgt")
     tansu = kafka_cluster("dc2")["dc2"]
@@ -80,14 +84,20 @@ def test_translation_and_checkpoints_stay_exact_after_the_cleaner_compacted_the_
     create_topic(tansu.bootstrap, topic, 2)
     produce(real_kafka.bootstrap, topic, make_records(600, partitions=2, seed=1, with_headers=False))
     produce(tansu.bootstrap, topic, make_records(600, partitions=2, seed=2, with_headers=False))
-    config = write_real_config(tmp_path / "mm2.properties",
-                               {dc1: real_kafka.bootstrap, dc2: tansu.bootstrap, tgt: real_kafka_target.bootstrap}, (
-        f"{dc1}->{tgt}.enabled = true\n{dc2}->{tgt}.enabled = true\n"
-        f"{dc2}->{tgt}.offset-syncs.topic.location = target\n"
-        f"topics = {topic}\ngroups = (behind|end)-.*\nreplication.policy.class = {IDENTITY}\n"
-        "mm2py.batch.max.records = 100\n"))  # several ranges: many syncs, and both flows interleave in the merge
-    groups = {dc1: {"behind": {0: 17, 1: 113}, "end": {0: 300, 1: 300}},
-              dc2: {"behind": {0: 31, 1: 350}, "end": {0: 400, 1: 400}}}
+    config = write_real_config(
+        tmp_path / "mm2.properties",
+        {dc1: real_kafka.bootstrap, dc2: tansu.bootstrap, tgt: real_kafka_target.bootstrap},
+        (
+            f"{dc1}->{tgt}.enabled = true\n{dc2}->{tgt}.enabled = true\n"
+            f"{dc2}->{tgt}.offset-syncs.topic.location = target\n"
+            f"topics = {topic}\ngroups = (behind|end)-.*\nreplication.policy.class = {IDENTITY}\n"
+            "mm2py.batch.max.records = 100\n"
+        ),
+    )  # several ranges: many syncs, and both flows interleave in the merge
+    groups = {
+        dc1: {"behind": {0: 17, 1: 113}, "end": {0: 300, 1: 300}},
+        dc2: {"behind": {0: 31, 1: 350}, "end": {0: 400, 1: 400}},
+    }
     bootstraps = {dc1: real_kafka.bootstrap, dc2: tansu.bootstrap}
 
     # dc2's first records land alone; then both flows copy together, so dc1 sits behind and between dc2.
@@ -140,7 +150,8 @@ def test_translation_and_checkpoints_stay_exact_after_the_cleaner_compacted_the_
         for name, offsets in groups[alias].items():
             rows = _translate(config, f"{name}-{alias}", alias, tgt)
             assert [(r["topic"], r["partition"], r["upstream_offset"], r["method"]) for r in rows] == [
-                (topic, p, offsets[p], "exact") for p in (0, 1)], rows
+                (topic, p, offsets[p], "exact") for p in (0, 1)
+            ], rows
             for row in rows:
                 p, d = row["partition"], row["offset"]
                 _assert_exact(source, target, p, offsets[p], d)
@@ -148,8 +159,9 @@ def test_translation_and_checkpoints_stay_exact_after_the_cleaner_compacted_the_
                     assert d == max(r.offset for r in target if r.partition == p and r.value not in foreign) + 1
                 translated[(f"{name}-{alias}", topic, p)] = (offsets[p], d)
         if alias == dc1:
-            assert any(r.value in foreign for r in target if r.offset < translated[(f"behind-{dc1}", topic, 1)][1]), \
+            assert any(r.value in foreign for r in target if r.offset < translated[(f"behind-{dc1}", topic, 1)][1]), (
                 "the test needs the other source's records before dc1's translated offset"
+            )
 
     later = mm2py("run", str(config), "--once")
     assert later.returncode == 0, later.stderr

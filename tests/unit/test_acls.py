@@ -16,8 +16,14 @@ from mm2py.kafka.admin import SecurityDisabledError, TopicAcl
 from mm2py.policy import DefaultReplicationPolicy, IdentityReplicationPolicy
 
 
-def acl(topic: str, operation: str = "READ", permission: str = "ALLOW", pattern: str = "LITERAL",
-        principal: str = "User:alice", host: str = "*") -> TopicAcl:
+def acl(
+    topic: str,
+    operation: str = "READ",
+    permission: str = "ALLOW",
+    pattern: str = "LITERAL",
+    principal: str = "User:alice",
+    host: str = "*",
+) -> TopicAcl:
     return TopicAcl(topic, pattern, principal, host, operation, permission)
 
 
@@ -37,13 +43,16 @@ def test_allow_write_is_never_replicated_but_allow_all_is() -> None:
 
 def test_allow_all_becomes_allow_read_on_the_remote_topic() -> None:
     assert remote([acl("test_topic", "ALL", principal="User:kafka", host="")]) == [
-        acl("src.test_topic", "READ", principal="User:kafka", host="")]
+        acl("src.test_topic", "READ", principal="User:kafka", host="")
+    ]
 
 
 def test_deny_bindings_are_copied_unchanged_even_deny_all_and_deny_write() -> None:
     denies = [acl("test_topic", "ALL", "DENY"), acl("test_topic", "WRITE", "DENY", host="10.0.0.1")]
-    assert remote(denies) == [acl("src.test_topic", "ALL", "DENY"), acl("src.test_topic", "WRITE", "DENY",
-                                                                         host="10.0.0.1")]
+    assert remote(denies) == [
+        acl("src.test_topic", "ALL", "DENY"),
+        acl("src.test_topic", "WRITE", "DENY", host="10.0.0.1"),
+    ]
 
 
 def test_other_operations_are_copied_unchanged() -> None:
@@ -75,8 +84,10 @@ def test_two_source_bindings_that_become_the_same_target_binding_are_created_onc
 
 # --- the sync itself, with stand-in admins ------------------------------------------------------------------
 def flow_config(extra: str = "", source: str = "src") -> FlowConfig:
-    text = (f"clusters = {source}, tgt\n{source}.bootstrap.servers = localhost:1\ntgt.bootstrap.servers = localhost:2\n"
-            f"{source}->tgt.enabled = true\ntopics = orders.*\n{extra}")
+    text = (
+        f"clusters = {source}, tgt\n{source}.bootstrap.servers = localhost:1\ntgt.bootstrap.servers = localhost:2\n"
+        f"{source}->tgt.enabled = true\ntopics = orders.*\n{extra}"
+    )
     return build_flow_config(MirrorMakerConfig(parse_properties(text, "mm2.properties"), {}), Flow(source, "tgt"))
 
 
@@ -104,8 +115,15 @@ class TargetAdmin:
 
 
 def test_sync_creates_the_filtered_rewritten_acls_and_counts_them() -> None:
-    source = SourceAdmin([acl("orders-eu", "ALL"), acl("orders-eu", "WRITE"), acl("payments"),
-                          acl("orders-us", principal="User:bob"), acl("mm2-offsets.src.internal")])
+    source = SourceAdmin(
+        [
+            acl("orders-eu", "ALL"),
+            acl("orders-eu", "WRITE"),
+            acl("payments"),
+            acl("orders-us", principal="User:bob"),
+            acl("mm2-offsets.src.internal"),
+        ]
+    )
     target = TargetAdmin(refuse={"User:bob"})
     assert sync_topic_acls(flow_config(), source, target) == 1  # type: ignore[arg-type]
     assert target.created == [[acl("src.orders-eu", "READ"), acl("src.orders-us", principal="User:bob")]]

@@ -20,9 +20,19 @@ from mm2py.kafka.batch_records import Record, encode_batch
 from mm2py.kafka.record_batch import RecordBatch
 from mm2py.kafka.wire import ErrorCode, ProducedPartition, error_for
 
-SPEC = CopySpec(flow="a->b", source="a", target="b", consumer_settings={}, producer_settings={},
-                syncs_producer_settings=None, syncs_topic=None, progress_topic="p", offset_lag_max=100,
-                stall_timeout_s=5.0, flush_timeout_s=5.0)
+SPEC = CopySpec(
+    flow="a->b",
+    source="a",
+    target="b",
+    consumer_settings={},
+    producer_settings={},
+    syncs_producer_settings=None,
+    syncs_topic=None,
+    progress_topic="p",
+    offset_lag_max=100,
+    stall_timeout_s=5.0,
+    flush_timeout_s=5.0,
+)
 
 
 @dataclass

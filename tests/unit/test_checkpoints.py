@@ -16,11 +16,11 @@ from mm2py.records import Checkpoint
 from mm2py.translation import Translation
 
 
-def row(group: str, upstream: int, downstream: int | None, partition: int = 0, metadata: str = "",
-        topic: str = "orders") -> GroupOffset:
+def row(
+    group: str, upstream: int, downstream: int | None, partition: int = 0, metadata: str = "", topic: str = "orders"
+) -> GroupOffset:
     method = "exact" if downstream is not None else "unavailable"
-    return GroupOffset(group, topic, topic, partition, upstream, Translation(upstream, downstream, method),
-                       metadata)
+    return GroupOffset(group, topic, topic, partition, upstream, Translation(upstream, downstream, method), metadata)
 
 
 def test_first_checkpoint_is_written_with_the_source_commit_metadata() -> None:
@@ -44,10 +44,16 @@ def test_untranslatable_offsets_write_no_checkpoint() -> None:
 
 
 def test_merged_topic_commits_the_smallest_translation_of_all_sources_with_its_metadata() -> None:
-    rows = [row("g", 300, 900, metadata="from-dc1"), row("g", 40, 700, metadata="from-dc2"),
-            row("g", 5, None), row("h", 1, 2, partition=1)]
-    assert merged_group_offsets(rows) == {"g": {("orders", 0): Commit(700, "from-dc2")},
-                                          "h": {("orders", 1): Commit(2, "")}}
+    rows = [
+        row("g", 300, 900, metadata="from-dc1"),
+        row("g", 40, 700, metadata="from-dc2"),
+        row("g", 5, None),
+        row("h", 1, 2, partition=1),
+    ]
+    assert merged_group_offsets(rows) == {
+        "g": {("orders", 0): Commit(700, "from-dc2")},
+        "h": {("orders", 1): Commit(2, "")},
+    }
 
 
 class FakeTarget:
@@ -66,18 +72,19 @@ class FakeTarget:
     def committed_offsets(self, group: str) -> dict[tuple[str, int], int]:
         return dict(self.current.get(group, {}))
 
-    def alter_group_offsets(self, group: str, offsets: Mapping[tuple[str, int], int],
-                            metadata: Mapping[tuple[str, int], str] | None = None) -> None:
+    def alter_group_offsets(
+        self, group: str, offsets: Mapping[tuple[str, int], int], metadata: Mapping[tuple[str, int], str] | None = None
+    ) -> None:
         self.commits.append((group, dict(offsets), dict(metadata or {})))
 
 
 def test_group_sync_commits_only_forward_for_idle_groups_and_skips_active_ones() -> None:
-    target = FakeTarget({"idle": "EMPTY", "busy": "STABLE"},
-                        {"idle": {("orders", 0): 100, ("orders", 1): 60}})
-    wanted = {"idle": {("orders", 0): Commit(101, "m0"), ("orders", 1): Commit(51, "m1"),
-                       ("orders", 2): Commit(7, "m2")},
-              "busy": {("orders", 0): Commit(5)},
-              "new": {("orders", 0): Commit(9, "m")}}
+    target = FakeTarget({"idle": "EMPTY", "busy": "STABLE"}, {"idle": {("orders", 0): 100, ("orders", 1): 60}})
+    wanted = {
+        "idle": {("orders", 0): Commit(101, "m0"), ("orders", 1): Commit(51, "m1"), ("orders", 2): Commit(7, "m2")},
+        "busy": {("orders", 0): Commit(5)},
+        "new": {("orders", 0): Commit(9, "m")},
+    }
     outcome = sync_group_offsets(target, wanted)  # type: ignore[arg-type]
     assert outcome["busy"].startswith("skipped")
     assert target.commits == [

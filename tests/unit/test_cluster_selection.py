@@ -62,8 +62,7 @@ def test_a_flow_outside_the_named_targets_is_a_usage_error_naming_both() -> None
 def test_an_unknown_cluster_is_a_usage_error_naming_the_value_and_the_aliases() -> None:
     with pytest.raises(UsageError) as caught:
         select_flows(mm2(), None, ["west,nowhere"])
-    assert str(caught.value) == ("--clusters nowhere: not a cluster of mm2.properties "
-                                 "(clusters: east, west, central)")
+    assert str(caught.value) == ("--clusters nowhere: not a cluster of mm2.properties (clusters: east, west, central)")
 
 
 def test_a_known_cluster_that_no_enabled_flow_targets_is_a_usage_error() -> None:
@@ -89,8 +88,14 @@ def test_load_passes_clusters_to_the_typed_flows(tmp_path: Path) -> None:
 def test_run_with_an_unknown_cluster_exits_2_with_one_line(tmp_path: Path) -> None:
     path = tmp_path / "mm2.properties"
     path.write_text(THREE)
-    result = subprocess.run([sys.executable, "-m", "mm2py", "run", str(path), "--once", "--clusters", "north"],
-                            capture_output=True, text=True, timeout=120, check=False)
+    result = subprocess.run(
+        [sys.executable, "-m", "mm2py", "run", str(path), "--once", "--clusters", "north"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert result.returncode == 2
     assert result.stderr.splitlines() == [
-        f"mm2py: error: --clusters north: not a cluster of {path} (clusters: east, west, central)"]
+        f"mm2py: error: --clusters north: not a cluster of {path} (clusters: east, west, central)"
+    ]

@@ -15,8 +15,10 @@ from mm2py.errors import ConfigError
 
 
 def flow(extra: str = "") -> FlowConfig:
-    text = ("clusters = a, b\na.bootstrap.servers = localhost:1\nb.bootstrap.servers = localhost:2\n"
-            "a->b.enabled = true\n" + extra)
+    text = (
+        "clusters = a, b\na.bootstrap.servers = localhost:1\nb.bootstrap.servers = localhost:2\n"
+        "a->b.enabled = true\n" + extra
+    )
     mm = MirrorMakerConfig(parse_properties(text, "mm2.properties"), {})
     return build_flow_config(mm, Flow("a", "b"))
 
@@ -26,14 +28,17 @@ def test_auto_is_the_default_and_forwards_batches() -> None:
     assert choose_copy_path(flow()).describe() == "batch"
 
 
-@pytest.mark.parametrize(("extra", "reason"), [
-    ("mm2py.provenance.header.enabled = true\n", "provenance header"),
-    ("b.exactly.once.source.support = enabled\n", "exactly-once"),
-    ("b.producer.compression.type = zstd\n", "compression.type=zstd"),
-    # Key stores reach both clients as PEM now; a TLS curve list is something the batch path's client cannot set.
-    ("a.consumer.ssl.curves.list = P-256\na.consumer.security.protocol = SSL\n", "cannot connect to a"),
-    ("mm2py.copy.mode = record\n", "mm2py.copy.mode=record"),
-])
+@pytest.mark.parametrize(
+    ("extra", "reason"),
+    [
+        ("mm2py.provenance.header.enabled = true\n", "provenance header"),
+        ("b.exactly.once.source.support = enabled\n", "exactly-once"),
+        ("b.producer.compression.type = zstd\n", "compression.type=zstd"),
+        # Key stores reach both clients as PEM now; a TLS curve list is something the batch path's client cannot set.
+        ("a.consumer.ssl.curves.list = P-256\na.consumer.security.protocol = SSL\n", "cannot connect to a"),
+        ("mm2py.copy.mode = record\n", "mm2py.copy.mode=record"),
+    ],
+)
 def test_auto_takes_the_record_path_when_the_flow_needs_per_record_work(extra: str, reason: str) -> None:
     path = choose_copy_path(flow(extra))
     assert path.path == "record"

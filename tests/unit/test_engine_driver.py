@@ -24,8 +24,10 @@ from mm2py.plan import AdminPool, FlowPlan, TopicPlan
 
 
 def flow(extra: str = "") -> FlowConfig:
-    text = ("clusters = dc1, target\ndc1.bootstrap.servers = a:1\ntarget.bootstrap.servers = b:1\n"
-            "dc1->target.enabled = true\nmm2py.batch.max.records = 100\nmm2py.retry.timeout.seconds = 60\n" + extra)
+    text = (
+        "clusters = dc1, target\ndc1.bootstrap.servers = a:1\ntarget.bootstrap.servers = b:1\n"
+        "dc1->target.enabled = true\nmm2py.batch.max.records = 100\nmm2py.retry.timeout.seconds = 60\n" + extra
+    )
     return build_flow_config(MirrorMakerConfig(parse_properties(text, "t.properties"), {}), Flow("dc1", "target"))
 
 
@@ -36,8 +38,9 @@ class FakeSource:
         self.earliest = earliest
         self.latest = latest
 
-    def list_offsets(self, partitions: list[tuple[str, int]], which: str,
-                     read_committed: bool = False) -> dict[tuple[str, int], int]:
+    def list_offsets(
+        self, partitions: list[tuple[str, int]], which: str, read_committed: bool = False
+    ) -> dict[tuple[str, int], int]:
         table = self.earliest if which == "earliest" else self.latest
         return {tp: table[tp] for tp in partitions}
 
@@ -56,8 +59,7 @@ class FakeSpark:
             raise self.failures.pop(0)
         if self.on_job is not None:
             self.on_job.set()
-        return [CopyResult(r.topic, r.partition, r.start, r.end, r.end - 1, r.end - r.start, 0, 0, 0.0)
-                for r in ranges]
+        return [CopyResult(r.topic, r.partition, r.start, r.end, r.end - 1, r.end - r.start, 0, 0, 0.0) for r in ranges]
 
 
 class InstantStop(threading.Event):
@@ -91,7 +93,8 @@ def runner(source: FakeSource, spark: FakeSpark, partitions: int = 2, extra: str
 
 
 def test_once_copies_in_ranges_of_at_most_batch_max_records_one_per_partition_per_job(
-        recorded: list[Mapping[tuple[str, int], int]]) -> None:
+    recorded: list[Mapping[tuple[str, int], int]],
+) -> None:
     source = FakeSource({("orders", 0): 0, ("orders", 1): 0}, {("orders", 0): 250, ("orders", 1): 40})
     spark = FakeSpark()
     r = runner(source, spark)
@@ -99,13 +102,17 @@ def test_once_copies_in_ranges_of_at_most_batch_max_records_one_per_partition_pe
     assert recorded == [{("orders", 0): -1, ("orders", 1): -1}]  # earliest start recorded at once
     r.run_once(InstantStop())
     assert [[(x.partition, x.start, x.end) for x in job] for job in spark.jobs] == [
-        [(0, 0, 100), (1, 0, 40)], [(0, 100, 200)], [(0, 200, 250)]]
+        [(0, 0, 100), (1, 0, 40)],
+        [(0, 100, 200)],
+        [(0, 200, 250)],
+    ]
     assert r.positions == {("orders", 0): 250, ("orders", 1): 40}
     assert r.stats.records == 290 and r.stats.lag == 0
 
 
 def test_transient_failures_are_retried_with_growing_backoff_and_positions_stay_put_meanwhile(
-        recorded: list[Mapping[tuple[str, int], int]]) -> None:
+    recorded: list[Mapping[tuple[str, int], int]],
+) -> None:
     source = FakeSource({("orders", 0): 0}, {("orders", 0): 50})
     spark = FakeSpark()
     spark.failures = [ReplicationError("broker stalled"), ReplicationError("broker stalled")]
@@ -132,7 +139,8 @@ def test_a_permanent_failure_stops_at_once_without_retrying(recorded: list[Mappi
 
 
 def test_a_truncated_source_partition_is_replicated_again_from_its_start_and_recorded(
-        recorded: list[Mapping[tuple[str, int], int]]) -> None:
+    recorded: list[Mapping[tuple[str, int], int]],
+) -> None:
     source = FakeSource({("orders", 0): 0}, {("orders", 0): 80})
     spark = FakeSpark()
     r = runner(source, spark, partitions=1)

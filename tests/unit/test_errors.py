@@ -16,21 +16,44 @@ from mm2py.engine.copy import CopyResult, CopySpec, PartitionRange, copy_partiti
 from mm2py.engine.spark import died_task_failure, raise_failure, task_attempts
 from mm2py.errors import EXIT_RUNTIME, Failure, ReplicationError, is_retriable
 
-SPEC = CopySpec(flow="dc1->target", source="dc1", target="target", consumer_settings={}, producer_settings={},
-                syncs_producer_settings=None, syncs_topic=None, progress_topic="mm2-offsets.dc1.internal",
-                offset_lag_max=100)
+SPEC = CopySpec(
+    flow="dc1->target",
+    source="dc1",
+    target="target",
+    consumer_settings={},
+    producer_settings={},
+    syncs_producer_settings=None,
+    syncs_topic=None,
+    progress_topic="mm2-offsets.dc1.internal",
+    offset_lag_max=100,
+)
 RANGE = PartitionRange("orders", 3, "dc1.orders", 40, 90)
 
 
-@pytest.mark.parametrize("code", [KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.TOPIC_AUTHORIZATION_FAILED,
-                                  KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC,
-                                  KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED])
+@pytest.mark.parametrize(
+    "code",
+    [
+        KafkaError.MSG_SIZE_TOO_LARGE,
+        KafkaError.TOPIC_AUTHORIZATION_FAILED,
+        KafkaError.UNKNOWN_TOPIC_OR_PART,
+        KafkaError._UNKNOWN_TOPIC,
+        KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+    ],
+)
 def test_errors_that_waiting_cannot_fix_are_permanent(code: int) -> None:
     assert not is_retriable(KafkaError(code))
 
 
-@pytest.mark.parametrize("code", [KafkaError._MSG_TIMED_OUT, KafkaError._TRANSPORT, KafkaError.NOT_LEADER_FOR_PARTITION,
-                                  KafkaError.REQUEST_TIMED_OUT, KafkaError._ALL_BROKERS_DOWN])
+@pytest.mark.parametrize(
+    "code",
+    [
+        KafkaError._MSG_TIMED_OUT,
+        KafkaError._TRANSPORT,
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.REQUEST_TIMED_OUT,
+        KafkaError._ALL_BROKERS_DOWN,
+    ],
+)
 def test_errors_of_a_stalled_or_moving_broker_are_retried(code: int) -> None:
     assert is_retriable(KafkaError(code))
 
@@ -45,14 +68,16 @@ def test_the_clients_own_retriable_flag_wins() -> None:
 
 
 def test_a_failure_keeps_the_kafka_error_name_and_says_whether_to_retry() -> None:
-    failure = Failure.of_kafka("flow=dc1->target topic=orders partition=3: too large", KafkaError(
-        KafkaError.MSG_SIZE_TOO_LARGE))
+    failure = Failure.of_kafka(
+        "flow=dc1->target topic=orders partition=3: too large", KafkaError(KafkaError.MSG_SIZE_TOO_LARGE)
+    )
     assert failure == Failure("flow=dc1->target topic=orders partition=3: too large", "MSG_SIZE_TOO_LARGE", False)
 
 
 def test_replication_error_carries_its_failure_and_no_text_protocol() -> None:
-    exc = ReplicationError.of_kafka("partition 3 at offset 41: denied", KafkaError(
-        KafkaError.TOPIC_AUTHORIZATION_FAILED))
+    exc = ReplicationError.of_kafka(
+        "partition 3 at offset 41: denied", KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED)
+    )
     assert (exc.retriable, exc.code) == (False, "TOPIC_AUTHORIZATION_FAILED")
     assert str(exc) == "partition 3 at offset 41: denied"
     assert not hasattr(ReplicationError, "PERMANENT_MARK")
@@ -81,15 +106,17 @@ def _results(last_attempt: bool) -> list[CopyResult]:
 
 
 def test_a_permanent_failure_is_returned_as_data_at_the_first_attempt(monkeypatch: pytest.MonkeyPatch) -> None:
-    _copy_raising(monkeypatch, ReplicationError("record at offset 41 too large", code="MSG_SIZE_TOO_LARGE",
-                                                retriable=False))
+    _copy_raising(
+        monkeypatch, ReplicationError("record at offset 41 too large", code="MSG_SIZE_TOO_LARGE", retriable=False)
+    )
     [result] = _results(last_attempt=False)
     assert result.error == Failure("record at offset 41 too large", "MSG_SIZE_TOO_LARGE", False)
     assert (result.next_offset, result.records) == (RANGE.start, 0)  # nothing of the range counts as copied
 
 
 def test_a_transient_failure_raises_while_spark_may_retry_and_is_data_on_the_last_attempt(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     _copy_raising(monkeypatch, ReplicationError("no records for 120 s"))
     with pytest.raises(ReplicationError):
         _results(last_attempt=False)
@@ -98,7 +125,8 @@ def test_a_transient_failure_raises_while_spark_may_retry_and_is_data_on_the_las
 
 
 def test_a_client_exception_outside_the_worded_paths_becomes_a_classified_failure(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     _copy_raising(monkeypatch, KafkaException(KafkaError(KafkaError._UNKNOWN_PARTITION)))
     [result] = _results(last_attempt=False)
     assert result.error is not None
@@ -109,8 +137,9 @@ def test_a_client_exception_outside_the_worded_paths_becomes_a_classified_failur
 def test_the_driver_raises_the_permanent_failure_first() -> None:
     ok = CopyResult("orders", 0, 0, 10, 9, 10, 100, 2, 0.1)
     transient = CopyResult("orders", 1, 0, 0, -1, 0, 0, 0, 0.0, Failure("stalled"))
-    permanent = CopyResult("orders", 2, 5, 5, -1, 0, 0, 0, 0.0, Failure("offset 5 too large", "MSG_SIZE_TOO_LARGE",
-                                                                        False))
+    permanent = CopyResult(
+        "orders", 2, 5, 5, -1, 0, 0, 0, 0.0, Failure("offset 5 too large", "MSG_SIZE_TOO_LARGE", False)
+    )
     raise_failure("dc1->target", [ok])  # nothing failed: no error
     with pytest.raises(ReplicationError) as caught:
         raise_failure("dc1->target", [ok, transient, permanent])
@@ -121,15 +150,24 @@ def test_the_driver_raises_the_permanent_failure_first() -> None:
 
 
 def test_a_task_that_died_is_read_from_the_python_error_line_and_retried() -> None:
-    text = ("An error occurred while calling o45.collect.\n: org.apache.spark.SparkException: Job aborted\n"
-            "Traceback (most recent call last):\n  File \"copy.py\", line 9, in copy_range\n"
-            "MemoryError: cannot allocate\n\tat org.apache.spark.api.python.BasePythonRunner")
+    text = (
+        "An error occurred while calling o45.collect.\n: org.apache.spark.SparkException: Job aborted\n"
+        'Traceback (most recent call last):\n  File "copy.py", line 9, in copy_range\n'
+        "MemoryError: cannot allocate\n\tat org.apache.spark.api.python.BasePythonRunner"
+    )
     assert died_task_failure(RuntimeError(text)) == Failure("MemoryError: cannot allocate", None, True)
 
 
-@pytest.mark.parametrize(("master", "conf", "attempts"), [
-    ("local[2,4]", {}, 4), ("local[*,3]", {}, 3), ("local[2]", {"spark.task.maxFailures": "9"}, 1),
-    ("spark://host:7077", {"spark.task.maxFailures": "6"}, 6), ("yarn", {}, 4)])
+@pytest.mark.parametrize(
+    ("master", "conf", "attempts"),
+    [
+        ("local[2,4]", {}, 4),
+        ("local[*,3]", {}, 3),
+        ("local[2]", {"spark.task.maxFailures": "9"}, 1),
+        ("spark://host:7077", {"spark.task.maxFailures": "6"}, 6),
+        ("yarn", {}, 4),
+    ],
+)
 def test_the_copy_task_knows_how_often_spark_runs_it(master: str, conf: dict[str, str], attempts: int) -> None:
     assert task_attempts(master, conf) == attempts
 
@@ -143,19 +181,23 @@ def _internal_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, *args: str)
 
     monkeypatch.setattr(cli, "validate", broken)
     config = tmp_path / "mm2.properties"
-    config.write_text("clusters = a, b\na.bootstrap.servers = localhost:1\nb.bootstrap.servers = localhost:2\n"
-                      f"a.ssl.key.password = {PASSWORD}\n")
+    config.write_text(
+        "clusters = a, b\na.bootstrap.servers = localhost:1\nb.bootstrap.servers = localhost:2\n"
+        f"a.ssl.key.password = {PASSWORD}\n"
+    )
     with pytest.raises(SystemExit) as exited:
         cli.main([*args, "validate", str(config)])
     return int(exited.value.code or 0)
 
 
 def test_an_internal_error_is_one_line_without_v_and_a_redacted_traceback_with_it(
-        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert _internal_error(monkeypatch, tmp_path) == EXIT_RUNTIME
     err = capsys.readouterr().err
-    assert err.strip().splitlines() == ["mm2py: error: internal error: RuntimeError: the validator broke on "
-                                        "[hidden] (-v shows where)"]
+    assert err.strip().splitlines() == [
+        "mm2py: error: internal error: RuntimeError: the validator broke on [hidden] (-v shows where)"
+    ]
     assert _internal_error(monkeypatch, tmp_path, "-v") == EXIT_RUNTIME
     err = capsys.readouterr().err
     assert "Traceback (most recent call last)" in err and "in broken" in err

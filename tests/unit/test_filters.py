@@ -61,8 +61,9 @@ def topic_filter(**config: str) -> DefaultTopicFilter:
     return f
 
 
-def replicates(topic: str, *, policy: ReplicationPolicy | None = None, accept: TopicFilter | None = None,
-               heartbeats: bool = True) -> bool:
+def replicates(
+    topic: str, *, policy: ReplicationPolicy | None = None, accept: TopicFilter | None = None, heartbeats: bool = True
+) -> bool:
     return should_replicate_topic(
         topic,
         topic_filter=accept or DefaultTopicFilter(),
@@ -245,10 +246,12 @@ def test_filters_survive_pickling_for_shipping() -> None:
         (load_topic_filter, "DefaultTopicFilter", DefaultTopicFilter),
         (load_group_filter, "org.apache.kafka.connect.mirror.DefaultGroupFilter", DefaultGroupFilter),
         (load_group_filter, "mm2py.filters:DefaultGroupFilter", DefaultGroupFilter),
-        (load_config_property_filter, "org.apache.kafka.connect.mirror.DefaultConfigPropertyFilter",
-         DefaultConfigPropertyFilter),
-        (load_config_property_filter, "mm2py.filters.DefaultConfigPropertyFilter",
-         DefaultConfigPropertyFilter),
+        (
+            load_config_property_filter,
+            "org.apache.kafka.connect.mirror.DefaultConfigPropertyFilter",
+            DefaultConfigPropertyFilter,
+        ),
+        (load_config_property_filter, "mm2py.filters.DefaultConfigPropertyFilter", DefaultConfigPropertyFilter),
     ],
 )
 def test_default_filters_load_by_java_or_python_name(loader: Loader, class_name: str, expected: type) -> None:
@@ -313,8 +316,13 @@ def test_internal_topics_are_never_replicated_whatever_the_filter() -> None:
 
 @pytest.mark.parametrize(
     "topic",
-    ["target.topic1", "target.source.topic1", "source.target.topic1", "target.source.target.topic1",
-     "source.target.source.topic1"],
+    [
+        "target.topic1",
+        "target.source.topic1",
+        "source.target.topic1",
+        "target.source.target.topic1",
+        "source.target.source.topic1",
+    ],
 )
 def test_topics_that_came_from_the_target_are_not_replicated_back(topic: str) -> None:
     assert not replicates(topic, accept=AcceptAll())
@@ -331,12 +339,25 @@ def test_other_topics_are_not_cycles(topic: str) -> None:
 def test_identity_policy_cannot_detect_cycles_except_for_heartbeats(alias: str | None) -> None:
     policy = IdentityReplicationPolicy()
     policy.configure({} if alias is None else {"source.cluster.alias": alias})
-    for topic in ["target.topic1", "target.source.topic1", "source.target.topic1",
-                  "target.source.target.topic1", "source.target.source.topic1", "topic1",
-                  "othersource.topic1", "heartbeats", "othersource.heartbeats"]:
+    for topic in [
+        "target.topic1",
+        "target.source.topic1",
+        "source.target.topic1",
+        "target.source.target.topic1",
+        "source.target.source.topic1",
+        "topic1",
+        "othersource.topic1",
+        "heartbeats",
+        "othersource.heartbeats",
+    ]:
         assert replicates(topic, accept=AcceptAll(), policy=policy), topic
-    for topic in ["target.heartbeats", "target.source.heartbeats", "source.target.heartbeats",
-                  "target.source.target.heartbeats", "source.target.source.heartbeats"]:
+    for topic in [
+        "target.heartbeats",
+        "target.source.heartbeats",
+        "source.target.heartbeats",
+        "target.source.target.heartbeats",
+        "source.target.source.heartbeats",
+    ]:
         assert not replicates(topic, accept=AcceptAll(), policy=policy), topic
 
 

@@ -34,9 +34,7 @@ def compile_java(java: str) -> re.Pattern[str]:
         (r"(?<=a)b|ab", ["ab"], ["b"]),
     ],
 )
-def test_java_regex_constructs_keep_their_java_meaning(
-    java: str, matches: list[str], rejects: list[str]
-) -> None:
+def test_java_regex_constructs_keep_their_java_meaning(java: str, matches: list[str], rejects: list[str]) -> None:
     pattern = compile_java(java)
     for name in matches:
         assert pattern.fullmatch(name), (java, name)

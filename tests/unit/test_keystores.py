@@ -53,17 +53,20 @@ def client() -> Identity:
 
 @pytest.mark.parametrize("declared", [{"ssl.truststore.type": "JKS"}, {}], ids=["declared", "java-default"])
 def test_a_jks_truststore_becomes_an_in_memory_ca_bundle_with_every_certificate(
-        tmp_path: Path, ca: Identity, other_ca: Identity, declared: dict[str, str]) -> None:
+    tmp_path: Path, ca: Identity, other_ca: Identity, declared: dict[str, str]
+) -> None:
     store = jks_truststore(tmp_path / "trust.jks", STORE_PASSWORD, other_ca, ca)
-    out, issues = translate({"ssl.truststore.location": str(store), "ssl.truststore.password": STORE_PASSWORD,
-                             **declared})
+    out, issues = translate(
+        {"ssl.truststore.location": str(store), "ssl.truststore.password": STORE_PASSWORD, **declared}
+    )
     assert issues == []
     assert sorted(subjects(out["ssl.ca.pem"])) == ["CN=ca", "CN=other-ca"]
     assert "ssl.ca.location" not in out and STORE_PASSWORD not in out.values()
 
 
 def test_a_truststore_without_a_password_is_read_without_its_integrity_check_as_java_does(
-        tmp_path: Path, ca: Identity) -> None:
+    tmp_path: Path, ca: Identity
+) -> None:
     store = jks_truststore(tmp_path / "trust.jks", STORE_PASSWORD, ca)
     out, issues = translate({"ssl.truststore.location": str(store)})
     assert (subjects(out["ssl.ca.pem"]), issues) == (["CN=ca"], [])
@@ -77,10 +80,12 @@ def test_a_pkcs12_truststore_is_read_whatever_its_file_is_called(tmp_path: Path,
 
 
 def test_a_jks_keystore_with_its_own_key_password_becomes_an_in_memory_key_and_chain(
-        tmp_path: Path, client: Identity) -> None:
+    tmp_path: Path, client: Identity
+) -> None:
     store = jks_keystore(tmp_path / "client.jks", STORE_PASSWORD, KEY_PASSWORD, client)
-    out, issues = translate({"ssl.keystore.location": str(store), "ssl.keystore.password": STORE_PASSWORD,
-                             "ssl.key.password": KEY_PASSWORD})
+    out, issues = translate(
+        {"ssl.keystore.location": str(store), "ssl.keystore.password": STORE_PASSWORD, "ssl.key.password": KEY_PASSWORD}
+    )
     assert issues == []
     key = load_pem_private_key(out["ssl.key.pem"].encode(), password=None)  # unencrypted: only in memory
     assert key.public_key().public_bytes(Encoding.DER, PublicFormat.SubjectPublicKeyInfo) == public_key(client)
@@ -89,8 +94,7 @@ def test_a_jks_keystore_with_its_own_key_password_becomes_an_in_memory_key_and_c
     assert not {"ssl.keystore.location", "ssl.keystore.password", "ssl.key.password"} & set(out)
 
 
-def test_without_a_key_password_the_store_password_opens_the_key_as_in_kafka(tmp_path: Path,
-                                                                               client: Identity) -> None:
+def test_without_a_key_password_the_store_password_opens_the_key_as_in_kafka(tmp_path: Path, client: Identity) -> None:
     store = jks_keystore(tmp_path / "client.jks", STORE_PASSWORD, STORE_PASSWORD, client)
     out, issues = translate({"ssl.keystore.location": str(store), "ssl.keystore.password": STORE_PASSWORD})
     assert issues == [] and out["ssl.key.pem"].startswith("-----BEGIN PRIVATE KEY-----")
@@ -106,8 +110,14 @@ def test_a_pkcs12_keystore_is_read_into_memory_as_well(tmp_path: Path, client: I
 def test_secret_material_is_masked_when_settings_are_printed(tmp_path: Path, ca: Identity, client: Identity) -> None:
     trust = jks_truststore(tmp_path / "trust.jks", STORE_PASSWORD, ca)
     keys = jks_keystore(tmp_path / "client.jks", STORE_PASSWORD, KEY_PASSWORD, client)
-    out, _ = translate({"ssl.truststore.location": str(trust), "ssl.keystore.location": str(keys),
-                        "ssl.keystore.password": STORE_PASSWORD, "ssl.key.password": KEY_PASSWORD})
+    out, _ = translate(
+        {
+            "ssl.truststore.location": str(trust),
+            "ssl.keystore.location": str(keys),
+            "ssl.keystore.password": STORE_PASSWORD,
+            "ssl.key.password": KEY_PASSWORD,
+        }
+    )
     shown = masked(out)
     assert shown["ssl.key.pem"] == MASK and shown["ssl.certificate.pem"] == MASK and shown["ssl.ca.pem"] == MASK
 
@@ -127,8 +137,9 @@ def test_a_truststore_that_does_not_exist_is_one_error_naming_its_location(tmp_p
 
 
 @pytest.mark.parametrize("writer", [jks_truststore, pkcs12_truststore], ids=["jks", "pkcs12"])
-def test_a_wrong_truststore_password_is_one_error_on_the_password_key(tmp_path: Path, ca: Identity,
-                                                                      writer: object) -> None:
+def test_a_wrong_truststore_password_is_one_error_on_the_password_key(
+    tmp_path: Path, ca: Identity, writer: object
+) -> None:
     store = writer(tmp_path / "trust.jks", STORE_PASSWORD, ca)  # type: ignore[operator]
     issue = one_error(translate({"ssl.truststore.location": str(store), "ssl.truststore.password": "wrong-pw"})[1])
     assert (issue.key, issue.value) == ("ssl.truststore.password", MASK)
@@ -137,14 +148,22 @@ def test_a_wrong_truststore_password_is_one_error_on_the_password_key(tmp_path: 
 
 def test_a_wrong_key_password_is_one_error_on_ssl_key_password(tmp_path: Path, client: Identity) -> None:
     store = jks_keystore(tmp_path / "client.jks", STORE_PASSWORD, KEY_PASSWORD, client)
-    issue = one_error(translate({"ssl.keystore.location": str(store), "ssl.keystore.password": STORE_PASSWORD,
-                                 "ssl.key.password": "wrong-pw"})[1])
+    issue = one_error(
+        translate(
+            {
+                "ssl.keystore.location": str(store),
+                "ssl.keystore.password": STORE_PASSWORD,
+                "ssl.key.password": "wrong-pw",
+            }
+        )[1]
+    )
     assert (issue.key, issue.value) == ("ssl.key.password", MASK)
     assert issue.reason.startswith("does not decrypt the private key")
 
 
-def test_a_keystore_with_two_keys_is_refused_because_a_client_presents_one(tmp_path: Path, client: Identity,
-                                                                            ca: Identity) -> None:
+def test_a_keystore_with_two_keys_is_refused_because_a_client_presents_one(
+    tmp_path: Path, client: Identity, ca: Identity
+) -> None:
     store = jks_keystore(tmp_path / "two.jks", STORE_PASSWORD, STORE_PASSWORD, client, ca)
     issue = one_error(translate({"ssl.keystore.location": str(store), "ssl.keystore.password": STORE_PASSWORD})[1])
     assert issue.key == "ssl.keystore.location" and "2 private keys (aliases: ca, client)" in issue.reason

@@ -34,8 +34,10 @@ from mm2py.plan import AdminPool
 HOT = PartitionLag("dc1->target", "dc1", "target", "orders", "dc1.orders", 0, 37, 30, 7, 5.5)
 COLD = PartitionLag("dc1->target", "dc1", "target", "orders", "dc1.orders", 1, 30, 30, 0, 0.0)
 OTHER = PartitionLag("dc2->target", "dc2", "target", "orders", "dc2.orders", 0, 12, 2, 10, 1.0)
-AGES = {"dc1->target": FlowAges("dc1->target", "dc1", "target", 1.5, 42.0),
-        "dc2->target": FlowAges("dc2->target", "dc2", "target", None, None)}
+AGES = {
+    "dc1->target": FlowAges("dc1->target", "dc1", "target", 1.5, 42.0),
+    "dc2->target": FlowAges("dc2->target", "dc2", "target", None, None),
+}
 
 
 def samples(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:
@@ -114,17 +116,28 @@ def test_over_threshold_lines_name_flow_topic_partition_and_lag(capsys: pytest.C
 
 def test_json_rows_keep_the_partition_keys_and_add_the_flow_ages() -> None:
     rows = LagSnapshot(0.0, (HOT, OTHER), AGES).to_json()
-    assert rows[0] == {"flow": "dc1->target", "source": "dc1", "target": "target", "topic": "orders",
-                       "remote_topic": "dc1.orders", "partition": 0, "source_end_offset": 37,
-                       "replicated_offset": 30, "lag_records": 7, "lag_seconds": 5.5,
-                       "heartbeat_age_seconds": 1.5, "checkpoint_age_seconds": 42.0}
+    assert rows[0] == {
+        "flow": "dc1->target",
+        "source": "dc1",
+        "target": "target",
+        "topic": "orders",
+        "remote_topic": "dc1.orders",
+        "partition": 0,
+        "source_end_offset": 37,
+        "replicated_offset": 30,
+        "lag_records": 7,
+        "lag_seconds": 5.5,
+        "heartbeat_age_seconds": 1.5,
+        "checkpoint_age_seconds": 42.0,
+    }
     assert (rows[1]["heartbeat_age_seconds"], rows[1]["checkpoint_age_seconds"]) == (None, None)
 
 
 def test_group_json_rows_are_kafka_consumer_groups_columns() -> None:
     snapshot = LagSnapshot(0.0, groups=(GroupLag("target", "billing", "orders", 0, 10, 17, 7),))
-    assert snapshot.to_json() == [{"group": "billing", "topic": "orders", "partition": 0, "current_offset": 10,
-                                   "log_end_offset": 17, "lag": 7}]
+    assert snapshot.to_json() == [
+        {"group": "billing", "topic": "orders", "partition": 0, "current_offset": 10, "log_end_offset": 17, "lag": 7}
+    ]
 
 
 # ---- Prometheus -----------------------------------------------------------------------------------------
@@ -151,8 +164,10 @@ def test_prometheus_text_has_flow_ages_and_leaves_out_a_flow_without_heartbeat()
 def test_prometheus_text_for_groups_has_group_lag_and_check_time_only() -> None:
     snapshot = LagSnapshot(12.0, groups=(GroupLag("target", "billing", "orders", 3, 10, 17, 7),))
     metrics = samples(lag_view.prometheus_text(snapshot))
-    assert metrics == {"mm2py_group_lag_records": [({"group": "billing", "topic": "orders", "partition": "3"}, 7.0)],
-                       "mm2py_lag_check_timestamp_seconds": [({}, 12.0)]}
+    assert metrics == {
+        "mm2py_group_lag_records": [({"group": "billing", "topic": "orders", "partition": "3"}, 7.0)],
+        "mm2py_lag_check_timestamp_seconds": [({}, 12.0)],
+    }
 
 
 # ---- tables and options ---------------------------------------------------------------------------------
@@ -180,17 +195,19 @@ def test_group_table_has_kafka_consumer_groups_columns() -> None:
     assert re.search(r"billing\s+orders\s+0\s+10\s+17\s+7", text)
 
 
-@pytest.mark.parametrize(("as_json", "prometheus", "watch"), [(True, True, False), (True, False, True),
-                                                                (False, True, True)])
+@pytest.mark.parametrize(
+    ("as_json", "prometheus", "watch"), [(True, True, False), (True, False, True), (False, True, True)]
+)
 def test_json_prometheus_and_watch_exclude_each_other(as_json: bool, prometheus: bool, watch: bool) -> None:
     with pytest.raises(UsageError, match="exclude each other"):
         lag_view.output_format(as_json, prometheus, watch)
 
 
 def test_output_format_follows_the_one_option_given() -> None:
-    assert [lag_view.output_format(*flags) for flags in ((False, False, False), (True, False, False),
-                                                          (False, True, False), (False, False, True))] == [
-        "table", "json", "prometheus", "table"]
+    assert [
+        lag_view.output_format(*flags)
+        for flags in ((False, False, False), (True, False, False), (False, True, False), (False, False, True))
+    ] == ["table", "json", "prometheus", "table"]
 
 
 # ---- group lag against a fake target --------------------------------------------------------------------
@@ -199,8 +216,12 @@ def test_output_format_follows_the_one_option_given() -> None:
 class FakeAdmin:
     """Just the ClusterAdmin calls group lag makes, answering from dictionaries."""
 
-    def __init__(self, topics: Mapping[str, int], commits: Mapping[str, Mapping[tuple[str, int], int]],
-                 ends: Mapping[tuple[str, int], int]) -> None:
+    def __init__(
+        self,
+        topics: Mapping[str, int],
+        commits: Mapping[str, Mapping[tuple[str, int], int]],
+        ends: Mapping[tuple[str, int], int],
+    ) -> None:
         self.topics, self.commits, self.ends = topics, commits, ends
         self.asked_ends: list[list[tuple[str, int]]] = []
 
@@ -213,8 +234,9 @@ class FakeAdmin:
     def committed_offsets(self, group: str) -> dict[tuple[str, int], int]:
         return dict(self.commits[group])
 
-    def list_offsets(self, partitions: list[tuple[str, int]], which: str,
-                     read_committed: bool = False) -> dict[tuple[str, int], int]:
+    def list_offsets(
+        self, partitions: list[tuple[str, int]], which: str, read_committed: bool = False
+    ) -> dict[tuple[str, int], int]:
         assert which == "latest"
         self.asked_ends.append(partitions)
         return {tp: self.ends[tp] for tp in partitions}
@@ -223,9 +245,11 @@ class FakeAdmin:
 @pytest.fixture
 def flows(tmp_path: Path) -> list[FlowConfig]:
     config = tmp_path / "mm2.properties"
-    config.write_text("clusters = dc1, target\ndc1.bootstrap.servers = localhost:1\n"
-                      "target.bootstrap.servers = localhost:2\ndc1->target.enabled = true\n"
-                      "topics = orders, payments\n")
+    config.write_text(
+        "clusters = dc1, target\ndc1.bootstrap.servers = localhost:1\n"
+        "target.bootstrap.servers = localhost:2\ndc1->target.enabled = true\n"
+        "topics = orders, payments\n"
+    )
     return list(load(config).flows)
 
 
@@ -235,23 +259,38 @@ def fake_pool(source: FakeAdmin, target: FakeAdmin) -> AdminPool:
 
 def test_groups_show_committed_offsets_on_remote_topics_with_lag_to_the_log_end(flows: list[FlowConfig]) -> None:
     source = FakeAdmin({"orders": 2, "payments": 1, "other": 1}, {}, {})
-    target = FakeAdmin({"dc1.orders": 2, "dc1.payments": 1, "local": 1},
-                       {"billing": {("dc1.orders", 0): 10, ("dc1.orders", 1): 17, ("local", 0): 3},
-                        "local-only": {("local", 0): 1},
-                        "audit": {("dc1.payments", 0): 4}},
-                       {("dc1.orders", 0): 17, ("dc1.orders", 1): 17, ("dc1.payments", 0): 4})
+    target = FakeAdmin(
+        {"dc1.orders": 2, "dc1.payments": 1, "local": 1},
+        {
+            "billing": {("dc1.orders", 0): 10, ("dc1.orders", 1): 17, ("local", 0): 3},
+            "local-only": {("local", 0): 1},
+            "audit": {("dc1.payments", 0): 4},
+        },
+        {("dc1.orders", 0): 17, ("dc1.orders", 1): 17, ("dc1.payments", 0): 4},
+    )
     snapshot = LagCheck(flows, groups=True, max_lag=6, pool=fake_pool(source, target)).run()
-    assert snapshot.groups == (GroupLag("target", "audit", "dc1.payments", 0, 4, 4, 0),
-                               GroupLag("target", "billing", "dc1.orders", 0, 10, 17, 7),
-                               GroupLag("target", "billing", "dc1.orders", 1, 17, 17, 0))
+    assert snapshot.groups == (
+        GroupLag("target", "audit", "dc1.payments", 0, 4, 4, 0),
+        GroupLag("target", "billing", "dc1.orders", 0, 10, 17, 7),
+        GroupLag("target", "billing", "dc1.orders", 1, 17, 17, 0),
+    )
     assert snapshot.over == (GroupLag("target", "billing", "dc1.orders", 0, 10, 17, 7),)
     assert ("local", 0) not in target.asked_ends[0]
 
 
 def test_groups_follow_the_topics_option_on_source_topic_names(flows: list[FlowConfig]) -> None:
     source = FakeAdmin({"orders": 1, "payments": 1}, {}, {})
-    target = FakeAdmin({}, {"billing": {("dc1.orders", 0): 1, ("dc1.payments", 0): 2}},
-                       {("dc1.orders", 0): 5, ("dc1.payments", 0): 2})
+    target = FakeAdmin(
+        {}, {"billing": {("dc1.orders", 0): 1, ("dc1.payments", 0): 2}}, {("dc1.orders", 0): 5, ("dc1.payments", 0): 2}
+    )
     snapshot = LagCheck(flows, re.compile("payments"), groups=True, pool=fake_pool(source, target)).run()
-    assert snapshot.to_json() == [{"group": "billing", "topic": "dc1.payments", "partition": 0,
-                                   "current_offset": 2, "log_end_offset": 2, "lag": 0}]
+    assert snapshot.to_json() == [
+        {
+            "group": "billing",
+            "topic": "dc1.payments",
+            "partition": 0,
+            "current_offset": 2,
+            "log_end_offset": 2,
+            "lag": 0,
+        }
+    ]

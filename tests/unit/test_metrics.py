@@ -39,8 +39,11 @@ Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
 
 def parse(text: str) -> Samples:
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
 
 
 def value(samples: Samples, name: str, **labels: str) -> float:
@@ -53,11 +56,32 @@ def scrape(port: int) -> Samples:
         return parse(response.read().decode("utf-8"))
 
 
-def measurement(records: int, nbytes: int, ages: list[float], latencies: list[float], partition: int = 0,
-                source: str = "dc1", remote_topic: str = "dc1.orders") -> PartitionMeasurement:
-    return PartitionMeasurement(source, "target", "orders", remote_topic, partition, records, nbytes,
-                                min(ages), max(ages), sum(ages), ages[-1],
-                                min(latencies), max(latencies), sum(latencies), latencies[-1])
+def measurement(
+    records: int,
+    nbytes: int,
+    ages: list[float],
+    latencies: list[float],
+    partition: int = 0,
+    source: str = "dc1",
+    remote_topic: str = "dc1.orders",
+) -> PartitionMeasurement:
+    return PartitionMeasurement(
+        source,
+        "target",
+        "orders",
+        remote_topic,
+        partition,
+        records,
+        nbytes,
+        min(ages),
+        max(ages),
+        sum(ages),
+        ages[-1],
+        min(latencies),
+        max(latencies),
+        sum(latencies),
+        latencies[-1],
+    )
 
 
 P0 = {"source": "dc1", "target": "target", "topic": "dc1.orders", "partition": "0"}
@@ -75,11 +99,11 @@ def served(clock: Clock) -> Iterator[tuple[RunMetrics, int]]:
         yield metrics, endpoint.port
 
 
-def test_counts_are_the_exact_sums_of_every_measurement_per_remote_partition(
-        served: tuple[RunMetrics, int]) -> None:
+def test_counts_are_the_exact_sums_of_every_measurement_per_remote_partition(served: tuple[RunMetrics, int]) -> None:
     metrics, port = served
-    metrics.record_copy([measurement(3, 300, [10, 20, 30], [15, 25, 35]),
-                         measurement(2, 50, [5, 7], [6, 8], partition=1)])
+    metrics.record_copy(
+        [measurement(3, 300, [10, 20, 30], [15, 25, 35]), measurement(2, 50, [5, 7], [6, 8], partition=1)]
+    )
     metrics.record_copy([measurement(4, 401, [1, 2, 3, 4], [2, 3, 4, 5])])
     samples = scrape(port)
     assert value(samples, SRC + "record_count", **P0) == 7
@@ -104,7 +128,8 @@ def test_age_and_latency_are_last_value_and_window_min_max_avg(served: tuple[Run
 
 
 def test_window_stats_expire_after_two_samples_of_thirty_seconds_but_counts_stay(
-        served: tuple[RunMetrics, int], clock: Clock) -> None:
+    served: tuple[RunMetrics, int], clock: Clock
+) -> None:
     metrics, port = served
     metrics.record_copy([measurement(3, 300, [10, 20, 30], [15, 25, 35])])
     clock.now += 45
@@ -123,7 +148,8 @@ def test_window_stats_expire_after_two_samples_of_thirty_seconds_but_counts_stay
 
 
 def test_rates_divide_by_at_least_one_full_sample_as_kafka_rate_does(
-        served: tuple[RunMetrics, int], clock: Clock) -> None:
+    served: tuple[RunMetrics, int], clock: Clock
+) -> None:
     metrics, port = served
     metrics.record_copy([measurement(600, 6000, [1], [1])])
     clock.now += 10  # 10 s since the sample started, counted as 10 + 30 s
@@ -138,17 +164,20 @@ def test_rates_divide_by_at_least_one_full_sample_as_kafka_rate_does(
 
 def test_checkpoint_latency_per_group_and_downstream_partition(served: tuple[RunMetrics, int]) -> None:
     metrics, port = served
-    metrics.record_checkpoints([CheckpointMeasurement("dc1", "target", "billing", "dc1.orders", 0, 12.0),
-                                CheckpointMeasurement("dc1", "target", "billing", "dc1.orders", 0, 30.0),
-                                CheckpointMeasurement("dc1", "target", "audit", "dc1.orders", 2, 7.0)])
+    metrics.record_checkpoints(
+        [
+            CheckpointMeasurement("dc1", "target", "billing", "dc1.orders", 0, 12.0),
+            CheckpointMeasurement("dc1", "target", "billing", "dc1.orders", 0, 30.0),
+            CheckpointMeasurement("dc1", "target", "audit", "dc1.orders", 2, 7.0),
+        ]
+    )
     samples = scrape(port)
     billing = {"source": "dc1", "target": "target", "group": "billing", "topic": "dc1.orders", "partition": "0"}
     assert value(samples, CKP + "checkpoint_latency_ms", **billing) == 30
     assert value(samples, CKP + "checkpoint_latency_ms_min", **billing) == 12
     assert value(samples, CKP + "checkpoint_latency_ms_max", **billing) == 30
     assert value(samples, CKP + "checkpoint_latency_ms_avg", **billing) == 21
-    assert value(samples, CKP + "checkpoint_latency_ms",
-                 **{**billing, "group": "audit", "partition": "2"}) == 7
+    assert value(samples, CKP + "checkpoint_latency_ms", **{**billing, "group": "audit", "partition": "2"}) == 7
 
 
 class Lag:
@@ -158,7 +187,8 @@ class Lag:
 
 
 def test_lag_uses_the_names_and_labels_of_lag_prometheus_and_replaces_the_flows_rows(
-        served: tuple[RunMetrics, int]) -> None:
+    served: tuple[RunMetrics, int],
+) -> None:
     metrics, port = served
     metrics.set_lag("dc1", "target", [Lag("orders", 0, 25, 960.5), Lag("payments", 0, 3, 2.0)])
     labels = {"source": "dc1", "target": "target", "topic": "orders", "partition": "0"}
@@ -171,8 +201,7 @@ def test_lag_uses_the_names_and_labels_of_lag_prometheus_and_replaces_the_flows_
     assert [dict(lbl)["topic"] for name, lbl in samples if name == "mm2py_replication_lag_records"] == ["orders"]
 
 
-def test_heartbeat_age_grows_with_time_until_the_next_heartbeat(served: tuple[RunMetrics, int],
-                                                               clock: Clock) -> None:
+def test_heartbeat_age_grows_with_time_until_the_next_heartbeat(served: tuple[RunMetrics, int], clock: Clock) -> None:
     metrics, port = served
     metrics.heartbeat_written("dc1", "target")
     clock.now += 42
@@ -214,7 +243,8 @@ def test_a_scrape_serves_exactly_the_listed_metric_names(served: tuple[RunMetric
 
 
 def test_the_endpoint_answers_while_a_long_operation_runs_and_shows_its_progress(
-        served: tuple[RunMetrics, int]) -> None:
+    served: tuple[RunMetrics, int],
+) -> None:
     metrics, port = served
     proceed, done = threading.Event(), threading.Event()
 
@@ -276,7 +306,7 @@ def test_range_measurer_from_batch_aggregates_equals_per_record_arithmetic() -> 
     acked_at = 1100.0
     measurer = RangeMeasurer()
     for batch in ((0, 3), (3, 5)):
-        ts = timestamps[batch[0]:batch[1]]
+        ts = timestamps[batch[0] : batch[1]]
         measurer.read(read_at[batch[0]], len(ts), min(ts), max(ts), sum(ts), ts[-1], value_bytes=10 * len(ts))
     measurer.acknowledged(acked_at, 5, min(timestamps), max(timestamps), sum(timestamps), timestamps[-1])
     m = measurer.measurement("dc1", "target", "orders", "dc1.orders", 0)
@@ -285,7 +315,11 @@ def test_range_measurer_from_batch_aggregates_equals_per_record_arithmetic() -> 
     assert (m.records, m.bytes) == (5, 50)
     assert (m.age_ms_min, m.age_ms_max, m.age_ms_sum, m.age_ms_last) == (min(ages), max(ages), sum(ages), ages[-1])
     assert (m.latency_ms_min, m.latency_ms_max, m.latency_ms_sum, m.latency_ms_last) == (
-        min(latencies), max(latencies), sum(latencies), latencies[-1])
+        min(latencies),
+        max(latencies),
+        sum(latencies),
+        latencies[-1],
+    )
 
 
 def test_an_empty_range_measures_nan_stats_and_leaves_windows_untouched(served: tuple[RunMetrics, int]) -> None:
@@ -304,23 +338,39 @@ def test_run_refuses_a_metrics_port_already_in_use_with_exit_2(tmp_path: Path) -
         taken.listen()
         port = taken.getsockname()[1]
         config = tmp_path / "mm2.properties"
-        config.write_text("clusters = a, b\na.bootstrap.servers = 127.0.0.1:1\nb.bootstrap.servers = 127.0.0.1:1\n"
-                          "a->b.enabled = true\nmm2py.metrics.host = 127.0.0.1\n")
-        result = subprocess.run([sys.executable, "-m", "mm2py", "run", str(config), "--once",
-                                 "--metrics-port", str(port)],
-                                capture_output=True, text=True, timeout=120, check=False)
+        config.write_text(
+            "clusters = a, b\na.bootstrap.servers = 127.0.0.1:1\nb.bootstrap.servers = 127.0.0.1:1\n"
+            "a->b.enabled = true\nmm2py.metrics.host = 127.0.0.1\n"
+        )
+        result = subprocess.run(
+            [sys.executable, "-m", "mm2py", "run", str(config), "--once", "--metrics-port", str(port)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
     assert result.returncode == 2
     lines = result.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"mm2py: error: --metrics-port {port}: cannot serve /metrics "
-                                                   f"on 127.0.0.1:{port}: ")
+    assert len(lines) == 1 and lines[0].startswith(
+        f"mm2py: error: --metrics-port {port}: cannot serve /metrics on 127.0.0.1:{port}: "
+    )
 
 
 def test_run_refuses_a_metrics_port_key_out_of_range_naming_file_and_line(tmp_path: Path) -> None:
     config = tmp_path / "mm2.properties"
-    config.write_text("clusters = a, b\na.bootstrap.servers = 127.0.0.1:1\nb.bootstrap.servers = 127.0.0.1:1\n"
-                      "a->b.enabled = true\nmm2py.metrics.port = 70000\n")
-    result = subprocess.run([sys.executable, "-m", "mm2py", "run", str(config), "--once"],
-                            capture_output=True, text=True, timeout=120, check=False)
+    config.write_text(
+        "clusters = a, b\na.bootstrap.servers = 127.0.0.1:1\nb.bootstrap.servers = 127.0.0.1:1\n"
+        "a->b.enabled = true\nmm2py.metrics.port = 70000\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "mm2py", "run", str(config), "--once"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert result.returncode == 2
-    assert result.stderr.splitlines() == [f"mm2py: error: {config}:5 mm2py.metrics.port = 70000: is not a TCP port "
-                                          "(allowed: 1 to 65535, or 0 for no endpoint)"]
+    assert result.stderr.splitlines() == [
+        f"mm2py: error: {config}:5 mm2py.metrics.port = 70000: is not a TCP port "
+        "(allowed: 1 to 65535, or 0 for no endpoint)"
+    ]

@@ -30,8 +30,9 @@ AB = Flow("a", "b")
 
 
 def mm2(text: str, environ: Mapping[str, str] | None = None) -> MirrorMakerConfig:
-    return MirrorMakerConfig(parse_properties(textwrap.dedent(text), "test.properties"),
-                             environ={} if environ is None else environ)
+    return MirrorMakerConfig(
+        parse_properties(textwrap.dedent(text), "test.properties"), environ={} if environ is None else environ
+    )
 
 
 def plain(props: Props) -> dict[str, str]:
@@ -40,8 +41,13 @@ def plain(props: Props) -> dict[str, str]:
 
 def connector_map(pairs: Mapping[str, str]) -> Props:
     """A connector config as MM2's connector tests build one: flow aliases source1->target2."""
-    base = {"name": "ConnectorName", "connector.class": "ConnectorClass",
-            "source.cluster.alias": "source1", "target.cluster.alias": "target2", **pairs}
+    base = {
+        "name": "ConnectorName",
+        "connector.class": "ConnectorClass",
+        "source.cluster.alias": "source1",
+        "target.cluster.alias": "target2",
+        **pairs,
+    }
     return {key: Setting(value, key) for key, value in base.items()}
 
 
@@ -186,13 +192,15 @@ def test_cluster_list_is_trimmed_and_split_on_commas() -> None:
 
 def test_cluster_bootstrap_reaches_the_connector_and_top_level_security_passes_through() -> None:
     # testClusterConfigProperties
-    props = plain(mm2("""
+    props = plain(
+        mm2("""
         clusters = a, b
         a.bootstrap.servers = servers-one
         b.bootstrap.servers = servers-two
         security.protocol = SSL
         replication.factor = 4
-    """).connector_props(AB))
+    """).connector_props(AB)
+    )
     assert props["source.cluster.bootstrap.servers"] == "servers-one"
     assert props["target.cluster.bootstrap.servers"] == "servers-two"
     assert props["security.protocol"] == "SSL"
@@ -237,23 +245,28 @@ def test_top_level_connector_keys_reach_every_connector_and_unknown_keys_are_dro
 
 def test_top_level_names_of_all_three_connectors_are_accepted() -> None:
     # testAllConfigNames: source (topics), checkpoint (groups) and heartbeat (emit.heartbeats.enabled) names.
-    props = plain(mm2("""
+    props = plain(
+        mm2("""
         clusters = a, b
         topics = t.*
         groups = g.*
         emit.heartbeats.enabled = false
-    """).connector_props(AB))
+    """).connector_props(AB)
+    )
     assert (props["topics"], props["groups"], props["emit.heartbeats.enabled"]) == ("t.*", "g.*", "false")
 
 
-@pytest.mark.parametrize("key", [
-    "xxx",
-    "transforms.t1.type",
-    "use.defaults.from",  # read only by DefaultConfigPropertyFilter, not a ConfigDef name
-    "exactly.once.support",  # a Connect source-connector key, not in MM2's ConfigDefs
-    "consumer.isolation.level",
-    "bootstrap.servers",  # not a connector ConfigDef name; reaches clients through the cluster props only
-])
+@pytest.mark.parametrize(
+    "key",
+    [
+        "xxx",
+        "transforms.t1.type",
+        "use.defaults.from",  # read only by DefaultConfigPropertyFilter, not a ConfigDef name
+        "exactly.once.support",  # a Connect source-connector key, not in MM2's ConfigDefs
+        "consumer.isolation.level",
+        "bootstrap.servers",  # not a connector ConfigDef name; reaches clients through the cluster props only
+    ],
+)
 def test_top_level_keys_that_no_connector_defines_are_dropped(key: str) -> None:
     # connectorBaseConfig: retainAll(allConfigNames())
     config = mm2(f"""
@@ -334,8 +347,7 @@ def test_flow_level_topic_lists_reach_the_topic_filter() -> None:
     assert typed.topics == ("topic1", "topic2")
     assert typed.topics_exclude == ("topic3",)
     topic_filter = load_topic_filter(typed.topic_filter_class, typed.plugin_config())
-    assert [topic_filter.should_replicate_topic(t) for t in ("topic1", "topic2", "topic3")] == [
-        True, True, False]
+    assert [topic_filter.should_replicate_topic(t) for t in ("topic1", "topic2", "topic3")] == [True, True, False]
 
 
 def test_connector_fills_in_aliases_and_disables_itself_unless_enabled() -> None:
@@ -362,8 +374,7 @@ def test_a_topics_list_is_trimmed_around_commas() -> None:
     typed = build_flow_config(mm2("clusters = a, b\na->b.topics =  topic1 ,  topic2  \n"), AB)
     assert typed.topics == ("topic1", "topic2")
     topic_filter = load_topic_filter(typed.topic_filter_class, typed.plugin_config())
-    assert [topic_filter.should_replicate_topic(t) for t in ("topic1", "topic2", "topic3")] == [
-        True, True, False]
+    assert [topic_filter.should_replicate_topic(t) for t in ("topic1", "topic2", "topic3")] == [True, True, False]
 
 
 def test_groups_list_reaches_the_group_filter() -> None:
@@ -408,8 +419,9 @@ def test_offset_syncs_topic_location_is_source_or_target() -> None:
 
 def test_source_consumer_takes_cluster_connection_keys_and_consumer_keys() -> None:
     # MirrorConnectorConfigTest.testSourceConsumerConfig
-    props = connector_map({"consumer.max.poll.interval.ms": "120000",
-                           "source.cluster.bootstrap.servers": "localhost:2345"})
+    props = connector_map(
+        {"consumer.max.poll.interval.ms": "120000", "source.cluster.bootstrap.servers": "localhost:2345"}
+    )
     assert plain(client_props(props, "source", "consumer")) == {
         "bootstrap.servers": "localhost:2345",
         "max.poll.interval.ms": "120000",
@@ -420,18 +432,30 @@ def test_source_consumer_takes_cluster_connection_keys_and_consumer_keys() -> No
 
 def test_consumer_auto_offset_reset_can_be_overridden_but_auto_commit_cannot() -> None:
     # MirrorConnectorConfigTest.testSourceConsumerConfig (second half)
-    props = connector_map({"consumer.auto.offset.reset": "latest", "consumer.enable.auto.commit": "true",
-                           "source.cluster.bootstrap.servers": "localhost:2345"})
+    props = connector_map(
+        {
+            "consumer.auto.offset.reset": "latest",
+            "consumer.enable.auto.commit": "true",
+            "source.cluster.bootstrap.servers": "localhost:2345",
+        }
+    )
     assert plain(client_props(props, "source", "consumer")) == {
-        "bootstrap.servers": "localhost:2345", "auto.offset.reset": "latest", "enable.auto.commit": "false"}
+        "bootstrap.servers": "localhost:2345",
+        "auto.offset.reset": "latest",
+        "enable.auto.commit": "false",
+    }
 
 
 def test_source_consumer_keys_with_source_prefix() -> None:
     # MirrorConnectorConfigTest.testSourceConsumerConfigWithSourcePrefix
-    props = connector_map({"source.consumer.auto.offset.reset": "latest",
-                           "source.consumer.max.poll.interval.ms": "100"})
+    props = connector_map(
+        {"source.consumer.auto.offset.reset": "latest", "source.consumer.max.poll.interval.ms": "100"}
+    )
     assert plain(client_props(props, "source", "consumer")) == {
-        "auto.offset.reset": "latest", "max.poll.interval.ms": "100", "enable.auto.commit": "false"}
+        "auto.offset.reset": "latest",
+        "max.poll.interval.ms": "100",
+        "enable.auto.commit": "false",
+    }
 
 
 @pytest.mark.parametrize("key", ["producer.acks", "source.producer.acks"])
@@ -440,12 +464,15 @@ def test_source_producer_keys(key: str) -> None:
     assert plain(client_props(connector_map({key: "1"}), "source", "producer")) == {"acks": "1"}
 
 
-@pytest.mark.parametrize(("side", "key"), [
-    ("source", "admin.connections.max.idle.ms"),
-    ("source", "source.admin.connections.max.idle.ms"),
-    ("target", "admin.connections.max.idle.ms"),
-    ("target", "target.admin.connections.max.idle.ms"),
-])
+@pytest.mark.parametrize(
+    ("side", "key"),
+    [
+        ("source", "admin.connections.max.idle.ms"),
+        ("source", "source.admin.connections.max.idle.ms"),
+        ("target", "admin.connections.max.idle.ms"),
+        ("target", "target.admin.connections.max.idle.ms"),
+    ],
+)
 def test_admin_keys(side: str, key: str) -> None:
     # testSourceAdminConfig(WithSourcePrefix) / testTargetAdminConfig(WithSourcePrefix)
     props = client_props(connector_map({key: "10000"}), "source" if side == "source" else "target", "admin")
@@ -460,22 +487,35 @@ def test_side_prefixed_keys_stay_on_their_side() -> None:
 
 def test_only_connection_keys_of_the_cluster_reach_clients() -> None:
     # MirrorConnectorConfig: originalsWithPrefix("source.cluster.") retained to the client ConfigDef names.
-    props = connector_map({"source.cluster.bootstrap.servers": "a:9092",
-                           "source.cluster.security.protocol": "SSL",
-                           "source.cluster.ssl.truststore.location": "/ts.jks",
-                           "source.cluster.topics": "x",
-                           "source.cluster.acks": "all",
-                           "retries": "123"})
+    props = connector_map(
+        {
+            "source.cluster.bootstrap.servers": "a:9092",
+            "source.cluster.security.protocol": "SSL",
+            "source.cluster.ssl.truststore.location": "/ts.jks",
+            "source.cluster.topics": "x",
+            "source.cluster.acks": "all",
+            "retries": "123",
+        }
+    )
     assert plain(client_props(props, "source", "producer")) == {
-        "bootstrap.servers": "a:9092", "security.protocol": "SSL", "ssl.truststore.location": "/ts.jks"}
+        "bootstrap.servers": "a:9092",
+        "security.protocol": "SSL",
+        "ssl.truststore.location": "/ts.jks",
+    }
 
 
 def test_connector_keys_with_client_prefixes_are_not_client_settings() -> None:
     # Deliberate difference: MM2 hands `consumer.poll.timeout.ms` to the consumer as `poll.timeout.ms` (an
     # unknown key the Java client ignores); librdkafka would reject it, so mm2py keeps connector keys and
     # producer.override.* (the worker producer's) out of the client maps.
-    props = connector_map({"consumer.poll.timeout.ms": "500", "admin.timeout.ms": "9000",
-                           "producer.override.acks": "1", "producer.linger.ms": "5"})
+    props = connector_map(
+        {
+            "consumer.poll.timeout.ms": "500",
+            "admin.timeout.ms": "9000",
+            "producer.override.acks": "1",
+            "producer.linger.ms": "5",
+        }
+    )
     assert "poll.timeout.ms" not in client_props(props, "source", "consumer")
     assert "timeout.ms" not in client_props(props, "target", "admin")
     assert plain(client_props(props, "source", "producer")) == {"linger.ms": "5"}
@@ -483,31 +523,38 @@ def test_connector_keys_with_client_prefixes_are_not_client_settings() -> None:
 
 def test_client_ids_have_mm2_shape() -> None:
     # testSourceConsumerConfig & co: client.id = <src>-><tgt>|<connector>|<role>
-    typed = build_flow_config(mm2("""
+    typed = build_flow_config(
+        mm2("""
         clusters = source1, target2
         source1.bootstrap.servers = s:9092
         target2.bootstrap.servers = t:9092
-    """), Flow("source1", "target2"))
+    """),
+        Flow("source1", "target2"),
+    )
     source = "source1->target2|MirrorSourceConnector|"
     assert java(typed.source_consumer)["client.id"] == source + "replication-consumer"
     assert java(typed.source_admin)["client.id"] == source + "replication-source-admin"
     assert java(typed.target_admin)["client.id"] == source + "replication-target-admin"
     assert java(typed.offset_syncs_producer)["client.id"] == source + "offset-syncs-source-producer"
-    assert (java(typed.target_consumer)["client.id"]
-            == "source1->target2|MirrorCheckpointConnector|checkpoints-target-consumer")
+    assert (
+        java(typed.target_consumer)["client.id"]
+        == "source1->target2|MirrorCheckpointConnector|checkpoints-target-consumer"
+    )
     assert typed.source_consumer is not None
     assert typed.source_consumer.settings()["client.id"] == java(typed.source_consumer)["client.id"]
 
 
 def test_a_user_client_id_is_kept_in_front() -> None:
     # MirrorConnectorConfig.addClientId: "<user client.id>|<src>-><tgt>|<connector>|<role>"
-    typed = build_flow_config(mm2("""
+    typed = build_flow_config(
+        mm2("""
         clusters = a, b
         bootstrap.servers = x:9092
         a.consumer.client.id = billing
-    """), AB)
-    assert (java(typed.source_consumer)["client.id"]
-            == "billing|a->b|MirrorSourceConnector|replication-consumer")
+    """),
+        AB,
+    )
+    assert java(typed.source_consumer)["client.id"] == "billing|a->b|MirrorSourceConnector|replication-consumer"
 
 
 def test_offset_syncs_producer_is_the_producer_of_the_offset_syncs_side() -> None:
@@ -523,18 +570,25 @@ def test_offset_syncs_producer_is_the_producer_of_the_offset_syncs_side() -> Non
     """
     on_source = build_flow_config(mm2(text), AB)
     assert without_client_id(on_source.offset_syncs_producer) == {
-        "bootstrap.servers": "a:9092", "batch.size": "1", "linger.ms": "1"}
+        "bootstrap.servers": "a:9092",
+        "batch.size": "1",
+        "linger.ms": "1",
+    }
     assert java(on_source.offset_syncs_producer)["client.id"].endswith("|offset-syncs-source-producer")
     on_target = build_flow_config(mm2(text + "a->b.offset-syncs.topic.location = target\n"), AB)
     assert without_client_id(on_target.offset_syncs_producer) == {
-        "bootstrap.servers": "b:9092", "acks": "1", "linger.ms": "1"}
+        "bootstrap.servers": "b:9092",
+        "acks": "1",
+        "linger.ms": "1",
+    }
     assert java(on_target.offset_syncs_producer)["client.id"].endswith("|offset-syncs-target-producer")
 
 
 def test_admins_take_their_side_and_the_shared_admin_keys() -> None:
     # MirrorSourceConfigTest.testAdminConfigsForOffsetSyncsTopic. FlowConfig has one admin per side; MM2's
     # offset-syncs admin is built exactly like the admin of the side the topic lives on.
-    typed = build_flow_config(mm2("""
+    typed = build_flow_config(
+        mm2("""
         clusters = a, b
         a.bootstrap.servers = a:9092
         b.bootstrap.servers = b:9092
@@ -542,16 +596,25 @@ def test_admins_take_their_side_and_the_shared_admin_keys() -> None:
         a->b.target.admin.send.buffer.bytes = 1
         a->b.admin.reconnect.backoff.max.ms = 1
         retries = 123
-    """), AB)
+    """),
+        AB,
+    )
     assert without_client_id(typed.source_admin) == {
-        "bootstrap.servers": "a:9092", "request.timeout.ms": "1", "reconnect.backoff.max.ms": "1"}
+        "bootstrap.servers": "a:9092",
+        "request.timeout.ms": "1",
+        "reconnect.backoff.max.ms": "1",
+    }
     assert without_client_id(typed.target_admin) == {
-        "bootstrap.servers": "b:9092", "send.buffer.bytes": "1", "reconnect.backoff.max.ms": "1"}
+        "bootstrap.servers": "b:9092",
+        "send.buffer.bytes": "1",
+        "reconnect.backoff.max.ms": "1",
+    }
 
 
 def test_consumers_take_their_side_and_the_shared_consumer_keys() -> None:
     # MirrorCheckpointConfigTest.testConsumerConfigsForOffsetSyncsTopic
-    typed = build_flow_config(mm2("""
+    typed = build_flow_config(
+        mm2("""
         clusters = a, b
         a.bootstrap.servers = a:9092
         b.bootstrap.servers = b:9092
@@ -559,12 +622,20 @@ def test_consumers_take_their_side_and_the_shared_consumer_keys() -> None:
         a->b.target.consumer.heartbeat.interval.ms = 1
         a->b.consumer.max.poll.interval.ms = 1
         fetch.min.bytes = 1
-    """), AB)
+    """),
+        AB,
+    )
     common = {"enable.auto.commit": "false", "auto.offset.reset": "earliest", "max.poll.interval.ms": "1"}
     assert without_client_id(typed.source_consumer) == {
-        "bootstrap.servers": "a:9092", "max.partition.fetch.bytes": "1", **common}
+        "bootstrap.servers": "a:9092",
+        "max.partition.fetch.bytes": "1",
+        **common,
+    }
     assert without_client_id(typed.target_consumer) == {
-        "bootstrap.servers": "b:9092", "heartbeat.interval.ms": "1", **common}
+        "bootstrap.servers": "b:9092",
+        "heartbeat.interval.ms": "1",
+        **common,
+    }
 
 
 def test_cluster_level_client_keys_beat_flow_level_ones_unless_side_prefixed() -> None:
@@ -624,8 +695,11 @@ def test_cluster_security_beats_top_level_and_client_security_beats_cluster(secr
     connector = config.connector_props(AB)
     assert connector["replication.policy.separator"].value == "__"
     admin = plain(client_props(connector, "source", "admin"))
-    assert admin == {"bootstrap.servers": "127.0.0.1:9092, 127.0.0.2:9092", "security.protocol": "PLAINTEXT",
-                     "ssl.key.password": "secret2"}
+    assert admin == {
+        "bootstrap.servers": "127.0.0.1:9092, 127.0.0.2:9092",
+        "security.protocol": "PLAINTEXT",
+        "ssl.key.password": "secret2",
+    }
     producer = plain(client_props(connector, "source", "producer"))
     assert producer["security.protocol"] == "SSL"
     assert not any("metric" in key or "xxx" in key for key in (*admin, *producer))
@@ -767,13 +841,16 @@ def test_provider_references_are_resolved_once_for_connector_and_worker(secrets_
 
 
 def test_env_provider_values_reach_the_cluster_clients() -> None:
-    config = mm2(f"""
+    config = mm2(
+        f"""
         clusters = a, b
         config.providers = env
         config.providers.env.class = {ENV_PROVIDER}
         a.bootstrap.servers = a:9092
         a.sasl.jaas.config = ${{env:A_JAAS}}
-    """, environ={"A_JAAS": "jaas-text"})
+    """,
+        environ={"A_JAAS": "jaas-text"},
+    )
     assert config.provider_problems == []
     consumer = plain(client_props(config.connector_props(AB), "source", "consumer"))
     assert consumer["sasl.jaas.config"] == "jaas-text"

@@ -16,8 +16,21 @@ from mm2py.metrics import METRIC_NAMES
 MONITORING = Path(__file__).resolve().parents[2] / "examples" / "monitoring"
 # Series Prometheus makes itself for every scrape target, not served by mm2py.
 PROMETHEUS_OWN = {"up"}
-PROMQL_WORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "and", "or", "unless", "bool",
-                "offset", "inf", "nan"}
+PROMQL_WORDS = {
+    "by",
+    "without",
+    "on",
+    "ignoring",
+    "group_left",
+    "group_right",
+    "and",
+    "or",
+    "unless",
+    "bool",
+    "offset",
+    "inf",
+    "nan",
+}
 
 
 def metric_names(expr: str) -> set[str]:
@@ -36,8 +49,10 @@ def metric_names(expr: str) -> set[str]:
 
 
 def test_the_extractor_finds_metrics_and_skips_functions_labels_and_windows() -> None:
-    expr = ('histogram_quantile(0.95, sum by (le, source) (rate(a_bucket{source=~"$source", x="y"}[5m]))) '
-            '> 2 and on (source) b_total offset 5m or vector(0) unless up{job="mm2py"} == bool 1e3')
+    expr = (
+        'histogram_quantile(0.95, sum by (le, source) (rate(a_bucket{source=~"$source", x="y"}[5m]))) '
+        '> 2 and on (source) b_total offset 5m or vector(0) unless up{job="mm2py"} == bool 1e3'
+    )
     assert metric_names(expr) == {"a_bucket", "b_total", "up"}
 
 
@@ -61,8 +76,11 @@ def dashboard_exprs() -> Iterator[str]:
 
 def test_every_metric_in_the_alert_rules_is_served_by_mm2py() -> None:
     used = {name for rule in alert_rules() for name in metric_names(rule["expr"])}
-    assert {"mm2py_replication_lag_seconds", "mm2py_heartbeat_age_seconds",
-            "kafka_connect_mirror_mirrorsourceconnector_record_count"} <= used
+    assert {
+        "mm2py_replication_lag_seconds",
+        "mm2py_heartbeat_age_seconds",
+        "kafka_connect_mirror_mirrorsourceconnector_record_count",
+    } <= used
     assert used - PROMETHEUS_OWN <= set(METRIC_NAMES), used - PROMETHEUS_OWN - set(METRIC_NAMES)
 
 
@@ -74,9 +92,13 @@ def test_every_metric_in_the_dashboard_is_served_by_mm2py() -> None:
 
 def test_the_dashboard_shows_lag_heartbeats_and_latency() -> None:
     used = {name for expr in dashboard_exprs() for name in metric_names(expr)}
-    assert {"mm2py_replication_lag_seconds", "mm2py_replication_lag_records", "mm2py_heartbeat_age_seconds",
-            "kafka_connect_mirror_mirrorsourceconnector_replication_latency_ms_max",
-            "kafka_connect_mirror_mirrorcheckpointconnector_checkpoint_latency_ms_max"} <= used
+    assert {
+        "mm2py_replication_lag_seconds",
+        "mm2py_replication_lag_records",
+        "mm2py_heartbeat_age_seconds",
+        "kafka_connect_mirror_mirrorsourceconnector_replication_latency_ms_max",
+        "kafka_connect_mirror_mirrorcheckpointconnector_checkpoint_latency_ms_max",
+    } <= used
 
 
 @pytest.mark.parametrize("alert", ["Mm2pyReplicationLagHigh", "Mm2pyHeartbeatStale", "Mm2pyFlowStalled"])
@@ -89,8 +111,10 @@ def test_the_asked_for_alerts_exist_with_a_severity_and_a_summary(alert: str) ->
 
 def test_the_stalled_flow_alert_needs_both_no_copies_and_waiting_records() -> None:
     stalled = next(rule for rule in alert_rules() if rule["alert"] == "Mm2pyFlowStalled")
-    assert metric_names(stalled["expr"]) == {"kafka_connect_mirror_mirrorsourceconnector_record_count",
-                                             "mm2py_replication_lag_records"}
+    assert metric_names(stalled["expr"]) == {
+        "kafka_connect_mirror_mirrorsourceconnector_record_count",
+        "mm2py_replication_lag_records",
+    }
     assert re.search(r"\band\b", stalled["expr"])
 
 

@@ -11,10 +11,24 @@ from mm2py.records import OffsetSync
 
 def test_sync_emission_follows_mm2s_pinned_sequence() -> None:
     # (upstream, downstream, expected, reset-after) with offset.lag.max = 50 (MirrorSourceTaskTest.testOffsetSync)
-    steps = [(0, 100, True, True), (2, 102, True, True), (3, 152, False, True), (4, 153, True, True),
-             (5, 154, False, True), (6, 203, False, True), (7, 204, True, True), (2, 206, True, True),
-             (3, 207, False, True), (4, 3, True, True), (5, 4, False, False), (7, 6, True, False),
-             (7, 6, True, False), (8, 7, True, False), (10, 57, True, True), (11, 58, False, False)]
+    steps = [
+        (0, 100, True, True),
+        (2, 102, True, True),
+        (3, 152, False, True),
+        (4, 153, True, True),
+        (5, 154, False, True),
+        (6, 203, False, True),
+        (7, 204, True, True),
+        (2, 206, True, True),
+        (3, 207, False, True),
+        (4, 3, True, True),
+        (5, 4, False, False),
+        (7, 6, True, False),
+        (7, 6, True, False),
+        (8, 7, True, False),
+        (10, 57, True, True),
+        (11, 58, False, False),
+    ]
     state = PartitionOffsetSyncState()
     for upstream, downstream, expected, reset in steps:
         assert state.update(upstream, downstream, 50) is expected, (upstream, downstream)
@@ -35,7 +49,11 @@ def test_contiguous_batch_syncs_first_every_lag_max_and_the_delayed_last() -> No
     pairs = [(u, u + 1000) for u in range(250)]
     syncs = offset_syncs_for("orders", 3, pairs, 100)
     assert [(s.upstream_offset, s.downstream_offset) for s in syncs] == [
-        (0, 1000), (101, 1101), (202, 1202), (249, 1249)]  # due once d - (last + 1) >= offset.lag.max
+        (0, 1000),
+        (101, 1101),
+        (202, 1202),
+        (249, 1249),
+    ]  # due once d - (last + 1) >= offset.lag.max
     assert all(s.topic == "orders" and s.partition == 3 for s in syncs)
 
 
@@ -61,14 +79,15 @@ def test_dense_syncs_bracket_every_run_of_a_merged_partition() -> None:
     # ours: u 0..4 at d 0..4, then 3 foreign records, then u 5..7 at d 8..10, then an upstream gap (u 10).
     pairs = [(0, 0), (1, 1), (2, 2), (3, 3), (4, 4), (5, 8), (6, 9), (7, 10), (10, 11)]
     syncs = offset_syncs_for("t", 0, pairs, 100, dense=True)
-    assert [(s.upstream_offset, s.downstream_offset) for s in syncs] == [
-        (0, 0), (4, 4), (5, 8), (7, 10), (10, 11)]
+    assert [(s.upstream_offset, s.downstream_offset) for s in syncs] == [(0, 0), (4, 4), (5, 8), (7, 10), (10, 11)]
 
 
 def test_dense_adds_nothing_to_a_single_contiguous_run_but_its_ends() -> None:
     pairs = [(u, u + 50) for u in range(10)]
     assert [(s.upstream_offset, s.downstream_offset) for s in offset_syncs_for("t", 0, pairs, 100, dense=True)] == [
-        (0, 50), (9, 59)]
+        (0, 50),
+        (9, 59),
+    ]
 
 
 def reference_syncs(pairs: list[tuple[int, int]], lag: int, dense: bool) -> list[tuple[int, int]]:

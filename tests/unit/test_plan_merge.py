@@ -52,9 +52,12 @@ class FakeAdmin:
 
 
 def config(order: list[str]) -> MirrorMakerConfig:
-    lines = [f"clusters = {', '.join([*order, 'target'])}",
-             "replication.policy.class = org.apache.kafka.connect.mirror.IdentityReplicationPolicy",
-             "topics = orders", "target.bootstrap.servers = t:1"]
+    lines = [
+        f"clusters = {', '.join([*order, 'target'])}",
+        "replication.policy.class = org.apache.kafka.connect.mirror.IdentityReplicationPolicy",
+        "topics = orders",
+        "target.bootstrap.servers = t:1",
+    ]
     for alias in order:
         lines += [f"{alias}.bootstrap.servers = {alias}:1", f"{alias}->target.enabled = true"]
     return MirrorMakerConfig(parse_properties("\n".join(lines) + "\n", "merge.properties"), {})

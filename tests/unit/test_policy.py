@@ -223,26 +223,40 @@ def remote_topics(policy: ReplicationPolicy, topics: list[str]) -> set[str]:
 
 
 def test_remote_topics_are_those_with_a_source_alias() -> None:
-    topics = ["topic1", "topic2", "topic3", "source1.topic4", "source1.source2.topic5",
-              "source3.source4.source5.topic6"]
+    topics = [
+        "topic1",
+        "topic2",
+        "topic3",
+        "source1.topic4",
+        "source1.source2.topic5",
+        "source3.source4.source5.topic6",
+    ]
     assert remote_topics(DefaultReplicationPolicy(), topics) == {
-        "source1.topic4", "source1.source2.topic5", "source3.source4.source5.topic6"
+        "source1.topic4",
+        "source1.source2.topic5",
+        "source3.source4.source5.topic6",
     }
 
 
 def test_remote_topics_follow_a_custom_separator() -> None:
-    topics = ["topic1", "topic2", "topic3", "source1__topic4", "source1__source2__topic5",
-              "source3__source4__source5__topic6"]
+    topics = [
+        "topic1",
+        "topic2",
+        "topic3",
+        "source1__topic4",
+        "source1__source2__topic5",
+        "source3__source4__source5__topic6",
+    ]
     assert remote_topics(separator_policy("__"), topics) == {
-        "source1__topic4", "source1__source2__topic5", "source3__source4__source5__topic6"
+        "source1__topic4",
+        "source1__source2__topic5",
+        "source3__source4__source5__topic6",
     }
 
 
 def test_identity_policy_considers_every_topic_but_local_heartbeats_remote() -> None:
     topics = ["topic1", "topic2", "topic3", "heartbeats", "backup.heartbeats"]
-    assert remote_topics(identity_policy("source"), topics) == {
-        "topic1", "topic2", "topic3", "backup.heartbeats"
-    }
+    assert remote_topics(identity_policy("source"), topics) == {"topic1", "topic2", "topic3", "backup.heartbeats"}
 
 
 def test_identity_policy_keeps_names_but_prefixes_heartbeats() -> None:
@@ -255,8 +269,14 @@ def test_identity_policy_keeps_names_but_prefixes_heartbeats() -> None:
 
 
 def test_upstream_clusters_are_found_through_heartbeats_with_either_policy() -> None:
-    topics = ["topic1", "topic2", "heartbeats", "source1.heartbeats", "source1.source2.heartbeats",
-              "source3.source4.source5.heartbeats"]
+    topics = [
+        "topic1",
+        "topic2",
+        "heartbeats",
+        "source1.heartbeats",
+        "source1.source2.heartbeats",
+        "source3.source4.source5.heartbeats",
+    ]
     for policy in (DefaultReplicationPolicy(), identity_policy("source")):
         sources: set[str] = set()
         for topic in filter(policy.is_heartbeats_topic, topics):
@@ -269,9 +289,13 @@ def test_upstream_clusters_are_found_through_heartbeats_with_either_policy() -> 
 
 @pytest.mark.parametrize(
     "class_name",
-    ["org.apache.kafka.connect.mirror.DefaultReplicationPolicy", "DefaultReplicationPolicy",
-     " DefaultReplicationPolicy ", "mm2py.policy:DefaultReplicationPolicy",
-     "mm2py.policy.DefaultReplicationPolicy"],
+    [
+        "org.apache.kafka.connect.mirror.DefaultReplicationPolicy",
+        "DefaultReplicationPolicy",
+        " DefaultReplicationPolicy ",
+        "mm2py.policy:DefaultReplicationPolicy",
+        "mm2py.policy.DefaultReplicationPolicy",
+    ],
 )
 def test_default_policy_loads_by_java_or_python_name(class_name: str) -> None:
     policy = load_replication_policy(class_name, {"replication.policy.separator": "-"})

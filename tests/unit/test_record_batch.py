@@ -33,10 +33,16 @@ T0 = 1_700_000_000_000
 
 
 def records(n: int, first: int = 0, step: int = 1) -> list[Record]:
-    return [Record(first + i * step, T0 + 7 * i, f"k{i}".encode() if i % 5 else None,
-                   None if i % 7 == 6 else f"value-{i}".encode() * 3,
-                   (("h", b"x"), ("h", None), ("ü", str(i).encode())) if i % 2 else ())
-            for i in range(n)]
+    return [
+        Record(
+            first + i * step,
+            T0 + 7 * i,
+            f"k{i}".encode() if i % 5 else None,
+            None if i % 7 == 6 else f"value-{i}".encode() * 3,
+            (("h", b"x"), ("h", None), ("ü", str(i).encode())) if i % 2 else (),
+        )
+        for i in range(n)
+    ]
 
 
 def batch_of(data: bytes | bytearray) -> RecordBatch:
@@ -50,15 +56,27 @@ def at(data: bytearray, base_offset: int) -> bytearray:
 
 def control_batch(producer_id: int, offset: int, kind: ControlType) -> bytearray:
     key = struct.pack(">hh", 0, int(kind))
-    raw = encode_batch([Record(offset, T0, key, struct.pack(">hi", 0, 0))], base_offset=offset,
-                       producer_id=producer_id, producer_epoch=0, base_sequence=-1, transactional=True)
+    raw = encode_batch(
+        [Record(offset, T0, key, struct.pack(">hi", 0, 0))],
+        base_offset=offset,
+        producer_id=producer_id,
+        producer_epoch=0,
+        base_sequence=-1,
+        transactional=True,
+    )
     raw[22] |= 0x20  # control bit
     return set_crc(raw)
 
 
 def txn_batch(producer_id: int, offset: int, n: int = 2) -> bytearray:
-    return encode_batch(records(n, offset), base_offset=offset, producer_id=producer_id, producer_epoch=0,
-                        base_sequence=0, transactional=True)
+    return encode_batch(
+        records(n, offset),
+        base_offset=offset,
+        producer_id=producer_id,
+        producer_epoch=0,
+        base_sequence=0,
+        transactional=True,
+    )
 
 
 def test_crc32c_is_the_castagnoli_polynomial() -> None:
@@ -73,7 +91,11 @@ def test_hand_built_header_is_read_field_by_field() -> None:
     batch = batch_of(raw)
     assert (batch.base_offset, batch.last_offset, batch.next_offset, batch.record_count) == (42, 51, 52, 10)
     assert (batch.codec, batch.is_transactional, batch.is_control, batch.is_log_append_time) == (
-        Codec.LZ4, True, False, False)
+        Codec.LZ4,
+        True,
+        False,
+        False,
+    )
     assert (batch.producer_id, batch.producer_epoch, batch.base_sequence) == (1234, 3, 77)
     assert (batch.base_timestamp, batch.max_timestamp, batch.partition_leader_epoch) == (T0, T0 + 5, 7)
     assert batch.crc_ok() and batch.is_contiguous and batch.size == len(raw)
@@ -142,7 +164,8 @@ def test_with_producer_rewrites_base_offset_producer_fields_and_transactional_bi
     assert not rewritten.is_transactional and rewritten.crc_ok() and rewritten.crc != batch.crc
     assert rewritten.base_offset == 0  # as a producer writes it: Kafka 4 refuses any other with INVALID_RECORD
     assert [(r.offset - 0, r.key, r.value, r.headers, r.timestamp) for r in decode_records(rewritten)] == [
-        (r.offset - 40, r.key, r.value, r.headers, r.timestamp) for r in decode_records(batch)]
+        (r.offset - 40, r.key, r.value, r.headers, r.timestamp) for r in decode_records(batch)
+    ]
     changed = [i for i, (a, b) in enumerate(zip(source, out, strict=True)) if a != b]
     assert all(i < 8 or 17 <= i < 21 or i in (21, 22) or 43 <= i < 57 for i in changed)
     assert batch_of(with_producer(rewritten, -1, -1, -1, transactional=True)).is_transactional
@@ -164,7 +187,8 @@ def test_a_batch_straddling_the_start_keeps_records_from_the_first_wanted_offset
     assert rebuilt.codec is codec and rebuilt.is_contiguous and rebuilt.crc_ok()
     kept = decode_records(rebuilt)
     assert [(r.key, r.value, r.headers, r.timestamp) for r in kept] == [
-        (r.key, r.value, r.headers, r.timestamp) for r in records(10, 20)[4:]]
+        (r.key, r.value, r.headers, r.timestamp) for r in records(10, 20)[4:]
+    ]
     assert rebuild(batch, 30) == (None, [])
 
 
@@ -185,8 +209,24 @@ def compacted_batch(codec: Codec = Codec.NONE) -> RecordBatch:
         br._write_varint(body, len(fields))
         body += fields
     payload = compress(codec, bytes(body))
-    raw = bytearray(struct.pack(">qiibIhiqqqhii", 50, 49 + len(payload), 0, 2, 0, int(codec), 9,
-                                survivors[0].timestamp, survivors[-1].timestamp, -1, -1, -1, len(survivors)))
+    raw = bytearray(
+        struct.pack(
+            ">qiibIhiqqqhii",
+            50,
+            49 + len(payload),
+            0,
+            2,
+            0,
+            int(codec),
+            9,
+            survivors[0].timestamp,
+            survivors[-1].timestamp,
+            -1,
+            -1,
+            -1,
+            len(survivors),
+        )
+    )
     raw += payload
     return batch_of(set_crc(raw))
 
@@ -231,9 +271,19 @@ def test_read_committed_drops_aborted_transactions_until_their_abort_marker() ->
     # offsets: p7 data 0-1, p8 data 2-3, p7 abort 4, p8 commit 5, p7 data 6-7 (new txn), p9 data 8-9 aborted
     # but listed first at 8, p9 abort 10, plain data 11-12
     plain = at(encode_batch(records(2, 11)), 11)
-    batches = [batch_of(b) for b in (txn_batch(7, 0), txn_batch(8, 2), control_batch(7, 4, ControlType.ABORT),
-                                     control_batch(8, 5, ControlType.COMMIT), txn_batch(7, 6), txn_batch(9, 8),
-                                     control_batch(9, 10, ControlType.ABORT), plain)]
+    batches = [
+        batch_of(b)
+        for b in (
+            txn_batch(7, 0),
+            txn_batch(8, 2),
+            control_batch(7, 4, ControlType.ABORT),
+            control_batch(8, 5, ControlType.COMMIT),
+            txn_batch(7, 6),
+            txn_batch(9, 8),
+            control_batch(9, 10, ControlType.ABORT),
+            plain,
+        )
+    ]
     kept = list(data_batches(batches, [(7, 0), (9, 8)]))
     assert [b.base_offset for b in kept] == [2, 6, 11]
     # read_uncommitted: everything but the markers
@@ -241,6 +291,10 @@ def test_read_committed_drops_aborted_transactions_until_their_abort_marker() ->
 
 
 def test_an_aborted_transaction_that_starts_after_a_batch_does_not_drop_it() -> None:
-    batches = [batch_of(txn_batch(7, 0)), batch_of(control_batch(7, 2, ControlType.COMMIT)),
-               batch_of(txn_batch(7, 3)), batch_of(control_batch(7, 5, ControlType.ABORT))]
+    batches = [
+        batch_of(txn_batch(7, 0)),
+        batch_of(control_batch(7, 2, ControlType.COMMIT)),
+        batch_of(txn_batch(7, 3)),
+        batch_of(control_batch(7, 5, ControlType.ABORT)),
+    ]
     assert [b.base_offset for b in data_batches(batches, [(7, 3)])] == [0]

@@ -102,9 +102,7 @@ OFFSET_SYNCS = [
         "0000000100000000 | ffffffffffffffff",
         id="O3",
     ),
-    pytest.param(
-        OffsetSync("t", 0, 0, 0), "0001 74 | 00000000", "0000000000000000 | 0000000000000000", id="O4"
-    ),
+    pytest.param(OffsetSync("t", 0, 0, 0), "0001 74 | 00000000", "0000000000000000 | 0000000000000000", id="O4"),
 ]
 
 ALL_VECTORS = HEARTBEATS + CHECKPOINTS + OFFSET_SYNCS
@@ -293,28 +291,21 @@ def test_every_generated_record_round_trips() -> None:
 
 def test_heartbeat_formats_like_mm2_heartbeat_formatter() -> None:
     hb = Heartbeat("A", "B", 1700000000000)
-    assert (
-        format_heartbeat(hb)
-        == "Heartbeat{sourceClusterAlias=A, targetClusterAlias=B, timestamp=1700000000000}"
-    )
+    assert format_heartbeat(hb) == "Heartbeat{sourceClusterAlias=A, targetClusterAlias=B, timestamp=1700000000000}"
     assert str(hb) == format_heartbeat(hb)
 
 
 def test_checkpoint_formats_topic_partition_as_topic_dash_partition() -> None:
     cp = Checkpoint("g1", "A.orders", 3, 100, 90, "m")
     assert format_checkpoint(cp) == (
-        "Checkpoint{consumerGroupId=g1, topicPartition=A.orders-3, upstreamOffset=100, downstreamOffset=90, "
-        "metadata=m}"
+        "Checkpoint{consumerGroupId=g1, topicPartition=A.orders-3, upstreamOffset=100, downstreamOffset=90, metadata=m}"
     )
     assert str(cp) == format_checkpoint(cp)
 
 
 def test_offset_sync_formats_like_mm2_offset_sync_formatter() -> None:
     sync = OffsetSync("orders", 0, 100, 90)
-    assert (
-        format_offset_sync(sync)
-        == "OffsetSync{topicPartition=orders-0, upstreamOffset=100, downstreamOffset=90}"
-    )
+    assert format_offset_sync(sync) == "OffsetSync{topicPartition=orders-0, upstreamOffset=100, downstreamOffset=90}"
     assert str(sync) == format_offset_sync(sync)
 
 
@@ -424,9 +415,7 @@ def test_parse_source_offset_value_without_an_offset_is_none(value: bytes | None
     assert parse_source_offset_value(value) is None
 
 
-@pytest.mark.parametrize(
-    "value", [b"", b"garbage", b"[1]", b'{"offset":"1"}', b'{"offset":1.5}', b'{"offset":true}']
-)
+@pytest.mark.parametrize("value", [b"", b"garbage", b"[1]", b'{"offset":"1"}', b'{"offset":1.5}', b'{"offset":true}'])
 def test_parse_source_offset_value_rejects_malformed_values(value: bytes) -> None:
     with pytest.raises(RecordFormatError, match=r"source offset value"):
         parse_source_offset_value(value)

@@ -44,16 +44,19 @@ CASES = {
         "dc1.security.protocol = SASL_SSL\n"
         "dc1.sasl.mechanism = PLAIN\n"
         f'dc1.sasl.jaas.config = {PLAIN} required username="mm2" password="{PASSWORD}";\n',
-        {"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN", "sasl.username": "mm2",
-         "sasl.password": PASSWORD},
+        {"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN", "sasl.username": "mm2", "sasl.password": PASSWORD},
         PASSWORD,
     ),
     "SCRAM-SHA-256": Case(
         "dc1.security.protocol = sasl_plaintext\n"
         "dc1.sasl.mechanism = SCRAM-SHA-256\n"
         f"dc1.sasl.jaas.config = {SCRAM} required username=mm2 password={PASSWORD};\n",
-        {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": "mm2",
-         "sasl.password": PASSWORD},
+        {
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "SCRAM-SHA-256",
+            "sasl.username": "mm2",
+            "sasl.password": PASSWORD,
+        },
         PASSWORD,
     ),
     # Spread over lines the way MM2 files usually are; "\\\\" in the file is "\\" to JAAS, which reads "\".
@@ -63,8 +66,12 @@ CASES = {
         f"dc1.sasl.jaas.config = {SCRAM} required \\\n"
         '    username="mirror maker" \\\n'
         f'    password="{PASSWORD}\\\\\\\\x;y";\n',
-        {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "mirror maker",
-         "sasl.password": f"{PASSWORD}\\x;y"},
+        {
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": "SCRAM-SHA-512",
+            "sasl.username": "mirror maker",
+            "sasl.password": f"{PASSWORD}\\x;y",
+        },
         PASSWORD,
     ),
     "OAUTHBEARER-oidc": Case(
@@ -72,9 +79,15 @@ CASES = {
         "dc1.sasl.mechanism = OAUTHBEARER\n"
         f"dc1.sasl.oauthbearer.token.endpoint.url = {TOKEN_URL}\n"
         f'dc1.sasl.jaas.config = {OAUTH} required clientId="mm2" clientSecret="{PASSWORD}" scope="kafka";\n',
-        {"security.protocol": "SASL_SSL", "sasl.mechanism": "OAUTHBEARER", "sasl.oauthbearer.method": "oidc",
-         "sasl.oauthbearer.client.id": "mm2", "sasl.oauthbearer.client.secret": PASSWORD,
-         "sasl.oauthbearer.scope": "kafka", "sasl.oauthbearer.token.endpoint.url": TOKEN_URL},
+        {
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": "OAUTHBEARER",
+            "sasl.oauthbearer.method": "oidc",
+            "sasl.oauthbearer.client.id": "mm2",
+            "sasl.oauthbearer.client.secret": PASSWORD,
+            "sasl.oauthbearer.scope": "kafka",
+            "sasl.oauthbearer.token.endpoint.url": TOKEN_URL,
+        },
         PASSWORD,
     ),
     "OAUTHBEARER-unsecured": Case(
@@ -82,9 +95,12 @@ CASES = {
         "dc1.sasl.mechanism = OAUTHBEARER\n"
         f'dc1.sasl.jaas.config = {OAUTH} required unsecuredLoginStringClaim_sub="mm2" '
         'unsecuredLoginListClaim_scope="|read|write" unsecuredLoginLifetimeSeconds="600";\n',
-        {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER",
-         "enable.sasl.oauthbearer.unsecure.jwt": "true",
-         "sasl.oauthbearer.config": "principal=mm2 scope=read,write lifeSeconds=600"},
+        {
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "OAUTHBEARER",
+            "enable.sasl.oauthbearer.unsecure.jwt": "true",
+            "sasl.oauthbearer.config": "principal=mm2 scope=read,write lifeSeconds=600",
+        },
         "unsecuredLoginStringClaim_sub",
         unsecured_jwt=True,
     ),
@@ -93,8 +109,10 @@ CASES = {
 
 def load_flow(tmp_path: Path, case: Case) -> FlowConfig:
     path = tmp_path / "mm2.properties"
-    path.write_text(f"clusters = dc1, target\ndc1.bootstrap.servers = {SOURCE}\ntarget.bootstrap.servers = "
-                    f"127.0.0.1:2\ndc1->target.enabled = true\n{case.lines}")
+    path.write_text(
+        f"clusters = dc1, target\ndc1.bootstrap.servers = {SOURCE}\ntarget.bootstrap.servers = "
+        f"127.0.0.1:2\ndc1->target.enabled = true\n{case.lines}"
+    )
     loaded = load(path, environ={})
     assert loaded.warnings == ()
     (flow,) = loaded.flows
@@ -110,7 +128,8 @@ def client_settings(flow: FlowConfig, attribute: str) -> dict[str, str]:
 
 @pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())
 def test_cluster_level_jaas_becomes_exact_librdkafka_settings_for_the_source_consumer(
-        tmp_path: Path, case: Case) -> None:
+    tmp_path: Path, case: Case
+) -> None:
     flow = load_flow(tmp_path, case)
     assert client_settings(flow, "source_consumer") == {
         **case.expected,

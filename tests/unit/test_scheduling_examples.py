@@ -46,9 +46,12 @@ def run_options(command: str) -> list[str]:
     words = shlex.split(command)
     at = words.index("run")
     assert words[at - 1].endswith("/mm2py")
-    known = {opt for param in typer.main.get_command(app).commands["run"].params  # type: ignore[attr-defined]
-             for opt in param.opts}
-    options = [w for w in words[at + 1:] if w.startswith("--")]
+    known = {
+        opt
+        for param in typer.main.get_command(app).commands["run"].params  # type: ignore[attr-defined]
+        for opt in param.opts
+    }
+    options = [w for w in words[at + 1 :] if w.startswith("--")]
     assert set(options) <= known, set(options) - known
     return options
 
@@ -87,8 +90,11 @@ def test_services_run_as_an_unprivileged_user(name: str) -> None:
 
 
 def test_crontab_line_runs_once_every_five_minutes_without_overlapping() -> None:
-    lines = [line for line in (CRON / "mm2py.crontab").read_text().splitlines()
-             if line.strip() and not line.startswith("#") and "=" not in line.split()[0]]
+    lines = [
+        line
+        for line in (CRON / "mm2py.crontab").read_text().splitlines()
+        if line.strip() and not line.startswith("#") and "=" not in line.split()[0]
+    ]
     assert len(lines) == 1
     schedule, command = lines[0].split()[:5], " ".join(lines[0].split()[5:])
     assert schedule == ["*/5", "*", "*", "*", "*"]

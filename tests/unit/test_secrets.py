@@ -163,8 +163,12 @@ def test_redactor_masks_colon_properties_lines_of_config_keys_but_not_prose_line
 
 def test_store_problems_survive_redaction_unchanged() -> None:
     # Our own error messages are prose about stores and passwords; redacting them must not garble the advice.
-    java = {"security.protocol": "SSL", "ssl.truststore.location": "/etc/t.jks", "ssl.keystore.location": "/k.jks",
-            "ssl.truststore.type": "BCFKS"}
+    java = {
+        "security.protocol": "SSL",
+        "ssl.truststore.location": "/etc/t.jks",
+        "ssl.keystore.location": "/k.jks",
+        "ssl.truststore.type": "BCFKS",
+    }
     _, issues = translate_client_config(java, "consumer")
     messages = [str(ConfigError(i.reason, key=i.key, value=i.value, allowed=i.allowed)) for i in issues]
     assert len(messages) == 2 and "no such file" in messages[0] and "JKS, JCEKS, PKCS12, PEM" in messages[1]

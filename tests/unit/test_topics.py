@@ -42,9 +42,14 @@ def test_config_properties_exclude_is_honoured() -> None:
 
 def test_internal_topic_names_and_homes_follow_mm2() -> None:
     default = {(t.cluster, t.name, t.partitions) for t in internal_topics(flow())}
-    assert default == {("b", "mm2-offsets.a.internal", 25), ("b", "heartbeats", 1),
-                       ("a", "mm2-offset-syncs.b.internal", 1), ("b", "a.checkpoints.internal", 1),
-                       ("b", "mm2py-leases.internal", 1), ("a", "mm2py-offset-syncs.b.internal", 1)}
+    assert default == {
+        ("b", "mm2-offsets.a.internal", 25),
+        ("b", "heartbeats", 1),
+        ("a", "mm2-offset-syncs.b.internal", 1),
+        ("b", "a.checkpoints.internal", 1),
+        ("b", "mm2py-leases.internal", 1),
+        ("a", "mm2py-offset-syncs.b.internal", 1),
+    }
     configs = {t.name: dict(t.config) for t in internal_topics(flow("mm2py.offset-syncs.dense.retention.ms = 1000\n"))}
     assert configs["mm2py-offset-syncs.b.internal"] == {"cleanup.policy": "delete", "retention.ms": "1000"}
     assert configs["mm2-offset-syncs.b.internal"] == {"cleanup.policy": "compact"}

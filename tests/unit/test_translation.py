@@ -39,7 +39,7 @@ def build(pairs: list[tuple[int, int]], batches: int) -> OffsetMap:
     offset_map = OffsetMap()
     size = max(1, len(pairs) // batches)
     for start in range(0, len(pairs), size):  # one copy task per batch, each with its own sync state
-        for sync in offset_syncs_for("t", 0, pairs[start:start + size], 100, dense=True):
+        for sync in offset_syncs_for("t", 0, pairs[start : start + size], 100, dense=True):
             offset_map.add(sync.upstream_offset, sync.downstream_offset, dense=True)
     return offset_map
 

@@ -63,7 +63,7 @@ class TestGuideFullConfigurationExample:
         p = find(problems, "topics", "no inline comments")
         assert p.value == '".*" # Match all topics'
         assert p.line == 34
-        assert p.render().startswith(f"{GUIDE_EXAMPLE}:34 topics = \".*\" # Match all topics: ")
+        assert p.render().startswith(f'{GUIDE_EXAMPLE}:34 topics = ".*" # Match all topics: ')
 
     def test_emit_checkpoints_interval_is_not_an_mm2_key(self, problems: list[Problem]) -> None:
         p = find(problems, "emit.checkpoints.interval", "not an MM2 key")
@@ -77,8 +77,10 @@ class TestGuideFullConfigurationExample:
     def test_jks_truststores_are_read_so_only_a_missing_file_is_an_error(self, problems: list[Problem]) -> None:
         p = find(problems, "dc1.ssl.truststore.location", "no such file")
         assert p.severity == "error" and p.line == 10
-        assert p.render().endswith("dc1.ssl.truststore.location = /etc/kafka/dc1-truststore.jks: "
-                                   "no such file (a JKS truststore, Java's default type)")
+        assert p.render().endswith(
+            "dc1.ssl.truststore.location = /etc/kafka/dc1-truststore.jks: "
+            "no such file (a JKS truststore, Java's default type)"
+        )
         assert not [q for q in problems if q.key == "dc1.ssl.truststore.password"]  # a missing file is one line
 
     def test_no_password_appears_in_any_line(self, problems: list[Problem]) -> None:
@@ -104,14 +106,20 @@ def test_bad_regex_is_an_error_naming_the_line() -> None:
 
 
 def test_bad_number_is_an_error_that_explains_units() -> None:
-    p = find(problems_of(GOOD + "emit.checkpoints.interval.seconds = 1m\n"),
-             "emit.checkpoints.interval.seconds", "not a whole number")
+    p = find(
+        problems_of(GOOD + "emit.checkpoints.interval.seconds = 1m\n"),
+        "emit.checkpoints.interval.seconds",
+        "not a whole number",
+    )
     assert p.severity == "error" and "units" in p.reason
 
 
 def test_bad_boolean_at_flow_level_is_an_error() -> None:
-    p = find(problems_of(GOOD + "dc1->target.sync.group.offsets.enabled = yes\n"),
-             "dc1->target.sync.group.offsets.enabled", "not a boolean")
+    p = find(
+        problems_of(GOOD + "dc1->target.sync.group.offsets.enabled = yes\n"),
+        "dc1->target.sync.group.offsets.enabled",
+        "not a boolean",
+    )
     assert p.allowed == "true or false"
 
 
@@ -126,16 +134,21 @@ def test_top_level_producer_keys_are_ignored_by_mm2_and_said_so() -> None:
 
 
 def test_unresolvable_env_variable_is_an_error_without_the_secret() -> None:
-    text = GOOD + ("config.providers = env\n"
-                   "config.providers.env.class = org.apache.kafka.common.config.provider.EnvVarConfigProvider\n"
-                   "dc1.sasl.jaas.config = ${env:NOPE}\n")
+    text = GOOD + (
+        "config.providers = env\n"
+        "config.providers.env.class = org.apache.kafka.common.config.provider.EnvVarConfigProvider\n"
+        "dc1.sasl.jaas.config = ${env:NOPE}\n"
+    )
     p = find(problems_of(text), "dc1.sasl.jaas.config", "NOPE is not set")
     assert p.severity == "error"
 
 
 def test_variables_of_an_undeclared_provider_are_errors() -> None:
-    p = find(problems_of(GOOD + "dc1.ssl.keystore.password = ${file:/x:y}\n"),
-             "dc1.ssl.keystore.password", "does not declare")
+    p = find(
+        problems_of(GOOD + "dc1.ssl.keystore.password = ${file:/x:y}\n"),
+        "dc1.ssl.keystore.password",
+        "does not declare",
+    )
     assert p.severity == "error"
 
 
@@ -146,32 +159,41 @@ def test_warnings_only_do_not_make_errors() -> None:
 
 
 def test_secret_values_are_masked_even_in_value_problems() -> None:
-    text = GOOD + ("dc1.sasl.jaas.config = org.apache.kafka.common.security.plain.PlainLoginModule required "
-                   'username="u" password="s3cr3t-pw" # comment\n')
+    text = GOOD + (
+        "dc1.sasl.jaas.config = org.apache.kafka.common.security.plain.PlainLoginModule required "
+        'username="u" password="s3cr3t-pw" # comment\n'
+    )
     out = "\n".join(lines(problems_of(text)))
     assert "s3cr3t-pw" not in out
     assert "dc1.sasl.jaas.config = [hidden]" in out
 
 
 def test_keys_mm2py_accepts_but_does_not_act_on_are_named_with_what_it_does_instead() -> None:
-    problems = problems_of(GOOD + "tasks.max = 8\ntransforms = drop\ntransforms.drop.type = x.Drop\n"
-                                  "dc1->target.refresh.groups.interval.seconds = 60\noffset.flush.interval.ms = 500\n")
+    problems = problems_of(
+        GOOD + "tasks.max = 8\ntransforms = drop\ntransforms.drop.type = x.Drop\n"
+        "dc1->target.refresh.groups.interval.seconds = 60\noffset.flush.interval.ms = 500\n"
+    )
     tasks = find(problems, "tasks.max", "has no effect in mm2py")
     assert tasks.severity == "warning" and "Spark's parallelism" in (tasks.allowed or "")
     assert "unchanged" in (find(problems, "transforms", "has no effect").allowed or "")
     find(problems, "transforms.drop.type", "has no effect")
-    assert "checkpoint" in (find(problems, "dc1->target.refresh.groups.interval.seconds", "has no effect").allowed
-                            or "")
+    assert "checkpoint" in (
+        find(problems, "dc1->target.refresh.groups.interval.seconds", "has no effect").allowed or ""
+    )
     find(problems, "offset.flush.interval.ms", "has no effect")
     assert not [p for p in problems if p.severity == "error"]
 
-SASL_SSL_WITH_JKS = GOOD + """\
+
+SASL_SSL_WITH_JKS = (
+    GOOD
+    + """\
 dc1.security.protocol = SASL_SSL
 dc1.sasl.mechanism = SCRAM-SHA-512
 dc1.sasl.jaas.config = org.apache.kafka.common.security.scram.ScramLoginModule required username="m" password="dc1-pw";
 dc1.ssl.truststore.location = {store}
 dc1.ssl.truststore.password = {password}
 """
+)
 
 
 def test_a_jks_truststore_that_opens_passes_validation(tmp_path: Path) -> None:

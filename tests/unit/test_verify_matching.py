@@ -38,7 +38,10 @@ def assert_tiles(windows: list[Window], first: int, last: int, max_records: int)
 def test_one_long_run_is_cut_at_the_same_record_on_both_sides() -> None:
     windows = plan_windows([Run(0, 1_000, 120_000)], 0, 119_999, 0, 200_000, max_records=50_000)
     assert [(w.upstream_start, w.upstream_end, w.downstream_start, w.downstream_end) for w in windows] == [
-        (0, 49_999, 1_000, 50_999), (50_000, 99_999, 51_000, 100_999), (100_000, 119_999, 101_000, 120_999)]
+        (0, 49_999, 1_000, 50_999),
+        (50_000, 99_999, 51_000, 100_999),
+        (100_000, 119_999, 101_000, 120_999),
+    ]
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -63,7 +66,8 @@ def test_without_syncs_both_sides_are_cut_in_proportion() -> None:
 def test_range_starting_inside_a_run_starts_at_that_records_copy() -> None:
     windows = plan_windows([Run(0, 10, 100)], 40, 59, 0, 500, max_records=1_000)
     assert [(w.upstream_start, w.upstream_end, w.downstream_start, w.downstream_end) for w in windows] == [
-        (40, 59, 50, 69)]
+        (40, 59, 50, 69)
+    ]
 
 
 def test_nothing_replicated_plans_no_window() -> None:
@@ -71,14 +75,19 @@ def test_nothing_replicated_plans_no_window() -> None:
 
 
 def test_dense_one_to_one_syncs_form_runs_and_other_syncs_stay_points() -> None:
-    points = [SyncPoint(0, 10, True), SyncPoint(9, 19, True), SyncPoint(10, 25, True),
-              SyncPoint(12, 27, True), SyncPoint(13, 28, False), SyncPoint(100, 130, False)]
+    points = [
+        SyncPoint(0, 10, True),
+        SyncPoint(9, 19, True),
+        SyncPoint(10, 25, True),
+        SyncPoint(12, 27, True),
+        SyncPoint(13, 28, False),
+        SyncPoint(100, 130, False),
+    ]
     assert runs_from_points(points) == [Run(0, 10, 10), Run(10, 25, 3), Run(13, 28, 1), Run(100, 130, 1)]
 
 
 def test_syncs_before_the_remote_topic_was_re_created_are_dropped() -> None:
-    points = [SyncPoint(0, 500, True), SyncPoint(9, 509, True), SyncPoint(10, 0, True),
-              SyncPoint(19, 9, True)]
+    points = [SyncPoint(0, 500, True), SyncPoint(9, 509, True), SyncPoint(10, 0, True), SyncPoint(19, 9, True)]
     assert runs_from_points(points) == [Run(10, 0, 10)]
 
 
@@ -103,7 +112,7 @@ def interleave(rng: random.Random, ours: int, foreign_every: float) -> list[tupl
 def build_map(pairs: list[tuple[int, int]], batch: int) -> OffsetMap:
     offset_map = OffsetMap()
     for start in range(0, len(pairs), batch):
-        for sync in offset_syncs_for("t", 0, pairs[start:start + batch], 100, dense=True):
+        for sync in offset_syncs_for("t", 0, pairs[start : start + batch], 100, dense=True):
             offset_map.add(sync.upstream_offset, sync.downstream_offset, dense=True)
     return offset_map
 
@@ -185,8 +194,9 @@ def test_a_changed_value_is_altered_at_the_offset_the_syncs_name() -> None:
     p.target[d] = (key, 42, headers, ts)
     check = verify(p)
     assert summary(check) == [("altered", 200, d, 1)]
-    assert check.sorted_problems()[0].describe() == f"altered upstream offset 200 at downstream offset {d} " \
-                                                    "(value differs)"
+    assert (
+        check.sorted_problems()[0].describe() == f"altered upstream offset 200 at downstream offset {d} (value differs)"
+    )
 
 
 def test_a_repeated_record_is_one_duplicate_at_the_repeats_downstream_offset() -> None:
@@ -204,7 +214,7 @@ def test_a_shift_across_a_window_boundary_is_still_one_problem(at: int) -> None:
     p.copy(range(400))
     p.target.insert(at + 1, p.source[at])
     assert summary(verify(p, window=50)) == [("duplicate", at, at + 1, 1)]
-    del p.target[at: at + 2]
+    del p.target[at : at + 2]
     assert summary(verify(p, window=50)) == [("missing", at, None, 1)]
 
 
@@ -216,8 +226,10 @@ def test_copies_left_by_an_interrupted_task_are_duplicates_with_their_count_and_
     p.copy(range(200, 300))
     check = verify(p, window=64)
     assert summary(check) == [("duplicate", 100, 100, 30)]
-    assert check.sorted_problems()[0].describe() == \
-        "duplicates of upstream offsets 100..129 at downstream offsets 100..129 (30 records)"
+    assert (
+        check.sorted_problems()[0].describe()
+        == "duplicates of upstream offsets 100..129 at downstream offsets 100..129 (30 records)"
+    )
     assert (check.source_records, check.target_records, check.counts["duplicate"]) == (300, 330, 30)
 
 
@@ -250,14 +262,17 @@ def test_a_record_differing_only_in_its_timestamp_is_altered() -> None:
     p = Partition([fp(f"r{i}", ts=i) for i in range(10)])
     p.copy(range(10))
     p.target[6] = fp("r6", ts=999)
-    assert verify(p).sorted_problems()[0].describe() == "altered upstream offset 6 at downstream offset 6 " \
-                                                        "(timestamp differs)"
+    assert (
+        verify(p).sorted_problems()[0].describe() == "altered upstream offset 6 at downstream offset 6 "
+        "(timestamp differs)"
+    )
 
 
 def test_fingerprints_tell_null_from_empty_and_keep_header_order() -> None:
     assert fingerprint(None, b"v", [], 1) != fingerprint(b"", b"v", [], 1)
-    assert fingerprint(b"k", b"v", [("a", b"1"), ("b", None)], 1) != fingerprint(b"k", b"v", [("b", None),
-                                                                                             ("a", b"1")], 1)
+    assert fingerprint(b"k", b"v", [("a", b"1"), ("b", None)], 1) != fingerprint(
+        b"k", b"v", [("b", None), ("a", b"1")], 1
+    )
     assert fingerprint(b"k", b"v", [("a", None)], 1) != fingerprint(b"k", b"v", [("a", b"")], 1)
     assert fingerprint(b"k", b"v", None, 1) == fingerprint(b"k", b"v", [], 1)
 
@@ -267,11 +282,20 @@ def test_problem_lines_name_flow_topic_partition_and_offsets() -> None:
     p.copy(range(1_300))
     del p.target[1_234]
     check = verify(p, window=500)
-    row = PartitionVerification("dc1->target", "dc1", "target", "orders", "orders", 2, 0, 1_299,
-                                problems=tuple(check.sorted_problems()), missing=check.counts["missing"])
+    row = PartitionVerification(
+        "dc1->target",
+        "dc1",
+        "target",
+        "orders",
+        "orders",
+        2,
+        0,
+        1_299,
+        problems=tuple(check.sorted_problems()),
+        missing=check.counts["missing"],
+    )
     assert row.status == "mismatch"
-    assert row.problem_lines() == [
-        "verify: flow=dc1->target topic=orders partition=2 missing upstream offset 1234"]
+    assert row.problem_lines() == ["verify: flow=dc1->target topic=orders partition=2 missing upstream offset 1234"]
 
 
 def test_problems_beyond_the_listed_ones_are_counted_in_a_last_line() -> None:
@@ -281,13 +305,17 @@ def test_problems_beyond_the_listed_ones_are_counted_in_a_last_line() -> None:
         p.target.insert(d, fp(f"r{d - 1}"))  # nine separate duplicates
     runs = runs_from_points(p.offset_map.points)
     windows = plan_windows(runs, 0, 99, 0, len(p.target) - 1, 1_000)
-    check = check_partition(runs, windows, reader(list(enumerate(p.source))),
-                            reader(list(enumerate(p.target))), max_problems=3)
+    check = check_partition(
+        runs, windows, reader(list(enumerate(p.source))), reader(list(enumerate(p.target))), max_problems=3
+    )
     assert check.counts["duplicate"] == 9 and len(check.problems) == 3
-    row = PartitionVerification("f", "a", "b", "t", "t", 0, 0, 99, duplicates=9,
-                                problems=tuple(check.sorted_problems()))
-    assert row.problem_lines()[-1] == "verify: flow=f topic=t partition=0 and 6 more: missing=0 altered=0 " \
-                                      "duplicates=9 in all"
+    row = PartitionVerification(
+        "f", "a", "b", "t", "t", 0, 0, 99, duplicates=9, problems=tuple(check.sorted_problems())
+    )
+    assert (
+        row.problem_lines()[-1] == "verify: flow=f topic=t partition=0 and 6 more: missing=0 altered=0 "
+        "duplicates=9 in all"
+    )
 
 
 @pytest.mark.parametrize("seed", range(60))

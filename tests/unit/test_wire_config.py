@@ -13,32 +13,72 @@ from mm2py.kafka.wire_config import OidcTokenSource, UnsecuredTokenSource, wire_
 
 
 def test_plaintext_maps_servers_client_id_and_timeouts() -> None:
-    config = wire_config("dc1", {"bootstrap.servers": "a:9092, b:9093", "client.id": "x", "socket.timeout.ms": "5000",
-                                 "reconnect.backoff.ms": "10", "group.id": "ignored", "linger.ms": "5"})
-    assert config == {"bootstrap_servers": ["a:9092", "b:9093"], "security_protocol": "PLAINTEXT", "client_id": "x",
-                      "request_timeout_ms": 5000, "reconnect_backoff_ms": 10}
+    config = wire_config(
+        "dc1",
+        {
+            "bootstrap.servers": "a:9092, b:9093",
+            "client.id": "x",
+            "socket.timeout.ms": "5000",
+            "reconnect.backoff.ms": "10",
+            "group.id": "ignored",
+            "linger.ms": "5",
+        },
+    )
+    assert config == {
+        "bootstrap_servers": ["a:9092", "b:9093"],
+        "security_protocol": "PLAINTEXT",
+        "client_id": "x",
+        "request_timeout_ms": 5000,
+        "reconnect_backoff_ms": 10,
+    }
 
 
 @pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
 def test_password_mechanisms_carry_username_and_password(mechanism: str) -> None:
-    config = wire_config("dc1", {"bootstrap.servers": "a:1", "security.protocol": "SASL_PLAINTEXT",
-                                 "sasl.mechanism": mechanism, "sasl.username": "u", "sasl.password": "p"})
+    config = wire_config(
+        "dc1",
+        {
+            "bootstrap.servers": "a:1",
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": mechanism,
+            "sasl.username": "u",
+            "sasl.password": "p",
+        },
+    )
     assert (config["sasl_mechanism"], config["sasl_plain_username"], config["sasl_plain_password"]) == (
-        mechanism, "u", "p")
+        mechanism,
+        "u",
+        "p",
+    )
 
 
 def test_oauthbearer_oidc_and_unsecured_tokens() -> None:
-    oidc = wire_config("dc1", {"bootstrap.servers": "a:1", "security.protocol": "SASL_PLAINTEXT",
-                               "sasl.mechanism": "OAUTHBEARER", "sasl.oauthbearer.method": "oidc",
-                               "sasl.oauthbearer.client.id": "id", "sasl.oauthbearer.client.secret": "s3cret",
-                               "sasl.oauthbearer.token.endpoint.url": "https://idp/token",
-                               "sasl.oauthbearer.extensions": "logicalCluster=lc1"})
+    oidc = wire_config(
+        "dc1",
+        {
+            "bootstrap.servers": "a:1",
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "OAUTHBEARER",
+            "sasl.oauthbearer.method": "oidc",
+            "sasl.oauthbearer.client.id": "id",
+            "sasl.oauthbearer.client.secret": "s3cret",
+            "sasl.oauthbearer.token.endpoint.url": "https://idp/token",
+            "sasl.oauthbearer.extensions": "logicalCluster=lc1",
+        },
+    )
     source = oidc["sasl_oauth_token_source"]
     assert isinstance(source, OidcTokenSource) and source.url == "https://idp/token"
     assert source.extensions() == {"logicalCluster": "lc1"} and "s3cret" not in repr(source)
-    unsecured = wire_config("dc1", {"bootstrap.servers": "a:1", "security.protocol": "SASL_PLAINTEXT",
-                                    "sasl.mechanism": "OAUTHBEARER", "enable.sasl.oauthbearer.unsecure.jwt": "true",
-                                    "sasl.oauthbearer.config": "principal=alice scope=a,b lifeSeconds=60"})
+    unsecured = wire_config(
+        "dc1",
+        {
+            "bootstrap.servers": "a:1",
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "OAUTHBEARER",
+            "enable.sasl.oauthbearer.unsecure.jwt": "true",
+            "sasl.oauthbearer.config": "principal=alice scope=a,b lifeSeconds=60",
+        },
+    )
     token_source = unsecured["sasl_oauth_token_source"]
     assert isinstance(token_source, UnsecuredTokenSource)
     assert (token_source.principal, token_source.scope, token_source.life_seconds) == ("alice", ["a", "b"], 60)
@@ -47,24 +87,38 @@ def test_oauthbearer_oidc_and_unsecured_tokens() -> None:
 
 def test_secrets_never_appear_in_refusals() -> None:
     with pytest.raises(ConfigError) as caught:
-        wire_config("dc1", {"bootstrap.servers": "a:1", "security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN",
-                            "sasl.username": "u", "sasl.password": "hunter2", "ssl.keystore.password": "hunter3"})
+        wire_config(
+            "dc1",
+            {
+                "bootstrap.servers": "a:1",
+                "security.protocol": "SASL_SSL",
+                "sasl.mechanism": "PLAIN",
+                "sasl.username": "u",
+                "sasl.password": "hunter2",
+                "ssl.keystore.password": "hunter3",
+            },
+        )
     assert "ssl.keystore.password" in str(caught.value)
     assert "hunter2" not in str(caught.value) and "hunter3" not in str(caught.value)
 
 
-@pytest.mark.parametrize(("settings", "key"), [
-    ({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "GSSAPI"}, "sasl.mechanism"),
-    ({"security.protocol": "SASL_PLAINTEXT"}, "sasl.mechanism"),  # librdkafka's default is GSSAPI
-    ({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN"}, "sasl.username"),
-    ({"security.protocol": "SSL", "ssl.key.pem": "-----BEGIN"}, "ssl.key.pem"),
-    ({"security.protocol": "SSL", "ssl.keystore.location": "k.p12"}, "ssl.keystore.location"),
-    ({"security.protocol": "SSL", "ssl.ca.location": "/nonexistent/ca.pem"}, "ssl.ca.location"),
-    ({"security.protocol": "SSL", "ssl.endpoint.identification.algorithm": "ldap"},
-     "ssl.endpoint.identification.algorithm"),
-    ({"security.protocol": "TLS"}, "security.protocol"),
-    ({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER"}, "sasl.oauthbearer.method"),
-])
+@pytest.mark.parametrize(
+    ("settings", "key"),
+    [
+        ({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "GSSAPI"}, "sasl.mechanism"),
+        ({"security.protocol": "SASL_PLAINTEXT"}, "sasl.mechanism"),  # librdkafka's default is GSSAPI
+        ({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN"}, "sasl.username"),
+        ({"security.protocol": "SSL", "ssl.key.pem": "-----BEGIN"}, "ssl.key.pem"),
+        ({"security.protocol": "SSL", "ssl.keystore.location": "k.p12"}, "ssl.keystore.location"),
+        ({"security.protocol": "SSL", "ssl.ca.location": "/nonexistent/ca.pem"}, "ssl.ca.location"),
+        (
+            {"security.protocol": "SSL", "ssl.endpoint.identification.algorithm": "ldap"},
+            "ssl.endpoint.identification.algorithm",
+        ),
+        ({"security.protocol": "TLS"}, "security.protocol"),
+        ({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER"}, "sasl.oauthbearer.method"),
+    ],
+)
 def test_settings_it_cannot_honour_are_refused_by_key(settings: dict[str, str], key: str) -> None:
     with pytest.raises(ConfigError) as caught:
         wire_config("dc1", {"bootstrap.servers": "a:1", **settings})
@@ -73,15 +127,47 @@ def test_settings_it_cannot_honour_are_refused_by_key(settings: dict[str, str], 
 
 def test_tls_builds_a_verifying_context_from_the_ca_file(tmp_path: Path) -> None:
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out",
-                    str(cert), "-days", "1", "-subj", "/CN=localhost"], check=True, capture_output=True)
-    config = wire_config("dc1", {"bootstrap.servers": "a:1", "security.protocol": "SSL",
-                                 "ssl.ca.location": str(cert), "ssl.certificate.location": str(cert),
-                                 "ssl.key.location": str(key)})
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+            "-days",
+            "1",
+            "-subj",
+            "/CN=localhost",
+        ],
+        check=True,
+        capture_output=True,
+    )
+    config = wire_config(
+        "dc1",
+        {
+            "bootstrap.servers": "a:1",
+            "security.protocol": "SSL",
+            "ssl.ca.location": str(cert),
+            "ssl.certificate.location": str(cert),
+            "ssl.key.location": str(key),
+        },
+    )
     context = config["ssl_context"]
     assert isinstance(context, ssl.SSLContext)
     assert context.verify_mode == ssl.CERT_REQUIRED and context.check_hostname and config["ssl_check_hostname"]
     assert len(context.get_ca_certs()) == 1
-    relaxed = wire_config("dc1", {"bootstrap.servers": "a:1", "security.protocol": "SSL",
-                                  "ssl.ca.location": str(cert), "ssl.endpoint.identification.algorithm": "none"})
+    relaxed = wire_config(
+        "dc1",
+        {
+            "bootstrap.servers": "a:1",
+            "security.protocol": "SSL",
+            "ssl.ca.location": str(cert),
+            "ssl.endpoint.identification.algorithm": "none",
+        },
+    )
     assert not relaxed["ssl_context"].check_hostname and relaxed["ssl_context"].verify_mode == ssl.CERT_REQUIRED

@@ -64,13 +64,18 @@ def handshake(client: ssl.SSLContext, server: ssl.SSLContext) -> str:
 
 @pytest.mark.parametrize("memfd", [True, False], ids=["memfd", "sealed-temp-file"])
 def test_a_jks_keystore_reaches_the_wire_client_as_the_same_client_certificate(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, memfd: bool) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, memfd: bool
+) -> None:
     server, client = identity("broker"), identity("mirror-maker")
-    java = {"bootstrap.servers": "b:9093", "security.protocol": "SSL", "ssl.endpoint.identification.algorithm": "",
-            "ssl.truststore.location": str(jks_truststore(tmp_path / "trust.jks", PASSWORD, server)),
-            "ssl.truststore.password": PASSWORD,
-            "ssl.keystore.location": str(jks_keystore(tmp_path / "client.jks", PASSWORD, PASSWORD, client)),
-            "ssl.keystore.password": PASSWORD}
+    java = {
+        "bootstrap.servers": "b:9093",
+        "security.protocol": "SSL",
+        "ssl.endpoint.identification.algorithm": "",
+        "ssl.truststore.location": str(jks_truststore(tmp_path / "trust.jks", PASSWORD, server)),
+        "ssl.truststore.password": PASSWORD,
+        "ssl.keystore.location": str(jks_keystore(tmp_path / "client.jks", PASSWORD, PASSWORD, client)),
+        "ssl.keystore.password": PASSWORD,
+    }
     settings, issues = translate_client_config(java, "consumer")
     assert issues == []
     if not memfd:
