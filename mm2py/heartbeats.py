@@ -167,7 +167,7 @@ class HeartbeatEmitter:
             if self._on_emit is not None:
                 self._on_emit(beat.writer.source, beat.writer.target)
             if beat.failing:
-                log.info("heartbeats flow=%s are being written again", pair)
+                log.warning("heartbeats flow=%s are being written again", pair)
             beat.failing = False
         except Mm2pyError as exc:
             if not beat.failing:
