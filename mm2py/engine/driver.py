@@ -284,42 +284,24 @@ class FlowRunner:
     def schedule(self) -> Schedule:
         """MM2's periodic jobs of this flow, with MM2's intervals and first-run delays."""
         f = self.flow
-        jobs = []
-        if f.refresh_topics_enabled:
-            jobs.append(
-                Periodic(
-                    "refresh topics",
-                    f.refresh_topics_interval_seconds,
-                    self.refresh_topics,
-                    first_after_s=f.refresh_topics_interval_seconds,
-                )
-            )
-        if f.sync_topic_configs_enabled:
-            jobs.append(
-                Periodic(
-                    "sync topic configs",
-                    f.sync_topic_configs_interval_seconds,
-                    self.sync_configs,
-                    first_after_s=f.sync_topic_configs_interval_seconds,
-                )
-            )
-        if f.sync_topic_acls_enabled:
-            jobs.append(
-                Periodic(
-                    "sync topic acls",
-                    f.sync_topic_acls_interval_seconds,
-                    self.sync_acls,
-                    first_after_s=f.sync_topic_acls_interval_seconds,
-                )
-            )
-        jobs.append(
-            Periodic(
-                "checkpoints",
-                f.emit_checkpoints_interval_seconds,
-                self.checkpoint_and_sync,
-                first_after_s=f.emit_checkpoints_interval_seconds,
-            )
+        # MM2 runs refresh, config sync and ACL sync first after one interval (ACLs and configs are also synced
+        # when the flow starts, in prepare), checkpoints every interval.
+        periodic = (
+            (f.refresh_topics_enabled, "refresh topics", f.refresh_topics_interval_seconds, self.refresh_topics),
+            (
+                f.sync_topic_configs_enabled,
+                "sync topic configs",
+                f.sync_topic_configs_interval_seconds,
+                self.sync_configs,
+            ),
+            (f.sync_topic_acls_enabled, "sync topic acls", f.sync_topic_acls_interval_seconds, self.sync_acls),
+            (True, "checkpoints", f.emit_checkpoints_interval_seconds, self.checkpoint_and_sync),
         )
+        jobs = [
+            Periodic(name, interval, action, first_after_s=interval)
+            for enabled, name, interval, action in periodic
+            if enabled
+        ]
         if self.metrics is not None:
             jobs.append(Periodic("lag", LAG_INTERVAL_S, self.report_lag))
         return Schedule(jobs)
