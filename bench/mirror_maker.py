@@ -169,7 +169,10 @@ def ratios(runs: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
     for mm2 in (r for r in runs if r["contender"] == "mm2"):
         size = mm2["size"]
         for other in (r for r in runs if r["size"] == size and r["contender"] != "mm2"):
-            steady = other.get("mid80_records_per_s") or other.get("warm_records_per_s")
+            # mm2py's results carry the 10-90% slope as steady_records_per_s; the loop's as mid80.
+            steady = (
+                other.get("steady_records_per_s") or other.get("mid80_records_per_s") or other.get("warm_records_per_s")
+            )
             key = (
                 f"mm2/{other['contender']} {size}"
                 if other["contender"].startswith("loop")

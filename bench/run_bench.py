@@ -193,6 +193,9 @@ def main() -> None:
                 elif contender == "mm2py-tuned":
                     result = run_mm2py(job, contender, args.master, TUNED + args.mm2py_properties)
                 elif contender == "mm2":
+                    # bench/mirror_maker.py uses the tests' MM2 and broker helpers, which import each other by
+                    # their bare names (as under pytest): their folder goes on the path first.
+                    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
                     from bench.mirror_maker import run_mirror_maker
 
                     result = run_mirror_maker(job)
