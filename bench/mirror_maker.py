@@ -6,7 +6,7 @@ record seen on the target to the moment every partition ends where the source do
 read through the Fetch high watermark), and then MM2 is stopped with SIGTERM.
 
 Between those two points the end offsets come from ListOffsets LATEST, which tansu answers with "base offset
-of the newest batch + 1" (test-broker.md §3): it lags by at most one produce batch per partition, so the
+of the newest batch + 1" (docs/test-broker.md, *ListOffsets*): it lags by at most one produce batch per partition, so the
 curve is slightly pessimistic while records flow and exact at the end. The curve gives the steady rate the
 same way as the loop's: the middle 80% of the records.
 
@@ -52,7 +52,7 @@ def mm2_properties(job: Job, partitions: int) -> dict[str, str]:
         "plugin.discovery": "service_load",
         "target.plugin.discovery": "service_load",
         # Each rebalance of the herder's worker group (three before the tasks run) takes a JoinGroup, which tansu
-        # holds for session.timeout.ms / 2 (test-broker.md §5): 5 s at Connect's default of 10 s.
+        # holds for session.timeout.ms / 2 (docs/test-broker.md, *Consumer groups*): 5 s at Connect's default of 10 s.
         "target.session.timeout.ms": "3000",
         "target.heartbeat.interval.ms": "1000",
         "tasks.max": str(partitions),  # one task per partition: MM2 spreads partitions over tasks
