@@ -6,9 +6,9 @@ record seen on the target to the moment every partition ends where the source do
 read through the Fetch high watermark), and then MM2 is stopped with SIGTERM.
 
 Between those two points the end offsets come from ListOffsets LATEST, which tansu answers with "base offset
-of the newest batch + 1" (docs/test-broker.md, *ListOffsets*): it lags by at most one produce batch per partition, so the
-curve is slightly pessimistic while records flow and exact at the end. The curve gives the steady rate the
-same way as the loop's: the middle 80% of the records.
+of the newest batch + 1" (docs/test-broker.md, *ListOffsets*): it lags by at most one produce batch per
+partition, so the curve is slightly pessimistic while records flow and exact at the end. The curve gives the
+steady rate the same way as the loop's: the middle 80% of the records.
 
 Tuning (docs/performance.md lists it with the reasons): MM2 replicates records with the Connect worker's
 producer, configured by ``target.producer.*``; the source consumer of its tasks by ``source.consumer.*``.

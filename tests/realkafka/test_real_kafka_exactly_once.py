@@ -1,6 +1,6 @@
 """Exactly-once mode on real Kafka: what tansu cannot show, because it hands aborted records to read_committed
-consumers (docs/test-broker.md, *Transactions*). A real source hides aborted transactions from mm2py's read_committed consumer,
-and a real target hides mm2py's own unfinished transactions from read_committed readers.
+consumers (docs/test-broker.md, *Transactions*). A real source hides aborted transactions from mm2py's
+read_committed consumer, and a real target hides mm2py's own unfinished transactions from read_committed readers.
 """
 
 from __future__ import annotations
