@@ -19,7 +19,7 @@ from confluent_kafka import KafkaError
 
 from mm2py.config.flow import FlowConfig, build_flow_config
 from mm2py.config.mirror_maker import Flow, MirrorMakerConfig
-from mm2py.errors import KafkaOperationError, Mm2pyError
+from mm2py.errors import KafkaOperationError
 from mm2py.kafka.clients import new_producer
 from mm2py.policy import load_replication_policy
 from mm2py.records import Heartbeat
@@ -113,12 +113,13 @@ class HeartbeatEmitter:
             for f in pairs
         ]
         self._stop = threading.Event()
+        self._started = False
         self._thread = threading.Thread(target=self._loop, name="heartbeats", daemon=True)
         self.emitted = 0
 
     @property
     def started(self) -> bool:
-        return self._thread.is_alive() or self._stop.is_set()
+        return self._started
 
     @property
     def pairs(self) -> list[str]:
@@ -126,13 +127,14 @@ class HeartbeatEmitter:
 
     def start(self) -> None:
         """Write the once-only pairs' heartbeats now (before returning), then the others on their timer."""
+        self._started = True
         for beat in self._beats:
             if self._is_once_only(beat):
                 self._emit(beat)
         if any(not self._is_once_only(b) for b in self._beats):
             self._thread.start()
         else:
-            self._stop.set()  # nothing left for a timer; counts as started
+            self._stop.set()  # nothing left for a timer
 
     def stop(self) -> None:
         """Stop the timer and write one last heartbeat per timed pair, so a finished ``--once`` leaves a fresh
@@ -169,7 +171,7 @@ class HeartbeatEmitter:
             if beat.failing:
                 log.warning("heartbeats flow=%s are being written again", pair)
             beat.failing = False
-        except Mm2pyError as exc:
+        except Exception as exc:  # a heartbeat never stops replication, whatever failed
             if not beat.failing:
                 log.warning("heartbeat flow=%s failed; trying again every %.0f s: %s", pair, beat.interval_s, exc)
             beat.failing = True
