@@ -235,13 +235,13 @@ class FlowRunner:
     def run_once(self, stop: threading.Event) -> None:
         """Copy up to the end offsets the source had when the run started; a signal stops after the job in
         flight (what it copied is recorded, the rest is left for the next run)."""
-        ends = self._retrying(self.end_offsets, stop)
-        while not stop.is_set() and self._retrying(lambda: self.copy_round(ends), stop):
+        ends = self.retrying(self.end_offsets, stop)
+        while not stop.is_set() and self.retrying(lambda: self.copy_round(ends), stop):
             pass
-        self._retrying(self.checkpoint, stop)
-        self._retrying(self.report_lag, stop)
+        self.retrying(self.checkpoint, stop)
+        self.retrying(self.report_lag, stop)
 
-    def _retrying(self, step: Callable[[], T], stop: threading.Event) -> T:
+    def retrying(self, step: Callable[[], T], stop: threading.Event) -> T:
         """Run ``step``, retrying transient failures (a stalled broker, a failed Spark job) with backoff for up to
         ``mm2py.retry.timeout.seconds``. Nothing is lost meanwhile: progress only moves after a range is copied."""
         deadline = time.monotonic() + self.flow.retry_timeout_seconds
@@ -348,8 +348,8 @@ class FlowRunner:
         idle = max(self.flow.consumer_poll_timeout_ms / 1000, 0.1)
         schedule = self.schedule()
         while not stop.is_set() and not lost.is_set():
-            schedule.run_due(lambda action: self._retrying(action, stop))
-            if not self._retrying(lambda: self.copy_round(self.end_offsets()), stop):
+            schedule.run_due(lambda action: self.retrying(action, stop))
+            if not self.retrying(lambda: self.copy_round(self.end_offsets()), stop):
                 stop.wait(idle)
 
     def refresh_topics(self) -> None:

@@ -93,7 +93,7 @@ def _work(
         if lease is not None and not lease.acquire(stop, wait=not once):
             return
         active.set()
-        runner._retrying(runner.prepare, stop)
+        runner.retrying(runner.prepare, stop)
         if once:
             runner.run_once(stop)
             return
