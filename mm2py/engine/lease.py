@@ -100,8 +100,7 @@ class FlowLease:
         ``wait=False`` (``--once``): return False as soon as the group has given the partition to another
         member. ``wait=True`` (continuous): stay a standby until the lease comes to us or ``stop`` is set.
         """
-        if self._thread is None:
-            self._start()
+        self.join()
         deadline = time.monotonic() + max(30.0, 3 * self._session_timeout_ms / 1000)
         said_standby = False
         while not stop.is_set():
@@ -134,6 +133,12 @@ class FlowLease:
                 )
             stop.wait(0.05)
         return False
+
+    def join(self) -> None:
+        """Join the lease group without waiting for the answer (``acquire`` waits), so that the joins of several
+        flows overlap: a broker can take seconds to form a group."""
+        if self._thread is None:
+            self._start()
 
     def _start(self) -> None:
         self._consumer = new_consumer(self._consumer_settings)

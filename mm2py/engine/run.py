@@ -106,6 +106,9 @@ def _skip_held(
     runners: list[FlowRunner], leases: dict[str, FlowLease | None], stop: threading.Event
 ) -> list[FlowRunner]:
     """``--once``: take each flow's lease before Spark starts; a flow another run holds is reported, not copied."""
+    for lease in leases.values():
+        if lease is not None:
+            lease.join()
     free = []
     for runner in runners:
         lease = leases[runner.flow.name]
