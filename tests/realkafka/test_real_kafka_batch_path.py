@@ -169,6 +169,8 @@ def test_a_batch_larger_than_the_target_accepts_is_a_permanent_error_naming_size
     produce_batched(real_kafka, topic, make_records(500, partitions=1, seed=6, value_size=100))
     results = copy(real_kafka, spec_for(real_kafka, progress), topic, remote, 1)
     assert len(results) == 1 and results[0].error is not None
-    error = results[0].error
+    failure = results[0].error
+    error = failure.message  # failures travel as data: the message, the Kafka error's name, retriability
+    assert not failure.retriable and failure.code, failure
     assert "too large" in error and "bytes" in error and f"max.message.bytes of topic {remote}" in error, error
     assert read_all(real_kafka.bootstrap, remote) == []  # never skipped past
