@@ -30,27 +30,12 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from kafka_harness import consumer_config
-from real_kafka import JVM_FLAGS, LIBS_DIR, REPO_ROOT, KafkaRuntime
+from real_kafka import FILE_LOG4J, JVM_FLAGS, LIBS_DIR, REPO_ROOT, KafkaRuntime
 
 MIRROR_MAKER_MAIN = "org.apache.kafka.connect.mirror.MirrorMaker"
 SOURCE_CONNECTOR = "MirrorSourceConnector"
 STOP_TIMEOUT = 60.0
 JAVA_HELPER_SOURCE = REPO_ROOT / "tests" / "java" / "TranslateOffsets.java"
-_LOG4J = """\
-status = warn
-appender.file.type = File
-appender.file.name = file
-appender.file.fileName = ${sys:mm2py.test.log}
-appender.file.layout.type = PatternLayout
-appender.file.layout.pattern = [%d] %p %m (%c)%n
-rootLogger.level = INFO
-rootLogger.appenderRef.file.ref = file
-# Every client, connector and worker prints its whole config at start-up: hundreds of lines per herder.
-logger.config.name = org.apache.kafka.common.config
-logger.config.level = WARN
-logger.appinfo.name = org.apache.kafka.common.utils.AppInfoParser
-logger.appinfo.level = WARN
-"""
 _STDERR_LOG4J = """\
 status = warn
 appender.err.type = Console
@@ -122,7 +107,7 @@ class MirrorMaker:
         if self.running:
             raise RuntimeError("MirrorMaker is already running")
         self.work_dir.mkdir(parents=True, exist_ok=True)
-        (self.work_dir / "mirror-maker-log4j2.properties").write_text(_LOG4J)
+        (self.work_dir / "mirror-maker-log4j2.properties").write_text(FILE_LOG4J)
         with (self.work_dir / "mirror-maker.stdout").open("ab") as out:
             # Own session: Ctrl-C reaches pytest only, and stop() ends MM2.
             self._process = subprocess.Popen(

@@ -55,7 +55,7 @@ JVM_FLAGS = (
     "-XX:+ExitOnOutOfMemoryError",
     "-Djava.awt.headless=true",
 )
-_LOG4J = """\
+FILE_LOG4J = """\
 status = warn
 appender.file.type = File
 appender.file.name = file
@@ -64,7 +64,7 @@ appender.file.layout.type = PatternLayout
 appender.file.layout.pattern = [%d] %p %m (%c)%n
 rootLogger.level = INFO
 rootLogger.appenderRef.file.ref = file
-# Config dumps run to hundreds of lines per start and bury what a failing test needs to see.
+# Config dumps run to hundreds of lines per start (and per herder, for MM2) and bury what a failing test needs.
 logger.config.name = org.apache.kafka.common.config
 logger.config.level = WARN
 logger.appinfo.name = org.apache.kafka.common.utils.AppInfoParser
@@ -323,7 +323,7 @@ class KafkaCluster:
 
     def _prepare(self) -> None:
         self.work_dir.mkdir(parents=True, exist_ok=True)
-        self.log4j.write_text(_LOG4J)
+        self.log4j.write_text(FILE_LOG4J)
         for node in self.nodes:
             node.work_dir.mkdir(parents=True, exist_ok=True)
             node.config_path.write_text(self._properties(node))
