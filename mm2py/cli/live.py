@@ -10,7 +10,7 @@ from rich.live import Live
 from rich.table import Table
 
 from mm2py.cli.render import out
-from mm2py.engine.driver import FlowStats
+from mm2py.engine.stats import FlowStats
 
 
 def _table(stats: list[FlowStats]) -> Table:

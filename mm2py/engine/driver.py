@@ -13,92 +13,35 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TypeVar
 
 from mm2py.acls import sync_topic_acls
 from mm2py.checkpoints import CheckpointWriter, FlowTranslator, GroupOffset, now_ms
 from mm2py.config.flow import FlowConfig
 from mm2py.copy_path import choose_copy_path
-from mm2py.engine.copy import CopyResult, CopySpec, PartitionRange
+from mm2py.engine.copy import PartitionRange
 from mm2py.engine.group_sync import GroupSyncCoordinator
 from mm2py.engine.schedule import Periodic, Schedule
 from mm2py.engine.spark import SparkRunner
+from mm2py.engine.spec import copy_spec
+from mm2py.engine.stats import FlowStats
 from mm2py.errors import KafkaOperationError, ReplicationError
-from mm2py.kafka.client_defaults import copy_consumer_settings, copy_producer_settings, syncs_producer_settings
 from mm2py.lag import PartitionLag, record_ages
 from mm2py.metrics import CheckpointMeasurement, RunMetrics
 from mm2py.offset_sync_store import OffsetSyncStore
 from mm2py.plan import AdminPool, FlowPlan, build_plan
-from mm2py.progress import progress_topic, read_progress, write_progress
+from mm2py.progress import read_progress, write_progress
 from mm2py.resume import resume_position
 from mm2py.topics import (
-    dense_offset_syncs_topic,
     ensure_internal_topics,
     ensure_remote_topics,
     internal_topics,
-    offset_syncs_topic,
     sync_topic_configs,
 )
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 LAG_INTERVAL_S = 10.0  # how often a run measures its lag in seconds for the metrics endpoint
-
-
-@dataclass
-class FlowStats:
-    """What the live view and the summary show for one flow."""
-
-    flow: str
-    records: int = 0
-    bytes: int = 0
-    jobs: int = 0
-    lag: int = 0
-    started: float = field(default_factory=time.monotonic)
-    last_rate: float = 0.0
-    retries: int = 0
-    last_mb_rate: float = 0.0
-    held_by: str | None = None  # another run holds this flow's lease: nothing was copied
-    path: str = ""  # the copy path, "batch" or "record (why)" (mm2py.copy_path)
-
-    def add(self, results: list[CopyResult], seconds: float) -> None:
-        records = sum(r.records for r in results)
-        nbytes = sum(r.bytes for r in results)
-        self.records += records
-        self.bytes += nbytes
-        self.jobs += 1
-        if seconds > 0:
-            self.last_rate = records / seconds
-            self.last_mb_rate = nbytes / seconds / 1e6
-
-
-def copy_spec(f: FlowConfig) -> CopySpec:
-    """What every copy task of flow ``f`` needs (plain and picklable)."""
-    exactly_once = f.exactly_once
-    return CopySpec(
-        flow=f.name,
-        source=f.source,
-        target=f.target,
-        consumer_settings=copy_consumer_settings(
-            f.source_consumer.settings(), f"mm2py-{f.source}-{f.target}", exactly_once=exactly_once
-        ),
-        producer_settings=copy_producer_settings(f.target_producer.settings(), exactly_once=exactly_once),
-        syncs_producer_settings=(
-            syncs_producer_settings(f.offset_syncs_producer.settings()) if f.emit_offset_syncs_enabled else None
-        ),
-        syncs_topic=offset_syncs_topic(f) if f.emit_offset_syncs_enabled else None,
-        dense_syncs_topic=(
-            dense_offset_syncs_topic(f) if f.emit_offset_syncs_enabled and f.dense_offset_syncs else None
-        ),
-        progress_topic=progress_topic(f.source),
-        offset_lag_max=f.offset_lag_max,
-        dense_offset_syncs=f.dense_offset_syncs,
-        provenance=f.provenance_header_enabled,
-        exactly_once=exactly_once,
-        copy_path=choose_copy_path(f).path,
-        poll_timeout_s=max(f.consumer_poll_timeout_ms / 1000, 0.1),
-    )
 
 
 class FlowRunner:
@@ -116,6 +59,7 @@ class FlowRunner:
         self.flow = flow
         self.metrics = metrics
         self.ends: dict[tuple[str, int], int] = {}  # the source end offsets the last copy round saw
+        self.unavailable: dict[tuple[str, int], str] = {}  # partitions whose leader is away, and why
         self.plan = plan
         self.spark = spark
         self.pool = pool
@@ -181,8 +125,43 @@ class FlowRunner:
     # -- copying -----------------------------------------------------------------------------------------
 
     def end_offsets(self) -> dict[tuple[str, int], int]:
+        """The source's end offsets. A partition whose leader is away is left out, and named, until it is back:
+        one offline partition must not stop the others (in MM2 each partition is consumed on its own)."""
+        return self._available_ends(self._partitions())
+
+    def _available_ends(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
         admin = self.pool.admin(self.flow.source, self.flow)
-        return admin.list_offsets(self._partitions(), "latest", self._read_committed())
+        ends, away = admin.list_offsets_of_available(partitions, "latest", self._read_committed())
+        for (topic, partition), reason in sorted(away.items()):
+            if (topic, partition) not in self.unavailable:
+                log.warning(
+                    "flow=%s topic=%s partition=%d is not copied while its leader is away (%s); the other "
+                    "partitions go on",
+                    self.flow.name,
+                    topic,
+                    partition,
+                    reason,
+                )
+        for topic, partition in sorted(set(partitions) & self.unavailable.keys() - away.keys()):
+            log.warning(
+                "flow=%s topic=%s partition=%d has a leader again; copying it", self.flow.name, topic, partition
+            )
+        self.unavailable = {tp: r for tp, r in self.unavailable.items() if tp not in partitions} | away
+        return ends
+
+    def _ends_of_unavailable(self) -> dict[tuple[str, int], int]:
+        """``--once``: the end offsets of the partitions left out at the start, once their leaders are back.
+        Fails (retriably) while one is still away, so the run waits for it up to ``mm2py.retry.timeout.seconds``
+        and then exits 3 naming it; nothing is skipped in silence."""
+        ends = self._available_ends(sorted(self.unavailable))
+        if self.unavailable:
+            (topic, partition), reason = min(self.unavailable.items())
+            raise KafkaOperationError(
+                self.flow.source,
+                f"listing latest offsets of {topic}-{partition}",
+                f"{reason} ({len(self.unavailable)} partition(s) not copied by this run)",
+            )
+        return ends
 
     def ranges(self, ends: dict[tuple[str, int], int]) -> list[PartitionRange]:
         batch = self.flow.batch_max_records
@@ -196,9 +175,10 @@ class FlowRunner:
     def copy_round(self, ends: dict[tuple[str, int], int]) -> int:
         """One Spark job; returns how many ranges it copied (0 = nothing left below ``ends``)."""
         self._check_truncation(ends)
-        self.ends = dict(ends)
+        # A partition whose leader is away keeps the end last seen, so its lag is still reported.
+        self.ends = {tp: end for tp, end in self.ends.items() if tp in self.unavailable} | ends
         ranges = self.ranges(ends)
-        self.stats.lag = sum(max(0, end - self.positions.get(tp, end)) for tp, end in ends.items())
+        self.stats.lag = sum(max(0, end - self.positions.get(tp, end)) for tp, end in self.ends.items())
         if not ranges:
             return 0
         started = time.monotonic()
@@ -212,7 +192,7 @@ class FlowRunner:
         if self.metrics is not None:
             self.metrics.record_copy(r.measurement for r in results if r.measurement is not None)
             self.metrics.copy_job_finished(self.flow.source, self.flow.target, seconds)
-        self.stats.lag = sum(max(0, end - self.positions.get(tp, end)) for tp, end in ends.items())
+        self.stats.lag = sum(max(0, end - self.positions.get(tp, end)) for tp, end in self.ends.items())
         log.info("copied flow=%s ranges=%d records=%d", self.flow.name, len(results), sum(r.records for r in results))
         return len(ranges)
 
@@ -236,10 +216,21 @@ class FlowRunner:
         """Copy up to the end offsets the source had when the run started; a signal stops after the job in
         flight (what it copied is recorded, the rest is left for the next run)."""
         ends = self.retrying(self.end_offsets, stop)
-        while not stop.is_set() and self.retrying(lambda: self.copy_round(ends), stop):
-            pass
+        self._copy_up_to(ends, stop)
+        unfinished: KafkaOperationError | ReplicationError | None = None
+        if self.unavailable and not stop.is_set():
+            try:  # the partitions whose leader was away at the start, once it is back
+                self._copy_up_to(self.retrying(self._ends_of_unavailable, stop), stop)
+            except (KafkaOperationError, ReplicationError) as exc:
+                unfinished = exc  # raised after the checkpoints of what was copied
         self.retrying(self.checkpoint, stop)
         self.retrying(self.report_lag, stop)
+        if unfinished is not None:
+            raise unfinished
+
+    def _copy_up_to(self, ends: dict[tuple[str, int], int], stop: threading.Event) -> None:
+        while not stop.is_set() and self.retrying(lambda: self.copy_round(ends), stop):
+            pass
 
     def retrying(self, step: Callable[[], T], stop: threading.Event) -> T:
         """Run ``step``, retrying transient failures (a stalled broker, a failed Spark job) with backoff for up to
@@ -311,8 +302,11 @@ class FlowRunner:
         not copied yet, read from the source like ``mm2py lag`` does)."""
         if self.metrics is None or not self.ends:
             return
+        # No record can be read from a partition whose leader is away: its age is left at 0 until it is back.
         lagging = {
-            tp: self.positions.get(tp, end) for tp, end in self.ends.items() if end > self.positions.get(tp, end)
+            tp: self.positions.get(tp, end)
+            for tp, end in self.ends.items()
+            if end > self.positions.get(tp, end) and tp not in self.unavailable
         }
         ages = record_ages(self.flow, lagging, now_ms()) if lagging else {}
         rows = []

@@ -27,7 +27,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException
 
 from mm2py.errors import KafkaOperationError
-from mm2py.kafka.admin import wrap_kafka_error
+from mm2py.kafka.client_errors import wrap_kafka_error
 from mm2py.kafka.clients import new_consumer, new_producer
 from mm2py.kafka.reader import read_topic
 from mm2py.topics import LEASE_TOPIC

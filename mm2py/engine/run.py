@@ -15,10 +15,11 @@ from types import FrameType
 
 from mm2py.config import LoadedConfig
 from mm2py.config.flow import FlowConfig
-from mm2py.engine.driver import FlowRunner, FlowStats
+from mm2py.engine.driver import FlowRunner
 from mm2py.engine.group_sync import GroupSyncCoordinator
 from mm2py.engine.lease import FlowLease
 from mm2py.engine.spark import SparkRunner
+from mm2py.engine.stats import FlowStats
 from mm2py.heartbeats import HeartbeatEmitter, heartbeat_flows
 from mm2py.metrics import RunMetrics
 from mm2py.plan import AdminPool, ReplicationPlan, build_plan

@@ -29,7 +29,8 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from mm2py.errors import ClusterUnreachableError, KafkaOperationError
+from mm2py.errors import KafkaOperationError
+from mm2py.kafka.client_errors import AUTH_ERRORS, LEADER_AWAY, UNREACHABLE, error_of, reason_of, wrap_kafka_error
 
 log = logging.getLogger(__name__)
 # librdkafka's own log lines (connection refused, retries, ...) go through Python logging, so they are
@@ -42,9 +43,6 @@ librdkafka_log = logging.getLogger("mm2py.librdkafka")
 MAX_CALL_TIMEOUT_S = 15.0
 # How long every broker of a cluster must have been reported down before a metadata request gives up early.
 _DOWN_GRACE_S = 3.0
-
-_UNREACHABLE = {KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN, KafkaError._RESOLVE}
-_AUTH = {KafkaError.SASL_AUTHENTICATION_FAILED, KafkaError._AUTHENTICATION, KafkaError._SSL}
 
 
 @dataclass(frozen=True)
@@ -75,34 +73,6 @@ class SecurityDisabledError(KafkaOperationError):
     """The cluster runs without an authorizer (Kafka's SECURITY_DISABLED): it has no ACLs to read or write."""
 
 
-def _error_of(exc: BaseException) -> KafkaError | None:
-    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
-        return exc.args[0]
-    return None
-
-
-def wrap_kafka_error(
-    alias: str, operation: str, exc: BaseException, detail: KafkaError | None = None
-) -> KafkaOperationError:
-    """Turn a client exception into our error type; unreachable clusters get their own type (exit 3).
-
-    ``detail`` is the client's own last error event, when known: a failed TLS handshake or login shows up
-    as "transport failure" on the call, and only the event says why.
-    """
-    if detail is not None and detail.code() in _AUTH:
-        what = "TLS handshake failed" if detail.code() == KafkaError._SSL else "authentication failed"
-        return KafkaOperationError(alias, operation, f"{what}: {detail.str()}")
-    if isinstance(exc, FutureTimeout):
-        return ClusterUnreachableError(alias, operation, "no answer before the call's timeout")
-    err = _error_of(exc)
-    if err is not None and err.code() in _UNREACHABLE:
-        return ClusterUnreachableError(alias, operation, f"no broker answered ({err.str()})")
-    if err is not None and err.code() in _AUTH:
-        return KafkaOperationError(alias, operation, f"authentication failed ({err.str()})")
-    text = err.str() if err is not None else str(exc)
-    return KafkaOperationError(alias, operation, text)
-
-
 class ClusterAdmin:
     """A lazily created AdminClient for one cluster alias."""
 
@@ -125,7 +95,7 @@ class ClusterAdmin:
         # librdkafka reports "all brokers down" once, then only the individual connection failures.
         if err.code() == KafkaError._ALL_BROKERS_DOWN and self._down_since is None:
             self._down_since = time.monotonic()
-        if self._last_error is None or self._last_error.code() not in _AUTH:
+        if self._last_error is None or self._last_error.code() not in AUTH_ERRORS:
             self._last_error = err
 
     def _wrap(self, operation: str, exc: BaseException) -> KafkaOperationError:
@@ -167,7 +137,7 @@ class ClusterAdmin:
                 with contextlib.suppress(Exception):
                     self.client.poll(0)
                 now = time.monotonic()
-                auth_failed = self._last_error is not None and self._last_error.code() in _AUTH
+                auth_failed = self._last_error is not None and self._last_error.code() in AUTH_ERRORS
                 down = self._down_since is not None and now - max(self._down_since, started) >= _DOWN_GRACE_S
                 if auth_failed or down or now >= deadline:
                     raise self._wrap(operation, exc) from None
@@ -221,8 +191,8 @@ class ClusterAdmin:
                 future.result(timeout=self.timeout_s)
                 outcome[name] = None
             except (KafkaException, FutureTimeout) as exc:
-                err = _error_of(exc)
-                if isinstance(exc, FutureTimeout) or (err is not None and err.code() in _UNREACHABLE):
+                err = error_of(exc)
+                if isinstance(exc, FutureTimeout) or (err is not None and err.code() in UNREACHABLE):
                     raise self._wrap(f"{operation} {name}", exc) from None
                 if err is not None and err.code() in fine:
                     outcome[name] = None
@@ -246,19 +216,47 @@ class ClusterAdmin:
         self, partitions: list[tuple[str, int]], which: str, read_committed: bool = False
     ) -> dict[tuple[str, int], int]:
         """Earliest or latest offset of each (topic, partition); latest is the LSO under read_committed."""
+        offsets, away = self._list_offsets(partitions, which, read_committed)
+        for (topic, partition), exc in away.items():
+            raise self._wrap(f"listing {which} offsets of {topic}-{partition}", exc) from None
+        return offsets
+
+    def list_offsets_of_available(
+        self, partitions: list[tuple[str, int]], which: str, read_committed: bool = False
+    ) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], str]]:
+        """Like ``list_offsets``, but a partition whose leader is away (a killed node, an election) comes back
+        with its reason instead of failing the call, so the other partitions can still be copied; the call
+        still fails when no partition answered (then the cluster, not one leader, is the problem)."""
+        offsets, away = self._list_offsets(partitions, which, read_committed)
+        if away and not offsets:
+            (topic, partition), exc = next(iter(away.items()))
+            raise self._wrap(f"listing {which} offsets of {topic}-{partition}", exc) from None
+        if any(isinstance(exc, FutureTimeout) for exc in away.values()):
+            self._client = None  # as in _wrap: a new client forgets the dead node the timed-out request waited on
+        return offsets, {tp: reason_of(exc) for tp, exc in away.items()}
+
+    def _list_offsets(
+        self, partitions: list[tuple[str, int]], which: str, read_committed: bool
+    ) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], BaseException]]:
+        """The offsets that were answered, and the failure of each partition whose leader is away; any other
+        failure is raised at once."""
         if not partitions:
-            return {}
+            return {}, {}
         spec = OffsetSpec.earliest() if which == "earliest" else OffsetSpec.latest()  # type: ignore[no-untyped-call]
         request = {TopicPartition(t, p): spec for t, p in partitions}
         level = IsolationLevel.READ_COMMITTED if read_committed else IsolationLevel.READ_UNCOMMITTED
         futures = self.client.list_offsets(request, isolation_level=level, request_timeout=self.timeout_s)
-        result: dict[tuple[str, int], int] = {}
+        offsets: dict[tuple[str, int], int] = {}
+        away: dict[tuple[str, int], BaseException] = {}
         for tp, future in futures.items():
             try:
-                result[(tp.topic, tp.partition)] = future.result(timeout=self.timeout_s).offset
+                offsets[(tp.topic, tp.partition)] = future.result(timeout=self.timeout_s).offset
             except (KafkaException, FutureTimeout) as exc:
-                raise self._wrap(f"listing {which} offsets of {tp.topic}-{tp.partition}", exc) from None
-        return result
+                err = error_of(exc)
+                if not isinstance(exc, FutureTimeout) and (err is None or err.code() not in LEADER_AWAY):
+                    raise self._wrap(f"listing {which} offsets of {tp.topic}-{tp.partition}", exc) from None
+                away[(tp.topic, tp.partition)] = exc
+        return offsets, away
 
     def list_groups(self) -> list[str]:
         """Ids of all consumer groups of the cluster."""
@@ -275,7 +273,7 @@ class ClusterAdmin:
         try:
             description = futures[group].result(timeout=self.timeout_s)
         except (KafkaException, FutureTimeout) as exc:
-            err = _error_of(exc)
+            err = error_of(exc)
             if err is not None and err.code() == KafkaError.GROUP_ID_NOT_FOUND:
                 return "DEAD"
             raise self._wrap(f"describing consumer group {group}", exc) from None
@@ -378,16 +376,16 @@ class ClusterAdmin:
                 futures[binding].result(timeout=self.timeout_s)
                 outcome[acl] = None
             except (KafkaException, FutureTimeout) as exc:
-                err = _error_of(exc)
+                err = error_of(exc)
                 if isinstance(exc, FutureTimeout) or (
-                    err is not None and err.code() in (*_UNREACHABLE, KafkaError.SECURITY_DISABLED)
+                    err is not None and err.code() in (*UNREACHABLE, KafkaError.SECURITY_DISABLED)
                 ):
                     raise self._acl_error(f"creating ACLs on topic {acl.topic}", exc) from None
                 outcome[acl] = err.str() if err is not None else str(exc)
         return outcome
 
     def _acl_error(self, operation: str, exc: BaseException) -> KafkaOperationError:
-        err = _error_of(exc)
+        err = error_of(exc)
         if err is not None and err.code() == KafkaError.SECURITY_DISABLED:
             return SecurityDisabledError(self.alias, operation, "the cluster has no authorizer")
         return self._wrap(operation, exc)

@@ -17,7 +17,7 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, TopicPartition
 
 from mm2py.errors import KafkaOperationError
-from mm2py.kafka.admin import wrap_kafka_error
+from mm2py.kafka.client_errors import wrap_kafka_error
 from mm2py.kafka.clients import new_consumer
 
 _BATCH = 10_000

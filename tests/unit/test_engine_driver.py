@@ -18,7 +18,7 @@ from mm2py.config.mirror_maker import Flow
 from mm2py.config.properties import parse_properties
 from mm2py.engine.copy import CopyResult, CopySpec, PartitionRange
 from mm2py.engine.driver import FlowRunner
-from mm2py.errors import ReplicationError
+from mm2py.errors import KafkaOperationError, ReplicationError
 from mm2py.kafka.admin import ClusterAdmin
 from mm2py.plan import AdminPool, FlowPlan, TopicPlan
 
@@ -37,12 +37,22 @@ class FakeSource:
     def __init__(self, earliest: dict[tuple[str, int], int], latest: dict[tuple[str, int], int]) -> None:
         self.earliest = earliest
         self.latest = latest
+        self.away: dict[tuple[str, int], int] = {}  # partition -> how many more end-offset lists it misses
 
     def list_offsets(
         self, partitions: list[tuple[str, int]], which: str, read_committed: bool = False
     ) -> dict[tuple[str, int], int]:
         table = self.earliest if which == "earliest" else self.latest
         return {tp: table[tp] for tp in partitions}
+
+    def list_offsets_of_available(
+        self, partitions: list[tuple[str, int]], which: str, read_committed: bool = False
+    ) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], str]]:
+        away = {tp: "Broker: Leader not available" for tp in partitions if self.away.get(tp, 0) > 0}
+        for tp in away:
+            self.away[tp] -= 1
+        offsets = self.list_offsets([tp for tp in partitions if tp not in away], which, read_committed)
+        return offsets, away
 
 
 class FakeSpark:
@@ -161,3 +171,60 @@ def test_a_stop_request_ends_once_after_the_job_in_flight(recorded: list[Mapping
     r._set_positions({})
     r.run_once(stop)
     assert len(spark.jobs) == 1 and r.positions[("orders", 0)] == 100
+
+
+# -- a partition whose leader is away (its only replica's node is down) --------------------------------------
+
+
+def test_once_copies_the_other_partitions_then_the_one_whose_leader_came_back(
+    recorded: list[Mapping[tuple[str, int], int]], caplog: pytest.LogCaptureFixture
+) -> None:
+    source = FakeSource({("orders", 0): 0, ("orders", 1): 0}, {("orders", 0): 150, ("orders", 1): 30})
+    source.away[("orders", 1)] = 3  # the start, then two retries of the late phase
+    spark = FakeSpark()
+    r = runner(source, spark)
+    r._set_positions({})
+    stop = InstantStop()
+    r.run_once(stop)
+    copied = [[(x.partition, x.start, x.end) for x in job] for job in spark.jobs]
+    assert copied == [[(0, 0, 100)], [(0, 100, 150)], [(1, 0, 30)]]  # partition 0 did not wait for partition 1
+    assert stop.waits == [1.0, 2.0]
+    assert r.positions == {("orders", 0): 150, ("orders", 1): 30} and r.stats.lag == 0
+    messages = [rec.getMessage() for rec in caplog.records]
+    assert any(
+        "partition=1 is not copied while its leader is away (Broker: Leader not available)" in m for m in messages
+    )
+    assert any("partition=1 has a leader again" in m for m in messages)
+
+
+def test_once_fails_naming_a_partition_whose_leader_stays_away_after_copying_the_rest(
+    recorded: list[Mapping[tuple[str, int], int]],
+) -> None:
+    source = FakeSource({("orders", 0): 0, ("orders", 1): 0}, {("orders", 0): 50, ("orders", 1): 30})
+    source.away[("orders", 1)] = 1_000
+    spark = FakeSpark()
+    r = runner(source, spark, extra="mm2py.retry.timeout.seconds = 20\n")
+    r._set_positions({})
+    stop = InstantStop()
+    with pytest.raises(KafkaOperationError, match=r"latest offsets of orders-1 on dc1 failed: Broker: Leader not av"):
+        r.run_once(stop)
+    assert stop.waits == [1.0, 2.0, 4.0, 8.0, 16.0]  # retried up to mm2py.retry.timeout.seconds
+    assert r.positions == {("orders", 0): 50, ("orders", 1): 0}  # the rest was copied; partition 1 is not skipped
+    assert list(r.unavailable) == [("orders", 1)]
+
+
+def test_continuous_rounds_copy_around_a_partition_whose_leader_is_away(
+    recorded: list[Mapping[tuple[str, int], int]],
+) -> None:
+    source = FakeSource({("orders", 0): 0, ("orders", 1): 0}, {("orders", 0): 40, ("orders", 1): 30})
+    spark = FakeSpark()
+    r = runner(source, spark)
+    r._set_positions({})
+    r.copy_round(r.end_offsets())
+    source.latest = {("orders", 0): 90, ("orders", 1): 70}
+    source.away[("orders", 1)] = 1
+    assert r.copy_round(r.end_offsets()) == 1
+    assert spark.jobs[-1][0].partition == 0 and r.positions == {("orders", 0): 90, ("orders", 1): 30}
+    assert r.unavailable == {("orders", 1): "Broker: Leader not available"}
+    assert r.stats.lag == 0  # partition 1's last known end (30) is copied; its new records are not seen yet
+    assert r.copy_round(r.end_offsets()) == 1 and r.positions[("orders", 1)] == 70 and not r.unavailable

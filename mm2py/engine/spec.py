@@ -1,0 +1,39 @@
+"""The one picklable description of a flow that every copy task receives: librdkafka settings for its source
+consumer and target producers, the internal topics it writes, and the copy path it takes."""
+
+from __future__ import annotations
+
+from mm2py.config.flow import FlowConfig
+from mm2py.copy_path import choose_copy_path
+from mm2py.engine.copy import CopySpec
+from mm2py.kafka.client_defaults import copy_consumer_settings, copy_producer_settings, syncs_producer_settings
+from mm2py.progress import progress_topic
+from mm2py.topics import dense_offset_syncs_topic, offset_syncs_topic
+
+
+def copy_spec(f: FlowConfig) -> CopySpec:
+    """What every copy task of flow ``f`` needs (plain and picklable)."""
+    exactly_once = f.exactly_once
+    return CopySpec(
+        flow=f.name,
+        source=f.source,
+        target=f.target,
+        consumer_settings=copy_consumer_settings(
+            f.source_consumer.settings(), f"mm2py-{f.source}-{f.target}", exactly_once=exactly_once
+        ),
+        producer_settings=copy_producer_settings(f.target_producer.settings(), exactly_once=exactly_once),
+        syncs_producer_settings=(
+            syncs_producer_settings(f.offset_syncs_producer.settings()) if f.emit_offset_syncs_enabled else None
+        ),
+        syncs_topic=offset_syncs_topic(f) if f.emit_offset_syncs_enabled else None,
+        dense_syncs_topic=(
+            dense_offset_syncs_topic(f) if f.emit_offset_syncs_enabled and f.dense_offset_syncs else None
+        ),
+        progress_topic=progress_topic(f.source),
+        offset_lag_max=f.offset_lag_max,
+        dense_offset_syncs=f.dense_offset_syncs,
+        provenance=f.provenance_header_enabled,
+        exactly_once=exactly_once,
+        copy_path=choose_copy_path(f).path,
+        poll_timeout_s=max(f.consumer_poll_timeout_ms / 1000, 0.1),
+    )
