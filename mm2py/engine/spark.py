@@ -93,7 +93,10 @@ class SparkRunner:
             "spark.python.worker.reuse": "true",
             "spark.log.level": "WARN",
             "spark.task.maxFailures": "4",
-            "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={_LOG4J}",
+            # The driver JVM only schedules tasks (records stay in the Python workers), so its JIT's top tier
+            # never pays off; compiling with C1 alone starts a local SparkContext 3-4 s sooner on 2 cores
+            # (5.7-6.2 s instead of 7.7-9.8 s to a live context, measured with pyspark 4.3 and Java 17).
+            "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={_LOG4J} -XX:TieredStopAtLevel=1",
         }
         if self.master.startswith("local"):
             defaults.update({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"})
