@@ -31,7 +31,7 @@ install: $(STAMP) $(KAFKA_LIBS_STAMP)
 
 # Lint and type errors fail the build before any test runs (CI runs this target through .ci/run).
 test: lint $(KAFKA_LIBS_STAMP)
-	$(BIN)/pytest tests
+	$(BIN)/pytest -n 2 --dist loadgroup --durations=15 tests
 
 unit: $(STAMP)
 	$(BIN)/pytest tests/unit

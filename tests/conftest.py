@@ -182,3 +182,19 @@ def compacted_topic(unique_topic: Callable[..., str]) -> Callable[..., str]:
         return cluster.create_compacted_topic(unique_topic("compacted"), partitions, replication_factor, config)
 
     return make
+
+
+# --- Two pytest-xdist workers (`make test` runs -n 2 --dist loadgroup) -------------------------------------
+
+# Tests that use a session-wide real-Kafka cluster all run in one worker, so each cluster starts once; the other
+# worker meanwhile runs tansu tests, which start their own brokers.
+_REAL_KAFKA_FIXTURES = {"kafka_runtime", "real_kafka", "real_kafka_acl", "real_kafka_cluster", "real_kafka_target"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    real = [item for item in items if _REAL_KAFKA_FIXTURES & set(getattr(item, "fixturenames", ()))]
+    for item in real:
+        item.add_marker(pytest.mark.xdist_group("real-kafka"))
+    # The real-Kafka group is the longest unit of work: handed out first, it does not run alone at the end.
+    chosen = set(real)
+    items[:] = real + [item for item in items if item not in chosen]

@@ -181,9 +181,10 @@ def test_source_broker_frozen_30s_the_run_recovers_by_itself_and_loses_nothing(
     assert duplicates <= BATCH * PARTITIONS
 
 
+# Mid-copy on both copy paths (each has its own way of surviving timed-out produces); idle only on the default
+# path, since what an idle run writes to the target (heartbeats) does not depend on the copy path.
 @pytest.mark.timeout(240)
-@pytest.mark.parametrize("path", ["record", "batch"])
-@pytest.mark.parametrize("when", WHEN)
+@pytest.mark.parametrize(("when", "path"), [("mid-copy", "record"), ("mid-copy", "batch"), ("idle", "batch")])
 def test_target_broker_frozen_30s_timed_out_producers_are_replaced_and_nothing_is_lost(
     pair: dict[str, TansuBroker], tmp_path: Path, when: str, path: str
 ) -> None:
