@@ -38,6 +38,7 @@ from confluent_kafka import KafkaError
 from mm2py.engine import copy as record_copy
 from mm2py.engine.batch_produce import Lane, Outgoing, PipelinedProducer, batch_timestamps
 from mm2py.engine.copy import CopyResult, CopySpec, PartitionRange
+from mm2py.engine.delivery import flush_offset_syncs, flush_producer, queue_offset_syncs
 from mm2py.errors import ReplicationError
 from mm2py.kafka.batch_records import RecordTooLarge, needs_rebuild, rebuild, split_to_limit
 from mm2py.kafka.clients import cached_producer
@@ -183,15 +184,22 @@ class _BatchCopier:
                     record.key,
                     on_delivery=lambda err, _m: failures.append(err) if err else None,
                 )
-        record_copy.flush_producer(spec, producer, spec.producer_settings, failures, f"flow={spec.flow} (progress)")
+        flush_producer(spec, producer, spec.producer_settings, failures, f"flow={spec.flow} (progress)")
+        # Every range's offset syncs, then one flush: a flush per range cost a round trip each, which made the
+        # tail of a job over 40 partitions last seconds.
+        syncs_of: dict[tuple[str, int], int] = {}
+        sync_failures: list[KafkaError] = []
+        for key, state in self.ranges.items():
+            if spec.syncs_topic is not None and state.lane.upstream:
+                syncs_of[key] = queue_offset_syncs(
+                    spec, state.rng, state.lane.upstream, state.lane.downstream, sync_failures
+                )
+        if syncs_of:
+            flush_offset_syncs(spec, sync_failures, f"flow={spec.flow} ({len(syncs_of)} partitions)")
         results = []
         seconds = time.monotonic() - self.started
-        for state in self.ranges.values():
-            rng, lane, syncs = state.rng, state.lane, 0
-            if spec.syncs_topic is not None and lane.upstream:
-                syncs = record_copy.write_offset_syncs(
-                    spec, rng, lane.upstream, lane.downstream, f"flow={spec.flow} {state.where}"
-                )
+        for key, state in self.ranges.items():
+            rng, lane, syncs = state.rng, state.lane, syncs_of.get(key, 0)
             last = lane.upstream[-1] if lane.upstream else -1
             measurement = lane.measurer.measurement(
                 spec.source, spec.target, rng.topic, rng.remote_topic, rng.partition

@@ -22,17 +22,14 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
+from mm2py.engine.delivery import flush_producer, raise_delivery_failure, write_offset_syncs
 from mm2py.errors import Failure, ReplicationError
 from mm2py.kafka.clients import cached_consumer, cached_producer, drop_producer
 from mm2py.metrics import PartitionMeasurement, RangeMeasurer
-from mm2py.offset_syncs import DENSE_SYNC_HEADER, DENSE_SYNC_VALUE, offset_syncs_for_offsets
 from mm2py.progress import progress_record
 from mm2py.secrets import RedactingFilter, Redactor
 
 _CONSUME_BATCH = 10_000
-# librdkafka drops a message it cannot deliver within message.timeout.ms; after that the idempotent
-# producer's epoch must be bumped, which some brokers refuse, so a producer that timed out is replaced.
-_RECREATE_PRODUCER = {KafkaError._MSG_TIMED_OUT, KafkaError._FENCED, KafkaError._FATAL}
 PROVENANCE_HEADER = "mm2py.provenance"
 
 
@@ -326,7 +323,7 @@ def _pump(spec: CopySpec, rng: PartitionRange, consumer: Any, producer: Any, bat
         batch.read(stamps, batch.bytes - bytes_before)
         poll(0)
         if batch.failures:
-            _raise_delivery_failure(
+            raise_delivery_failure(
                 spec, spec.producer_settings, batch.failures, f"{where} offsets {rng.start}..{batch.last_read}"
             )
 
@@ -345,70 +342,3 @@ def _abort(producer: Any, settings: Mapping[str, str]) -> None:
         producer.abort_transaction(30)
     except KafkaException:
         drop_producer(settings)
-
-
-def flush_producer(
-    spec: CopySpec, producer: Any, settings: Mapping[str, str], failures: list[KafkaError], where: str
-) -> None:
-    deadline = time.monotonic() + spec.flush_timeout_s
-    while producer.flush(1.0) > 0:
-        if failures:
-            break
-        if time.monotonic() > deadline:
-            raise ReplicationError(
-                f"{where}: the target {spec.target} did not acknowledge within {spec.flush_timeout_s:.0f} s"
-            )
-    if failures:
-        _raise_delivery_failure(spec, settings, failures, where)
-
-
-def _raise_delivery_failure(
-    spec: CopySpec, settings: Mapping[str, str], failures: list[KafkaError], where: str
-) -> None:
-    first = failures[0]
-    if first.code() in _RECREATE_PRODUCER or first.fatal():
-        drop_producer(settings)
-    raise ReplicationError.of_kafka(
-        f"{where}: producing to {spec.target} failed for {len(failures)} record(s): {first.str()}", first
-    )
-
-
-def write_offset_syncs(
-    spec: CopySpec, rng: PartitionRange, upstream: list[int], downstream: list[int], where: str
-) -> int:
-    """Offset syncs are never transactional (as in MM2): they are written after the range is committed.
-
-    MM2's topic gets exactly the syncs MM2's rule makes due (MM2's readers see what MM2 would write); with
-    dense syncs on, mm2py's own syncs topic gets those plus the run boundaries exact translation needs.
-    Returns how many syncs were written in all."""
-    assert spec.syncs_producer_settings is not None and spec.syncs_topic is not None
-    producer = cached_producer(spec.syncs_producer_settings)
-    failures: list[KafkaError] = []
-    written = 0
-    targets: list[tuple[str, bool]] = [(spec.syncs_topic, False)]
-    if spec.dense_syncs_topic is not None:
-        targets.append((spec.dense_syncs_topic, True))
-    for topic, dense in targets:
-        syncs = offset_syncs_for_offsets(
-            rng.topic, rng.partition, upstream, downstream, spec.offset_lag_max, dense=dense
-        )
-        headers: list[tuple[str, str | bytes | None]] | None = (
-            [(DENSE_SYNC_HEADER, DENSE_SYNC_VALUE)] if dense else None
-        )
-        for sync in syncs:
-            while True:
-                try:
-                    producer.produce(
-                        topic,
-                        sync.record_value(),
-                        sync.record_key(),
-                        0,
-                        headers=headers,
-                        on_delivery=lambda err, _m: failures.append(err) if err else None,
-                    )
-                    break
-                except BufferError:
-                    producer.poll(0.05)
-        written += len(syncs)
-    flush_producer(spec, producer, spec.syncs_producer_settings, failures, f"{where} (offset syncs)")
-    return written
