@@ -1,0 +1,195 @@
+"""Continuous mode's latency: records at a steady rate over many partitions, source timestamp -> on the target.
+
+Why: a continuous ``mm2py run`` copies in rounds (one Spark job per round, every partition with new records in
+it); the goal is a p99 of at most 2 s at 10,000 records/s over 80 partitions, with every record arriving. The
+latency of a record is the moment a consumer of the remote topic receives it minus its timestamp, which MM2
+semantics keep from the source (CreateTime, set when the load producer was handed the record): it includes the
+producer's linger, both brokers, mm2py and the reading consumer's fetch wait.
+
+Both clusters are real one-node Kafka (the jars ``make kafka-libs`` resolves): tansu answers ListOffsets LATEST
+with the base offset of its newest batch + 1 (docs/test-broker.md, *ListOffsets*), which would hold the tail of
+every partition back by one round.
+
+    python -m bench.latency [--rate 10000] [--partitions 80] [--seconds 60]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+
+from bench.contenders import MM2PY_CONFIG, REPO
+
+sys.path.insert(0, str(REPO / "tests"))
+from real_kafka import KafkaCluster, KafkaRuntime, poll_until
+
+TOPIC = "latency"
+REMOTE = f"source.{TOPIC}"
+VALUE_SIZE = 100
+TICK_S = 0.01  # the load producer hands over rate * TICK_S records every tick
+
+
+class Arrivals:
+    """Reads the remote topic from its start in a thread; keeps each record's latency in ms by its sequence."""
+
+    def __init__(self, bootstrap: str, partitions: int) -> None:
+        self.latency_ms: dict[int, float] = {}
+        self._stop = threading.Event()
+        self._consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": "bench-latency",
+                "enable.auto.commit": False,
+                "fetch.wait.max.ms": 10,
+                "fetch.min.bytes": 1,
+            }
+        )
+        self._consumer.assign([TopicPartition(REMOTE, p, OFFSET_BEGINNING) for p in range(partitions)])
+        self._thread = threading.Thread(target=self._run, name="arrivals", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for message in self._consumer.consume(10_000, timeout=0.1):
+                if message.error() is not None:
+                    continue
+                now_ms = time.time() * 1000
+                value = message.value() or b""
+                self.latency_ms[int(value[:12])] = now_ms - message.timestamp()[1]
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._consumer.close()
+
+
+def produce_steadily(bootstrap: str, partitions: int, rate: int, seconds: float, first: int) -> int:
+    """Sequence numbers ``first``.. at ``rate`` records/s for ``seconds``; returns the next sequence number."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all"})
+    per_tick = max(1, round(rate * TICK_S))
+    seq = first
+    started = time.monotonic()
+    tick = 0
+    while time.monotonic() - started < seconds:
+        for _ in range(per_tick):
+            value = f"{seq:012d}".encode().ljust(VALUE_SIZE, b".")
+            producer.produce(TOPIC, value, partition=seq % partitions)
+            seq += 1
+        producer.poll(0)
+        tick += 1
+        # Paced by the clock, not by sleeps of a fixed length: a late tick is caught up at once.
+        delay = started + tick * TICK_S - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)  # pacing of the load, not a synchronisation
+    if producer.flush(30) != 0:
+        raise RuntimeError("the load producer could not deliver every record within 30 s")
+    return seq
+
+
+def warm_up(bootstrap: str, partitions: int) -> int:
+    """One record per partition (sequence numbers 0..partitions-1); returns the next sequence number."""
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    for seq in range(partitions):
+        producer.produce(TOPIC, f"{seq:012d}".encode().ljust(VALUE_SIZE, b"."), partition=seq)
+    if producer.flush(30) != 0:
+        raise RuntimeError("the warm-up records were not delivered within 30 s")
+    return partitions
+
+
+def percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
+
+
+def run(rate: int, partitions: int, seconds: float, master: str) -> dict[str, Any]:
+    work = Path(tempfile.mkdtemp(prefix="mm2py-latency-"))
+    runtime = KafkaRuntime.locate()
+    with ExitStack() as stack:
+        source = stack.enter_context(KafkaCluster(work / "source", 1, runtime=runtime))
+        target = stack.enter_context(KafkaCluster(work / "target", 1, runtime=runtime))
+        source.create_topic(TOPIC, partitions)
+        config = work / "latency.properties"
+        config.write_text(
+            MM2PY_CONFIG.format(
+                source=source.bootstrap,
+                target=target.bootstrap,
+                topic=TOPIC,
+                master=master,
+                extra="source->target.consumer.poll.timeout.ms = 100\n",
+            )
+        )
+        log = (work / "run.log").open("w")
+        mm2py = subprocess.Popen(
+            [sys.executable, "-m", "mm2py", "-v", "run", str(config)], cwd=REPO, stdout=log, stderr=subprocess.STDOUT
+        )
+        stack.callback(lambda: mm2py.poll() is None and mm2py.kill())
+        # One record per partition, then wait until they are all on the target: the run is up and copying.
+        warm = warm_up(source.bootstrap, partitions)
+        poll_until(lambda: REMOTE in _topics(target.bootstrap), 180, f"{REMOTE} on the target")
+        arrivals = Arrivals(target.bootstrap, partitions)
+        stack.callback(arrivals.close)
+        poll_until(lambda: len(arrivals.latency_ms) >= warm, 180, "the warm-up records on the target")
+        end = produce_steadily(source.bootstrap, partitions, rate, seconds, warm)
+        measured = range(warm, end)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and any(seq not in arrivals.latency_ms for seq in measured[-1000:]):
+            time.sleep(0.2)  # poll interval while the last records arrive
+        mm2py.send_signal(signal.SIGTERM)
+        code = mm2py.wait(120)
+        latencies = [arrivals.latency_ms[s] for s in measured if s in arrivals.latency_ms]
+        missing = len(measured) - len(latencies)
+        if not latencies:
+            raise RuntimeError(f"no record arrived; see {work / 'run.log'}")
+        return {
+            "rate": rate,
+            "partitions": partitions,
+            "seconds": seconds,
+            "records": len(measured),
+            "missing": missing,
+            "mm2py_exit": code,
+            "p50_ms": percentile(latencies, 0.50),
+            "p95_ms": percentile(latencies, 0.95),
+            "p99_ms": percentile(latencies, 0.99),
+            "max_ms": max(latencies),
+            "log": str(work / "run.log"),
+        }
+
+
+def _topics(bootstrap: str) -> set[str]:
+    from confluent_kafka.admin import AdminClient
+
+    return set(AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10).topics)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rate", type=int, default=10_000, help="records per second (default 10000)")
+    parser.add_argument("--partitions", type=int, default=80)
+    parser.add_argument("--seconds", type=float, default=60.0, help="how long the load runs (default 60)")
+    parser.add_argument("--master", default="local[2]")
+    args = parser.parse_args()
+    r = run(args.rate, args.partitions, args.seconds, args.master)
+    print(
+        f"{r['records']:,} records at {r['rate']:,}/s over {r['partitions']} partitions: latency p50 "
+        f"{r['p50_ms'] / 1000:.2f} s, p95 {r['p95_ms'] / 1000:.2f} s, p99 {r['p99_ms'] / 1000:.2f} s, max "
+        f"{r['max_ms'] / 1000:.2f} s; missing {r['missing']}; mm2py exit {r['mm2py_exit']} "
+        f"(goal p99 <= 2 s, none missing: {'met' if r['p99_ms'] <= 2000 and r['missing'] == 0 else 'NOT met'})"
+    )
+    out = REPO / "bench-results"
+    out.mkdir(exist_ok=True)
+    (out / time.strftime("latency-%Y%m%d-%H%M%S.json")).write_text(json.dumps(r, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
