@@ -175,8 +175,10 @@ class FlowRunner:
     def copy_round(self, ends: dict[tuple[str, int], int]) -> int:
         """One Spark job; returns how many ranges it copied (0 = nothing left below ``ends``)."""
         self._check_truncation(ends)
-        # A partition whose leader is away keeps the end last seen, so its lag is still reported.
-        self.ends = {tp: end for tp, end in self.ends.items() if tp in self.unavailable} | ends
+        # A partition of the plan that this listing left out (its leader is away; or --once copying only the
+        # partitions that were away) keeps the end last seen, so its lag is still reported.
+        planned = set(self._partitions())
+        self.ends = {tp: end for tp, end in self.ends.items() if tp in planned} | ends
         ranges = self.ranges(ends)
         self.stats.lag = sum(max(0, end - self.positions.get(tp, end)) for tp, end in self.ends.items())
         if not ranges:
