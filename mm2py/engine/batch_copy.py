@@ -185,8 +185,7 @@ class _BatchCopier:
                     on_delivery=lambda err, _m: failures.append(err) if err else None,
                 )
         flush_producer(spec, producer, spec.producer_settings, failures, f"flow={spec.flow} (progress)")
-        # Every range's offset syncs, then one flush: a flush per range cost a round trip each, which made the
-        # tail of a job over 40 partitions last seconds.
+        # Every range's offset syncs, then one flush: a flush per range would wait a round trip per partition.
         syncs_of: dict[tuple[str, int], int] = {}
         sync_failures: list[KafkaError] = []
         for key, state in self.ranges.items():
