@@ -73,6 +73,16 @@ class SecurityDisabledError(KafkaOperationError):
     """The cluster runs without an authorizer (Kafka's SECURITY_DISABLED): it has no ACLs to read or write."""
 
 
+def _timed_out(exc: BaseException) -> bool:
+    """No answer in time, from the future's wait or from the client's own request timeout."""
+    return isinstance(exc, FutureTimeout) or _code_in(exc, {KafkaError._TIMED_OUT})
+
+
+def _code_in(exc: BaseException, codes: set[int]) -> bool:
+    err = error_of(exc)
+    return err is not None and err.code() in codes
+
+
 class ClusterAdmin:
     """A lazily created AdminClient for one cluster alias."""
 
@@ -224,14 +234,15 @@ class ClusterAdmin:
     def list_offsets_of_available(
         self, partitions: list[tuple[str, int]], which: str, read_committed: bool = False
     ) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], str]]:
-        """Like ``list_offsets``, but a partition whose leader is away (a killed node, an election) comes back
-        with its reason instead of failing the call, so the other partitions can still be copied; the call
-        still fails when no partition answered (then the cluster, not one leader, is the problem)."""
+        """Like ``list_offsets``, but a partition whose leader is away (a killed node, an election, or no answer
+        in time while other partitions answered) comes back with its reason instead of failing the call, so the
+        other partitions can still be copied; the call still fails when no partition answered (then the
+        cluster, not one leader, is the problem)."""
         offsets, away = self._list_offsets(partitions, which, read_committed)
         if away and not offsets:
             (topic, partition), exc = next(iter(away.items()))
             raise self._wrap(f"listing {which} offsets of {topic}-{partition}", exc) from None
-        if any(isinstance(exc, FutureTimeout) for exc in away.values()):
+        if any(_timed_out(exc) for exc in away.values()):
             self._client = None  # as in _wrap: a new client forgets the dead node the timed-out request waited on
         return offsets, {tp: reason_of(exc) for tp, exc in away.items()}
 
@@ -248,12 +259,12 @@ class ClusterAdmin:
         futures = self.client.list_offsets(request, isolation_level=level, request_timeout=self.timeout_s)
         offsets: dict[tuple[str, int], int] = {}
         away: dict[tuple[str, int], BaseException] = {}
+        deadline = time.monotonic() + self.timeout_s  # one bound for the call, however many partitions wait
         for tp, future in futures.items():
             try:
-                offsets[(tp.topic, tp.partition)] = future.result(timeout=self.timeout_s).offset
+                offsets[(tp.topic, tp.partition)] = future.result(timeout=max(0.0, deadline - time.monotonic())).offset
             except (KafkaException, FutureTimeout) as exc:
-                err = error_of(exc)
-                if not isinstance(exc, FutureTimeout) and (err is None or err.code() not in LEADER_AWAY):
+                if not _timed_out(exc) and not _code_in(exc, LEADER_AWAY):
                     raise self._wrap(f"listing {which} offsets of {tp.topic}-{tp.partition}", exc) from None
                 away[(tp.topic, tp.partition)] = exc
         return offsets, away

@@ -1,0 +1,80 @@
+"""ListOffsets over many partitions when some leaders are away: which failures leave one partition out and
+which fail the call. A fake AdminClient hands out futures, so no broker is needed."""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException
+
+from mm2py.errors import ClusterUnreachableError, KafkaOperationError
+from mm2py.kafka.admin import ClusterAdmin
+
+
+@dataclass
+class Answer:
+    offset: int
+
+
+class FakeClient:
+    """Answers each partition with an offset, or fails it with a Kafka error code."""
+
+    def __init__(self, answers: dict[tuple[str, int], int | KafkaError]) -> None:
+        self.answers = answers
+
+    def list_offsets(self, request: dict[Any, Any], **_kwargs: Any) -> dict[Any, Future[Answer]]:
+        futures: dict[Any, Future[Answer]] = {}
+        for tp in request:
+            future: Future[Answer] = Future()
+            answer = self.answers[(tp.topic, tp.partition)]
+            if isinstance(answer, KafkaError):
+                future.set_exception(KafkaException(answer))
+            else:
+                future.set_result(Answer(answer))
+            futures[tp] = future
+        return futures
+
+    def poll(self, _timeout: float) -> int:
+        return 0
+
+
+def admin(answers: dict[tuple[str, int], int | KafkaError]) -> ClusterAdmin:
+    cluster = ClusterAdmin("dc1", {"bootstrap.servers": "unused:1"}, timeout_s=1.0)
+    cluster._client = FakeClient(answers)  # type: ignore[assignment]
+    return cluster
+
+
+PARTITIONS = [("orders", 0), ("orders", 1), ("heartbeats", 0)]
+
+
+@pytest.mark.parametrize(
+    "code", [KafkaError.LEADER_NOT_AVAILABLE, KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError._TIMED_OUT]
+)
+def test_a_partition_without_a_leader_is_left_out_with_its_reason_and_the_others_are_answered(code: int) -> None:
+    cluster = admin({("orders", 0): 10, ("orders", 1): 20, ("heartbeats", 0): KafkaError(code)})
+    offsets, away = cluster.list_offsets_of_available(PARTITIONS, "latest")
+    assert offsets == {("orders", 0): 10, ("orders", 1): 20}
+    assert list(away) == [("heartbeats", 0)] and away[("heartbeats", 0)]
+
+
+def test_when_no_partition_answers_the_call_fails_naming_the_cluster() -> None:
+    cluster = admin({tp: KafkaError(KafkaError._TIMED_OUT) for tp in PARTITIONS})
+    with pytest.raises(ClusterUnreachableError, match="listing latest offsets of orders-0 on dc1 failed"):
+        cluster.list_offsets_of_available(PARTITIONS, "latest")
+
+
+def test_an_error_waiting_cannot_fix_fails_the_call_even_when_others_answered() -> None:
+    denied = KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED)
+    cluster = admin({("orders", 0): 10, ("orders", 1): 20, ("heartbeats", 0): denied})
+    with pytest.raises(KafkaOperationError, match="listing latest offsets of heartbeats-0 on dc1 failed"):
+        cluster.list_offsets_of_available(PARTITIONS, "latest")
+
+
+def test_the_strict_listing_still_fails_on_a_partition_without_a_leader() -> None:
+    away = KafkaError(KafkaError.LEADER_NOT_AVAILABLE)
+    cluster = admin({("orders", 0): 10, ("orders", 1): 20, ("heartbeats", 0): away})
+    with pytest.raises(KafkaOperationError, match="heartbeats-0 on dc1 failed: Broker: Leader not available"):
+        cluster.list_offsets(PARTITIONS, "latest")
