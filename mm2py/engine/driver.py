@@ -132,6 +132,7 @@ class FlowRunner:
     def _available_ends(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
         admin = self.pool.admin(self.flow.source, self.flow)
         ends, away = admin.list_offsets_of_available(partitions, "latest", self._read_committed())
+        asked = set(partitions)
         for (topic, partition), reason in sorted(away.items()):
             if (topic, partition) not in self.unavailable:
                 log.warning(
@@ -142,11 +143,11 @@ class FlowRunner:
                     partition,
                     reason,
                 )
-        for topic, partition in sorted(set(partitions) & self.unavailable.keys() - away.keys()):
+        for topic, partition in sorted(asked & self.unavailable.keys() - away.keys()):
             log.warning(
                 "flow=%s topic=%s partition=%d has a leader again; copying it", self.flow.name, topic, partition
             )
-        self.unavailable = {tp: r for tp, r in self.unavailable.items() if tp not in partitions} | away
+        self.unavailable = {tp: r for tp, r in self.unavailable.items() if tp not in asked} | away
         return ends
 
     def _ends_of_unavailable(self) -> dict[tuple[str, int], int]:

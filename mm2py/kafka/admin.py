@@ -30,7 +30,15 @@ from confluent_kafka.admin import (
 )
 
 from mm2py.errors import KafkaOperationError
-from mm2py.kafka.client_errors import AUTH_ERRORS, LEADER_AWAY, UNREACHABLE, error_of, reason_of, wrap_kafka_error
+from mm2py.kafka.client_errors import (
+    AUTH_ERRORS,
+    UNREACHABLE,
+    error_of,
+    leader_away,
+    reason_of,
+    timed_out,
+    wrap_kafka_error,
+)
 
 log = logging.getLogger(__name__)
 # librdkafka's own log lines (connection refused, retries, ...) go through Python logging, so they are
@@ -71,16 +79,6 @@ class TopicAcl:
 
 class SecurityDisabledError(KafkaOperationError):
     """The cluster runs without an authorizer (Kafka's SECURITY_DISABLED): it has no ACLs to read or write."""
-
-
-def _timed_out(exc: BaseException) -> bool:
-    """No answer in time, from the future's wait or from the client's own request timeout."""
-    return isinstance(exc, FutureTimeout) or _code_in(exc, {KafkaError._TIMED_OUT})
-
-
-def _code_in(exc: BaseException, codes: set[int]) -> bool:
-    err = error_of(exc)
-    return err is not None and err.code() in codes
 
 
 class ClusterAdmin:
@@ -242,7 +240,7 @@ class ClusterAdmin:
         if away and not offsets:
             (topic, partition), exc = next(iter(away.items()))
             raise self._wrap(f"listing {which} offsets of {topic}-{partition}", exc) from None
-        if any(_timed_out(exc) for exc in away.values()):
+        if any(timed_out(exc) for exc in away.values()):
             self._client = None  # as in _wrap: a new client forgets the dead node the timed-out request waited on
         return offsets, {tp: reason_of(exc) for tp, exc in away.items()}
 
@@ -264,7 +262,7 @@ class ClusterAdmin:
             try:
                 offsets[(tp.topic, tp.partition)] = future.result(timeout=max(0.0, deadline - time.monotonic())).offset
             except (KafkaException, FutureTimeout) as exc:
-                if not _timed_out(exc) and not _code_in(exc, LEADER_AWAY):
+                if not leader_away(exc):
                     raise self._wrap(f"listing {which} offsets of {tp.topic}-{tp.partition}", exc) from None
                 away[(tp.topic, tp.partition)] = exc
         return offsets, away

@@ -29,6 +29,19 @@ def error_of(exc: BaseException) -> KafkaError | None:
     return None
 
 
+def timed_out(exc: BaseException) -> bool:
+    """No answer in time, from the future's wait or from the client's own request timeout."""
+    err = error_of(exc)
+    return isinstance(exc, FutureTimeout) or (err is not None and err.code() == KafkaError._TIMED_OUT)
+
+
+def leader_away(exc: BaseException) -> bool:
+    """One partition's failure that says its leader is away (or did not answer in time), not that the call or
+    the cluster failed: read together with the partitions that did answer."""
+    err = error_of(exc)
+    return timed_out(exc) or (err is not None and err.code() in LEADER_AWAY)
+
+
 def reason_of(exc: BaseException) -> str:
     if isinstance(exc, FutureTimeout):
         return "no answer before the call's timeout"
