@@ -32,6 +32,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from bench.contenders import MM2PY_CONFIG, REPO
 
 sys.path.insert(0, str(REPO / "tests"))
+from kafka_harness import list_topics
 from real_kafka import KafkaCluster, KafkaRuntime, poll_until
 
 TOPIC = "latency"
@@ -136,7 +137,7 @@ def run(rate: int, partitions: int, seconds: float, master: str) -> dict[str, An
         stack.callback(lambda: mm2py.poll() is None and mm2py.kill())
         # One record per partition, then wait until they are all on the target: the run is up and copying.
         warm = warm_up(source.bootstrap, partitions)
-        poll_until(lambda: REMOTE in _topics(target.bootstrap), 180, f"{REMOTE} on the target")
+        poll_until(lambda: REMOTE in list_topics(target.bootstrap), 180, f"{REMOTE} on the target")
         arrivals = Arrivals(target.bootstrap, partitions)
         stack.callback(arrivals.close)
         poll_until(lambda: len(arrivals.latency_ms) >= warm, 180, "the warm-up records on the target")
@@ -164,12 +165,6 @@ def run(rate: int, partitions: int, seconds: float, master: str) -> dict[str, An
             "max_ms": max(latencies),
             "log": str(work / "run.log"),
         }
-
-
-def _topics(bootstrap: str) -> set[str]:
-    from confluent_kafka.admin import AdminClient
-
-    return set(AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10).topics)
 
 
 def main() -> None:
