@@ -231,6 +231,15 @@ MM2PY_KEYS: dict[str, KeyDef] = {
             minimum=1,
         ),
         _k(
+            "mm2py.continuous.follow.ms",
+            INT,
+            "10000",
+            "continuous mode on the batch path: how long each copy task keeps copying new records as they arrive "
+            "before it reports its progress (a stop waits for it); 0 copies in rounds, one Spark job each",
+            "M",
+            minimum=0,
+        ),
+        _k(
             "mm2py.retry.timeout.seconds",
             INT,
             "300",

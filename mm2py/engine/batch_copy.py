@@ -20,8 +20,13 @@ assigns offsets), serving all of a task's ranges at once:
 
 A range may end inside a batch: that batch is rebuilt with the records before the range's end only, so a
 range copies exactly its offsets, as the record copier does (the next range starts at its end, and the
-driver's ends stay true). Exactly-once flows (transactions) and
-provenance headers (a header added to every record) need per-record work and use the record copier.
+driver's ends stay true). Exactly-once flows (transactions) and provenance headers (a header added to every
+record) need per-record work and use the record copier.
+
+In continuous mode a task *follows* its partitions (``CopySpec.follow_s``): it keeps fetching what arrives for
+that long, so a record written meanwhile is copied within a fetch wait and a produce instead of waiting for the
+next Spark job; a partition at its end is caught up, not stalled. The ranges' ends are then caps: once one is
+reached (a backlog) the task ends early, so the driver's next job goes on without waiting out the others.
 """
 
 from __future__ import annotations
@@ -91,6 +96,7 @@ class _Range:
     fetch_done: bool = False
     last_progress: float = field(default_factory=time.monotonic)
     next_offset: int = -1
+    source_end: int = -1  # the end the last fetch reported (the last stable offset under read_committed)
 
     @property
     def where(self) -> str:
@@ -109,6 +115,8 @@ class _BatchCopier:
         self.read_committed = spec.consumer_settings.get("isolation.level") == "read_committed"
         self.max_batch_bytes = int(spec.producer_settings.get("message.max.bytes", _MESSAGE_MAX_BYTES))
         self.started = time.monotonic()
+        self.following = spec.follow_s > 0
+        self.deadline = self.started + spec.follow_s
         self.inbox: queue.Queue[tuple[_Range, list[Outgoing], int] | BaseException | None] = queue.Queue(
             _QUEUED_FETCHES
         )
@@ -143,7 +151,9 @@ class _BatchCopier:
         """Move what the fetcher queued into the lanes' pending batches; False once the fetcher is done."""
         while fetching:
             try:
-                item = self.inbox.get(block=block, timeout=self.spec.stall_timeout_s if block else None)
+                # A following fetcher may find nothing new until its deadline: only silence after it is a stall.
+                wait_s = self.spec.stall_timeout_s + max(0.0, self.deadline - time.monotonic())
+                item = self.inbox.get(block=block, timeout=wait_s if block else None)
             except queue.Empty:
                 if block:
                     raise ReplicationError(
@@ -215,6 +225,7 @@ class _BatchCopier:
                     syncs,
                     seconds,
                     measurement=measurement,
+                    source_end=state.source_end,
                 )
             )
         return results
@@ -228,7 +239,7 @@ class _BatchCopier:
             self._route(source, {key[0] for key in self.ranges})
             while not self.stop.is_set():
                 active = [s for s in self.ranges.values() if not s.fetch_done]
-                if not active:
+                if not active or (self.following and self._follow_over(active)):
                     break
                 self._fetch_once(source, active)
             self._put(None)
@@ -243,6 +254,11 @@ class _BatchCopier:
         finally:
             if source is not None:
                 source.close()
+
+    def _follow_over(self, active: list[_Range]) -> bool:
+        """Following ends at the deadline, or once a range reached its cap: that partition has a backlog the
+        next job copies, which must not wait for the deadline."""
+        return time.monotonic() >= self.deadline or len(active) < len(self.ranges)
 
     def _fetch_once(self, source: WireClient, active: list[_Range]) -> None:
         by_node: dict[int, list[_Range]] = {}
@@ -273,6 +289,10 @@ class _BatchCopier:
                 if part.error is not None:
                     self._fetch_error(source, state, part.error)
                     continue
+                stable = part.last_stable_offset if self.read_committed else -1
+                state.source_end = stable if stable >= 0 else part.high_watermark
+                if self.following and 0 <= state.source_end <= state.position:
+                    state.last_progress = now  # caught up: there is nothing to wait for
                 self._accept(state, part.records, part.aborted_transactions)
         for state in active:
             if not state.fetch_done and now - state.last_progress > self.spec.stall_timeout_s:

@@ -54,6 +54,9 @@ class CopySpec:
     poll_timeout_s: float = 1.0
     stall_timeout_s: float = 120.0
     flush_timeout_s: float = 300.0
+    # Continuous mode on the batch path: a task keeps copying what arrives for this long, its ranges' ends being
+    # caps rather than targets, so a trickle costs a fetch and a produce instead of a Spark job. 0: copy the ranges.
+    follow_s: float = 0.0
 
     def transactional_id(self, topic: str, partition: int) -> str:
         return f"mm2py|{self.source}->{self.target}|{topic}-{partition}"
@@ -83,6 +86,7 @@ class CopyResult:
     seconds: float
     error: Failure | None = None  # why nothing of the range counts as copied; None when it was copied
     measurement: PartitionMeasurement | None = None  # MM2's per-partition metrics of what was copied
+    source_end: int = -1  # the source partition's end offset when the task last fetched it; -1: not known
 
 
 def failed_result(rng: PartitionRange, failure: Failure) -> CopyResult:

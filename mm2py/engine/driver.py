@@ -4,23 +4,28 @@ Per flow: plan topics, create what is missing on the target, take the flow's lea
 target, then run copy jobs. Each job takes at most one offset range per source partition (so per-partition order
 holds and progress never goes backwards) of at most ``mm2py.batch.max.records`` records. ``--once`` copies what
 the source partitions held when the run started; continuous mode keeps going until asked to stop, then lets the
-job in flight finish so its progress is recorded.
+job in flight finish so its progress is recorded. On the batch path a continuous run's jobs *follow* their
+partitions for ``mm2py.continuous.follow.ms`` (or until the next periodic job is due): new records are copied as
+they arrive, and a job ends early when a partition has more than a job takes (a backlog).
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TypeVar
 
 from mm2py.acls import sync_topic_acls
 from mm2py.checkpoints import CheckpointWriter, FlowTranslator, GroupOffset, now_ms
 from mm2py.config.flow import FlowConfig
 from mm2py.copy_path import choose_copy_path
-from mm2py.engine.copy import PartitionRange
+from mm2py.engine.away import AwayPartitions
 from mm2py.engine.group_sync import GroupSyncCoordinator
+from mm2py.engine.ranges import follow_ranges, round_ranges
 from mm2py.engine.schedule import Periodic, Schedule
 from mm2py.engine.spark import SparkRunner
 from mm2py.engine.spec import copy_spec
@@ -42,6 +47,7 @@ from mm2py.topics import (
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 LAG_INTERVAL_S = 10.0  # how often a run measures its lag in seconds for the metrics endpoint
+MIN_FOLLOW_S = 1.0  # a following job shorter than this would cost more in Spark than it saves
 
 
 class FlowRunner:
@@ -59,7 +65,7 @@ class FlowRunner:
         self.flow = flow
         self.metrics = metrics
         self.ends: dict[tuple[str, int], int] = {}  # the source end offsets the last copy round saw
-        self.unavailable: dict[tuple[str, int], str] = {}  # partitions whose leader is away, and why
+        self.away = AwayPartitions(flow.name)
         self.plan = plan
         self.spark = spark
         self.pool = pool
@@ -124,6 +130,11 @@ class FlowRunner:
 
     # -- copying -----------------------------------------------------------------------------------------
 
+    @property
+    def unavailable(self) -> dict[tuple[str, int], str]:
+        """The partitions whose leader is away, and why."""
+        return self.away.reasons
+
     def end_offsets(self) -> dict[tuple[str, int], int]:
         """The source's end offsets. A partition whose leader is away is left out, and named, until it is back:
         one offline partition must not stop the others (in MM2 each partition is consumed on its own)."""
@@ -132,22 +143,7 @@ class FlowRunner:
     def _available_ends(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
         admin = self.pool.admin(self.flow.source, self.flow)
         ends, away = admin.list_offsets_of_available(partitions, "latest", self._read_committed())
-        asked = set(partitions)
-        for (topic, partition), reason in sorted(away.items()):
-            if (topic, partition) not in self.unavailable:
-                log.warning(
-                    "flow=%s topic=%s partition=%d is not copied while its leader is away (%s); the other "
-                    "partitions go on",
-                    self.flow.name,
-                    topic,
-                    partition,
-                    reason,
-                )
-        for topic, partition in sorted(asked & self.unavailable.keys() - away.keys()):
-            log.warning(
-                "flow=%s topic=%s partition=%d has a leader again; copying it", self.flow.name, topic, partition
-            )
-        self.unavailable = {tp: r for tp, r in self.unavailable.items() if tp not in asked} | away
+        self.away.update(partitions, away)
         return ends
 
     def _ends_of_unavailable(self) -> dict[tuple[str, int], int]:
@@ -164,32 +160,43 @@ class FlowRunner:
             )
         return ends
 
-    def ranges(self, ends: dict[tuple[str, int], int]) -> list[PartitionRange]:
-        batch = self.flow.batch_max_records
-        result = []
-        for (topic, partition), end in ends.items():
-            start = self.positions.get((topic, partition), end)
-            if start < end:
-                result.append(PartitionRange(topic, partition, self.remote[topic], start, min(end, start + batch)))
-        return result
+    def follow_seconds(self) -> float:
+        """How long a continuous run's copy tasks follow their partitions; 0 copies in rounds (the record path,
+        ``mm2py.continuous.follow.ms = 0``, or fewer Spark task slots than flows)."""
+        if self.spec.copy_path != "batch" or self.flow.continuous_follow_ms == 0 or self.spark is None:
+            return 0.0
+        if self.spark.follow_tasks == 0:
+            log.warning(
+                "flow=%s copies in rounds, one Spark job each: its tasks cannot follow their partitions while %d "
+                "flows share %d Spark task slots (give the run at least one per flow)",
+                self.flow.name,
+                self.spark.flows,
+                self.spark.parallelism,
+            )
+            return 0.0
+        return self.flow.continuous_follow_ms / 1000
 
-    def copy_round(self, ends: dict[tuple[str, int], int]) -> int:
-        """One Spark job; returns how many ranges it copied (0 = nothing left below ``ends``)."""
+    def copy_round(self, ends: dict[tuple[str, int], int], follow_s: float = 0.0) -> int:
+        """One Spark job; returns how many ranges it copied (0 = nothing left below ``ends``). With ``follow_s``
+        its tasks also copy what arrives for that long (``mm2py.engine.ranges``)."""
         self._check_truncation(ends)
         # A partition of the plan that this listing left out (its leader is away; or --once copying only the
         # partitions that were away) keeps the end last seen, so its lag is still reported.
         planned = set(self._partitions())
         self.ends = {tp: end for tp, end in self.ends.items() if tp in planned} | ends
-        ranges = self.ranges(ends)
+        choose = follow_ranges if follow_s else round_ranges
+        ranges = choose(ends, self.positions, self.remote, self.flow.batch_max_records)
         self.stats.lag = sum(max(0, end - self.positions.get(tp, end)) for tp, end in self.ends.items())
         if not ranges:
             return 0
         started = time.monotonic()
         if self.spark is None:
             raise RuntimeError(f"flow {self.flow.name}: copy round before Spark was started")
-        results = self.spark.copy(self.spec, ranges)
+        results = self.spark.copy(replace(self.spec, follow_s=follow_s) if follow_s else self.spec, ranges)
         for r in results:
             self.positions[(r.topic, r.partition)] = max(self.positions.get((r.topic, r.partition), 0), r.next_offset)
+            if r.source_end >= 0 and (r.topic, r.partition) in self.ends:
+                self.ends[(r.topic, r.partition)] = r.source_end  # newer than the listing: the lag stays true
         seconds = time.monotonic() - started
         self.stats.add(results, seconds)
         if self.metrics is not None:
@@ -198,6 +205,10 @@ class FlowRunner:
         self.stats.lag = sum(max(0, end - self.positions.get(tp, end)) for tp, end in self.ends.items())
         log.info("copied flow=%s ranges=%d records=%d", self.flow.name, len(results), sum(r.records for r in results))
         return len(ranges)
+
+    def copy_available(self, follow_s: float = 0.0) -> int:
+        """A round up to the ends the source has now (continuous mode)."""
+        return self.copy_round(self.end_offsets(), follow_s)
 
     def _check_truncation(self, ends: dict[tuple[str, int], int]) -> None:
         """A source partition that now ends below what was replicated was deleted, re-created or truncated:
@@ -344,9 +355,12 @@ class FlowRunner:
         """Copy until ``stop`` (a signal) or ``lost`` (the lease went to another run) is set."""
         idle = max(self.flow.consumer_poll_timeout_ms / 1000, 0.1)
         schedule = self.schedule()
+        follow_s = self.follow_seconds()
         while not stop.is_set() and not lost.is_set():
             schedule.run_due(lambda action: self.retrying(action, stop))
-            if not self.retrying(lambda: self.copy_round(self.end_offsets()), stop):
+            # A following job ends when the next periodic job is due, so checkpoints and refreshes keep their pace.
+            follow = min(follow_s, max(MIN_FOLLOW_S, schedule.seconds_until_due())) if follow_s else 0.0
+            if not self.retrying(functools.partial(self.copy_available, follow), stop):
                 stop.wait(idle)
 
     def refresh_topics(self) -> None:

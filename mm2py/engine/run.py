@@ -52,7 +52,11 @@ def run(
 
     def start_spark() -> SparkRunner:
         runner = SparkRunner(
-            f"mm2py {names}", master or first.spark_master, deploy_mode or first.spark_deploy_mode, conf
+            f"mm2py {names}",
+            master or first.spark_master,
+            deploy_mode or first.spark_deploy_mode,
+            conf,
+            flows=len(loaded.flows),
         )
         # PySpark's SparkContext takes SIGINT over to cancel every job at once; Ctrl-C must finish the batch.
         signal.signal(signal.SIGINT, on_signal)

@@ -7,6 +7,7 @@ must not wait for a long job, have a thread of their own (``mm2py.heartbeats``).
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -43,3 +44,8 @@ class Schedule:
                 job.due = now + job.interval_s
                 ran.append(job.name)
         return ran
+
+    def seconds_until_due(self) -> float:
+        """How long until the next job is due (0 if one is due now; infinite without jobs)."""
+        now = self._clock()
+        return max(0.0, min((job.due - now for job in self.jobs), default=math.inf))

@@ -32,11 +32,18 @@ _LOCAL = re.compile(r"^local(\[(?P<threads>[^,\]]+)\])?$")
 _LOCAL_WITH_FAILURES = re.compile(r"^local\[[^,\]]+,\s*(?P<failures>\d+)\]$")
 
 
-def effective_master(master: str) -> str:
-    """``local``/``local[N]`` retry nothing by default; give failed copy tasks Spark's usual 4 attempts."""
+def effective_master(master: str, flows: int = 1) -> str:
+    """``local``/``local[N]`` retry nothing by default; give failed copy tasks Spark's usual 4 attempts.
+
+    ``local[*]`` gets at least one thread per flow: a continuous run's copy tasks follow their partitions for
+    seconds at a time (``mm2py.continuous.follow.ms``), mostly waiting on brokers, and a flow without a free
+    task slot would wait for another flow's tasks to end."""
     match = _LOCAL.match(master.strip())
     if match:
-        return f"local[{match.group('threads') or '1'},4]"
+        threads = match.group("threads") or "1"
+        if threads == "*" and flows > (os.cpu_count() or 1):
+            threads = str(flows)
+        return f"local[{threads},4]"
     return master.strip()
 
 
@@ -68,7 +75,7 @@ def _package_zip() -> str:
 class SparkRunner:
     """One SparkContext per ``mm2py run``; each flow submits its copy jobs to it (from its own thread)."""
 
-    def __init__(self, app_name: str, master: str, deploy_mode: str, conf: Mapping[str, str]) -> None:
+    def __init__(self, app_name: str, master: str, deploy_mode: str, conf: Mapping[str, str], flows: int = 1) -> None:
         if deploy_mode not in ("client", "cluster"):
             raise UsageError(f"--deploy-mode {deploy_mode}: use client or cluster")
         if deploy_mode == "cluster":
@@ -82,7 +89,8 @@ class SparkRunner:
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
         from pyspark import SparkConf, SparkContext  # the only pyspark import in mm2py
 
-        self.master = effective_master(master)
+        self.master = effective_master(master, flows)
+        self.flows = max(1, flows)  # flows that submit jobs to this context at the same time
         if self.master.startswith("local"):
             # Spark would otherwise bind to the address the host name resolves to; a local run stays on loopback.
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -127,6 +135,12 @@ class SparkRunner:
     def parallelism(self) -> int:
         return int(self.sc.defaultParallelism)
 
+    @property
+    def follow_tasks(self) -> int:
+        """Tasks per job of a flow whose tasks follow their partitions: every flow's job must run at once
+        (0: there are fewer task slots than flows, so the flows copy in rounds)."""
+        return self.parallelism // self.flows
+
     def copy(self, spec: CopySpec, ranges: list[PartitionRange]) -> list[CopyResult]:
         results = self._run(spec, ranges)
         raise_failure(spec.flow, results)
@@ -136,7 +150,7 @@ class SparkRunner:
         """Run one copy job: at most ``parallelism`` tasks, each copying a group of ranges."""
         if not ranges:
             return []
-        groups = group_ranges(ranges, self.parallelism)
+        groups = group_ranges(ranges, max(1, self.follow_tasks) if spec.follow_s else self.parallelism)
         self.sc.setLocalProperty(
             "spark.job.description", f"mm2py {spec.flow}: {len(ranges)} partition ranges in {len(groups)} tasks"
         )

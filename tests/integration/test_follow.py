@@ -1,0 +1,96 @@
+"""A following batch copy task (continuous mode): copies records written while it runs, is not stalled by
+partitions that are caught up, and ends early when a range reaches its cap."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import replace
+
+import pytest
+from kafka_harness import ClusterFactory, TansuBroker, end_offsets, make_records, produce, read_all
+from test_batch_copy import make_topics, same, spec_for
+
+from mm2py.engine.batch_copy import copy_partitions
+from mm2py.engine.copy import CopyResult, CopySpec, PartitionRange
+from mm2py.kafka.clients import drop_producer
+from mm2py.progress import read_progress
+
+pytestmark = pytest.mark.integration
+
+CAP = 1_000_000  # what the driver's follow_ranges give a range: a cap, not a target
+
+
+@pytest.fixture
+def pair(kafka_cluster: ClusterFactory) -> dict[str, TansuBroker]:
+    return kafka_cluster("src", "dst")
+
+
+def follow(spec: CopySpec, ranges: list[PartitionRange]) -> list[CopyResult]:
+    try:
+        results = list(copy_partitions(spec, iter(ranges)))
+    finally:  # the cached librdkafka producers must not outlive this test's brokers
+        drop_producer(spec.producer_settings)
+        if spec.syncs_producer_settings is not None:
+            drop_producer(spec.syncs_producer_settings)
+    assert all(r.error is None for r in results), results
+    return results
+
+
+def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.2)  # poll interval
+
+
+def test_a_following_task_copies_what_arrives_and_caught_up_partitions_are_not_stalled(
+    pair: dict[str, TansuBroker], unique_topic: Callable[..., str]
+) -> None:
+    src, dst = pair["src"].bootstrap, pair["dst"].bootstrap
+    topic = unique_topic("follow")
+    syncs, progress = make_topics(pair, topic, 3)
+    records = make_records(150, partitions=2, seed=4)  # partition 2 stays empty all along
+    produce(src, topic, records[:100])
+    # The stall timeout is far below the time the task follows: a partition at its end must not count as stalled.
+    spec = replace(spec_for(src, dst, syncs, progress), follow_s=14.0, stall_timeout_s=3.0)
+    ranges = [PartitionRange(topic, p, topic, 0, CAP) for p in range(3)]
+    results: list[CopyResult] = []
+    started = time.monotonic()
+    task = threading.Thread(target=lambda: results.extend(follow(spec, ranges)), daemon=True)
+    task.start()
+    wait_for(lambda: len(read_all(dst, topic)) == 100, 30, "the first 100 records on the target")
+    produced_at = time.monotonic()
+    produce(src, topic, records[100:])
+    wait_for(lambda: len(read_all(dst, topic)) == 150, 30, "the 50 records written while the task runs")
+    task.join(timeout=60)
+    elapsed = time.monotonic() - started
+    assert not task.is_alive()
+    assert produced_at - started < spec.follow_s, "the second lot came after the task ended; the test proves nothing"
+    assert elapsed >= spec.follow_s  # it followed to its deadline, idle for longer than the stall timeout
+
+    source, target = read_all(src, topic), read_all(dst, topic)
+    assert [same(r) for r in target] == [same(r) for r in source]
+    ends = end_offsets(src, topic)
+    assert {r.partition: r.next_offset for r in results} == ends == {0: 75, 1: 75, 2: 0}
+    assert {r.partition: r.source_end for r in results} == ends  # the driver's lag comes from these
+    assert sum(r.records for r in results) == 150
+    assert read_progress("dst", {"bootstrap.servers": dst}, "src") == {(topic, 0): 74, (topic, 1): 74}
+
+
+def test_a_following_task_ends_early_when_a_range_reaches_its_cap(
+    pair: dict[str, TansuBroker], unique_topic: Callable[..., str]
+) -> None:
+    src, dst = pair["src"].bootstrap, pair["dst"].bootstrap
+    topic = unique_topic("capped")
+    syncs, progress = make_topics(pair, topic, 2)
+    produce(src, topic, make_records(100, partitions=1, seed=5))
+    spec = replace(spec_for(src, dst, syncs, progress), follow_s=600.0)
+    started = time.monotonic()
+    results = follow(spec, [PartitionRange(topic, 0, topic, 0, 40), PartitionRange(topic, 1, topic, 0, CAP)])
+    # A backlog above the cap is the next job's: this one must not follow its idle partition for 10 minutes.
+    assert time.monotonic() - started < 120
+    assert {r.partition: (r.next_offset, r.records) for r in results} == {0: (40, 40), 1: (0, 0)}
+    assert [r.offset for r in read_all(dst, topic)] == list(range(40))
