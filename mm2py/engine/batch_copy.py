@@ -56,6 +56,10 @@ log = logging.getLogger(__name__)
 _FETCH_PARTITION_BYTES = 4 * 1024 * 1024
 _FETCH_MAX_BYTES = 64 * 1024 * 1024
 _MESSAGE_MAX_BYTES = "1000000"  # librdkafka's default message.max.bytes, which the record path's producer has
+# Batches below this size waiting in one partition's queue are merged into one of at most _MERGE_UP_TO bytes
+# (or half of message.max.bytes): tiny batches would otherwise go one per partition per Produce request.
+_MERGE_BELOW = 16 * 1024
+_MERGE_UP_TO = 512 * 1024
 _QUEUED_FETCHES = 4  # fetched responses waiting for the producer: bounds memory
 _PERMANENT_FETCH = {1}  # OFFSET_OUT_OF_RANGE: the records were deleted before they were copied
 
@@ -133,7 +137,14 @@ class _BatchCopier:
             ids = target.init_producer_id(self.spec.stall_timeout_s)
             if isinstance(ids, ErrorCode):
                 raise ReplicationError(f"flow={self.spec.flow}: InitProducerId on {self.spec.target} failed: {ids}")
-            producer = PipelinedProducer(self.spec, target, [r.lane for r in self.ranges.values()], *ids)
+            producer = PipelinedProducer(
+                self.spec,
+                target,
+                [r.lane for r in self.ranges.values()],
+                *ids,
+                merge_below=_MERGE_BELOW,
+                merge_up_to=min(_MERGE_UP_TO, self.max_batch_bytes // 2),
+            )
             fetcher.start()
             fetching = True
             while fetching or producer.busy():

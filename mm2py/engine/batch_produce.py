@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 from mm2py.engine.copy import CopySpec
 from mm2py.errors import ReplicationError
+from mm2py.kafka.batch_records import merge
 from mm2py.kafka.record_batch import RecordBatch, with_producer
 from mm2py.kafka.wire import TRANSPORT_ERROR, ErrorCode, Pending, TopicPartition, WireClient
 from mm2py.metrics import RangeMeasurer
@@ -98,8 +99,21 @@ class _Flight:
 class PipelinedProducer:
     """Moves the lanes' batches to the target (the task's thread only; the client is not shared)."""
 
-    def __init__(self, spec: CopySpec, client: WireClient, lanes: list[Lane], producer_id: int, epoch: int) -> None:
+    def __init__(
+        self,
+        spec: CopySpec,
+        client: WireClient,
+        lanes: list[Lane],
+        producer_id: int,
+        epoch: int,
+        merge_below: int = 0,
+        merge_up_to: int = 0,
+    ) -> None:
         self.spec = spec
+        # Batches smaller than merge_below that wait in the same lane are sent as one of at most merge_up_to
+        # bytes (0: never); see mm2py.kafka.batch_records.merge for why.
+        self.merge_below = merge_below
+        self.merge_up_to = merge_up_to
         self.client = client
         self.lanes = {lane.key: lane for lane in lanes}
         self.producer_id = producer_id
@@ -152,6 +166,8 @@ class PipelinedProducer:
                 size = 0
                 for _ in range(len(waiting)):
                     lane = waiting.popleft()
+                    if self.merge_below and len(lane.pending) > 1 and lane.pending[0].wire is None:
+                        self._merge_head(lane)
                     wire = self._wire(lane, lane.pending[0])
                     if record_sets and size + len(wire) > _REQUEST_BYTES:
                         waiting.append(lane)  # first in the next request
@@ -168,6 +184,30 @@ class PipelinedProducer:
         if self._stale:
             self._refresh()
         return sent
+
+    def _merge_head(self, lane: Lane) -> None:
+        """Replace the small batches at the head of ``lane`` that were never sent (a resent batch keeps its
+        bytes and sequence) and share a codec by one batch holding their records."""
+        codec = lane.pending[0].batch.codec
+        run: list[Outgoing] = []
+        size = 0
+        for item in lane.pending:
+            batch = item.batch
+            if (
+                item.wire is not None
+                or batch.size >= self.merge_below
+                or batch.codec != codec
+                or size + batch.size > self.merge_up_to
+            ):
+                break
+            run.append(item)
+            size += batch.size
+        if len(run) < 2:
+            return
+        for _ in run:
+            lane.pending.popleft()
+        upstream = [offset for item in run for offset in item.upstream]
+        lane.pending.appendleft(Outgoing(RecordBatch(memoryview(merge([item.batch for item in run]))), upstream))
 
     def _wire(self, lane: Lane, item: Outgoing) -> bytearray:
         if item.wire is None:

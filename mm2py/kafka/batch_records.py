@@ -221,8 +221,34 @@ def encode_batch(
             _write_bytes(fields, value)
         _write_varint(body, len(fields))
         body += fields
-    payload = compress(codec, bytes(body))
-    attributes = int(codec) | (TRANSACTIONAL_FLAG if transactional else 0)
+    return _framed(
+        compress(codec, bytes(body)),
+        int(codec) | (TRANSACTIONAL_FLAG if transactional else 0),
+        len(records),
+        base_timestamp,
+        max(record.timestamp for record in records),
+        base_offset=base_offset,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        partition_leader_epoch=partition_leader_epoch,
+    )
+
+
+def _framed(
+    payload: bytes,
+    attributes: int,
+    count: int,
+    base_timestamp: int,
+    max_timestamp: int,
+    *,
+    base_offset: int = 0,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = NO_PRODUCER_EPOCH,
+    base_sequence: int = NO_SEQUENCE,
+    partition_leader_epoch: int = -1,
+) -> bytearray:
+    """A v2 batch header (CRC included) in front of ``payload``, the records as they go on the wire."""
     out = bytearray(HEADER_SIZE)
     _BATCH_HEADER.pack_into(
         out,
@@ -233,13 +259,13 @@ def encode_batch(
         MAGIC_V2,
         0,
         attributes,
-        len(records) - 1,
+        count - 1,
         base_timestamp,
-        max(record.timestamp for record in records),
+        max_timestamp,
         producer_id,
         producer_epoch,
         base_sequence,
-        len(records),
+        count,
     )
     out += payload
     return set_crc(out)
@@ -272,6 +298,42 @@ def rebuild(batch: RecordBatch, first_wanted: int, end: int | None = None) -> tu
     if not kept:
         return None, []
     return encode_batch(kept, codec=Codec(batch.attributes & CODEC_MASK)), [record.offset for record in kept]
+
+
+def merge(batches: Sequence[RecordBatch]) -> bytearray:
+    """One batch holding every record of ``batches`` (contiguous CreateTime batches of one codec), in order.
+
+    Why: a broker takes one batch per partition per Produce request, so a source written in tiny batches (a
+    producer with a short linger over many partitions: one or two records each) would be forwarded a handful
+    of batches per round trip and fall behind; merged, a request carries what is waiting. Only each record's
+    timestamp and offset deltas are rewritten; its key, value and headers are copied as bytes.
+    """
+    base_timestamp = batches[0].base_timestamp
+    body = bytearray()
+    count = 0
+    for batch in batches:
+        data = decompress(batch.codec, batch.buffer[HEADER_SIZE:])
+        shift = batch.base_timestamp - base_timestamp
+        position = 0
+        for _ in range(batch.record_count):
+            length, position = _read_varint(data, position)
+            end = position + length
+            if length < 0 or end > len(data):
+                raise RecordBatchError(f"record of batch {batch.base_offset} runs past the batch's data")
+            timestamp_delta, rest = _read_varint(data, position + 1)  # after the (unused) attributes byte
+            _offset_delta, rest = _read_varint(data, rest)
+            fields = bytearray(b"\x00")
+            _write_varint(fields, timestamp_delta + shift)
+            _write_varint(fields, count)
+            fields += data[rest:end]
+            _write_varint(body, len(fields))
+            body += fields
+            position = end
+            count += 1
+    codec = batches[0].codec
+    return _framed(
+        compress(codec, bytes(body)), int(codec), count, base_timestamp, max(b.max_timestamp for b in batches)
+    )
 
 
 class RecordTooLarge(RecordBatchError):
