@@ -60,7 +60,8 @@ _MESSAGE_MAX_BYTES = "1000000"  # librdkafka's default message.max.bytes, which 
 # (or half of message.max.bytes): tiny batches would otherwise go one per partition per Produce request.
 _MERGE_BELOW = 16 * 1024
 _MERGE_UP_TO = 512 * 1024
-_QUEUED_FETCHES = 4  # fetched responses waiting for the producer: bounds memory
+_QUEUED_FETCHES = 2  # fetch responses waiting for the producer (each up to _FETCH_MAX_BYTES): bounds memory
+_Fetched = list[tuple["_Range", list[Outgoing], int]]  # one response's batches: range, batches, next position
 _PERMANENT_FETCH = {1}  # OFFSET_OUT_OF_RANGE: the records were deleted before they were copied
 
 
@@ -121,9 +122,7 @@ class _BatchCopier:
         self.started = time.monotonic()
         self.following = spec.follow_s > 0
         self.deadline = self.started + spec.follow_s
-        self.inbox: queue.Queue[tuple[_Range, list[Outgoing], int] | BaseException | None] = queue.Queue(
-            _QUEUED_FETCHES
-        )
+        self.inbox: queue.Queue[_Fetched | BaseException | None] = queue.Queue(_QUEUED_FETCHES)
         self.stop = threading.Event()
 
     # -- the task's thread: produce ------------------------------------------------------------------------
@@ -175,9 +174,9 @@ class _BatchCopier:
                 return False
             if isinstance(item, BaseException):
                 raise item
-            state, outgoing, next_offset = item
-            state.lane.pending.extend(outgoing)
-            state.next_offset = next_offset
+            for state, outgoing, next_offset in item:
+                state.lane.pending.extend(outgoing)
+                state.next_offset = next_offset
             block = False
         return fetching
 
@@ -295,6 +294,8 @@ class _BatchCopier:
                     )
                 self._route(source, {s.rng.topic for s in active}, refresh_only=True)
                 continue
+            # One hand-over per response, not per partition: the producer takes every partition's batches at once.
+            fetched: _Fetched = []
             for part in answer:
                 state = self.ranges[(part.topic, part.partition)]
                 if part.error is not None:
@@ -304,7 +305,11 @@ class _BatchCopier:
                 state.source_end = stable if stable >= 0 else part.high_watermark
                 if self.following and 0 <= state.source_end <= state.position:
                     state.last_progress = now  # caught up: there is nothing to wait for
-                self._accept(state, part.records, part.aborted_transactions)
+                accepted = self._accept(state, part.records, part.aborted_transactions)
+                if accepted is not None:
+                    fetched.append((state, accepted, state.position))
+            if fetched:
+                self._put(fetched)
         for state in active:
             if not state.fetch_done and now - state.last_progress > self.spec.stall_timeout_s:
                 raise ReplicationError(
@@ -321,8 +326,9 @@ class _BatchCopier:
             )
         self._route(source, {state.rng.topic}, refresh_only=True)
 
-    def _accept(self, state: _Range, records: bytes, aborted: list[tuple[int, int]] | None) -> None:
-        """Split one partition's fetched data into batches to send, up to the batch holding the range's end."""
+    def _accept(self, state: _Range, records: bytes, aborted: list[tuple[int, int]] | None) -> list[Outgoing] | None:
+        """Split one partition's fetched data into batches to send, up to the batch holding the range's end, and
+        move its position past them; None when the data holds nothing at or after the position."""
         try:
             split = split_batches(records)
         except RecordBatchError as exc:
@@ -331,7 +337,7 @@ class _BatchCopier:
         if not batches:
             if split.truncated_at is not None and split.truncated_size > state.fetch_bytes:
                 state.fetch_bytes = split.truncated_size  # one batch is larger than we asked for
-            return
+            return None
         outgoing: list[Outgoing] = []
         for batch in data_batches(batches, aborted if self.read_committed else None):
             if batch.size > self.max_batch_bytes:
@@ -349,7 +355,7 @@ class _BatchCopier:
         for item in outgoing:  # MM2 measures record age when the task reads the records
             count, low, high, total, last = batch_timestamps(item.batch)
             state.lane.measurer.read(now, count, low, high, total, last, item.batch.size)
-        self._put((state, outgoing, state.position))
+        return outgoing
 
     def _split(self, state: _Range, batch: RecordBatch) -> list[Outgoing]:
         """A batch above the target producer's message.max.bytes, re-batched to fit (as the record path's
@@ -367,7 +373,7 @@ class _BatchCopier:
             ) from None
         return [Outgoing(RecordBatch(memoryview(raw)), upstream) for raw, upstream in parts]
 
-    def _put(self, item: tuple[_Range, list[Outgoing], int] | BaseException | None) -> None:
+    def _put(self, item: _Fetched | BaseException | None) -> None:
         while not self.stop.is_set():
             try:
                 self.inbox.put(item, timeout=0.1)
