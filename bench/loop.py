@@ -86,6 +86,7 @@ def copy(
     ends: list[int],
     commit_interval_s: float,
     per_record_reports: bool,
+    consume_timeout_s: float = 1.0,
 ) -> dict[str, Any]:
     started = time.monotonic()
     group = f"bench-loop-{uuid.uuid4().hex[:8]}"
@@ -132,7 +133,7 @@ def copy(
     while consumed < total:
         # Ask for no more than is left: consume() waits for a full batch until its timeout, so asking for
         # 10,000 when 5,000 remain would add the whole timeout to the measured time.
-        messages = consumer.consume(min(CONSUME_BATCH, total - consumed), 1.0)
+        messages = consumer.consume(min(CONSUME_BATCH, total - consumed), consume_timeout_s)
         if not messages:
             continue
         if not first:
@@ -212,6 +213,9 @@ def main() -> None:
     parser.add_argument("--ends", required=True, help="JSON list: end offset of each partition (start is 0)")
     parser.add_argument("--commit-interval", type=float, default=1.0, help="seconds between flush+commit")
     parser.add_argument("--per-record-reports", action="store_true", help="a delivery report for every record")
+    parser.add_argument(
+        "--consume-timeout", type=float, default=1.0, help="how long consume() waits for a full batch (seconds)"
+    )
     args = parser.parse_args()
     result = copy(
         args.source,
@@ -221,6 +225,7 @@ def main() -> None:
         json.loads(args.ends),
         args.commit_interval,
         args.per_record_reports,
+        args.consume_timeout,
     )
     json.dump(result, sys.stdout)
 
