@@ -16,7 +16,8 @@ from kafka_harness import Record
 from mm2py.records import Checkpoint
 
 # Like tests/integration/mm2py_cli.SMALL_CLUSTER, for one-node real clusters (RF 1 everywhere). The lease
-# session is Kafka's group.min.session.timeout.ms: a real broker refuses a shorter one.
+# session is Kafka's group.min.session.timeout.ms: a real broker refuses a shorter one. Continuous runs follow
+# for 3 s per job, as there.
 REAL_SMALL_CLUSTER = """\
 replication.factor = 1
 checkpoints.topic.replication.factor = 1
@@ -26,6 +27,7 @@ offset.storage.replication.factor = 1
 offset.storage.partitions = 5
 mm2py.spark.master = local[2]
 mm2py.lease.session.timeout.ms = 6000
+mm2py.continuous.follow.ms = 3000
 """
 IDENTITY = "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"
 
