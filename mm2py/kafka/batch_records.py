@@ -158,6 +158,15 @@ def _write_bytes(out: bytearray, data: bytes | None) -> None:
 
 
 # --- decoding ----------------------------------------------------------------------------------------------
+def _record_bounds(batch: RecordBatch, data: bytes, position: int) -> tuple[int, int]:
+    """Where the record at ``position`` of ``batch``'s decompressed ``data`` ends, and where its fields start."""
+    length, position = _read_varint(data, position)
+    end = position + length
+    if length < 0 or end > len(data):
+        raise RecordBatchError(f"record of batch {batch.base_offset} runs past the batch's data")
+    return end, position
+
+
 def decode_records(batch: RecordBatch) -> list[Record]:
     """Every record of a batch with absolute offsets and timestamps (LogAppendTime: the batch's max)."""
     data = decompress(batch.codec, batch.buffer[HEADER_SIZE:])
@@ -165,10 +174,7 @@ def decode_records(batch: RecordBatch) -> list[Record]:
     records: list[Record] = []
     position = 0
     for _ in range(batch.record_count):
-        length, position = _read_varint(data, position)
-        end = position + length
-        if length < 0 or end > len(data):
-            raise RecordBatchError(f"record of batch {batch.base_offset} runs past the batch's data")
+        end, position = _record_bounds(batch, data, position)
         position += 1  # record attributes: unused
         timestamp_delta, position = _read_varint(data, position)
         offset_delta, position = _read_varint(data, position)
@@ -316,10 +322,7 @@ def merge(batches: Sequence[RecordBatch]) -> bytearray:
         shift = batch.base_timestamp - base_timestamp
         position = 0
         for _ in range(batch.record_count):
-            length, position = _read_varint(data, position)
-            end = position + length
-            if length < 0 or end > len(data):
-                raise RecordBatchError(f"record of batch {batch.base_offset} runs past the batch's data")
+            end, position = _record_bounds(batch, data, position)
             timestamp_delta, rest = _read_varint(data, position + 1)  # after the (unused) attributes byte
             _offset_delta, rest = _read_varint(data, rest)
             fields = bytearray(b"\x00")

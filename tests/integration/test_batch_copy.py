@@ -78,9 +78,8 @@ def produce_batched(bootstrap: str, topic: str, records: list[Record], **setting
     assert producer.flush(30) == 0
 
 
-def copy(spec: CopySpec, src: str, topic: str, starts: dict[int, int] | None = None) -> list[CopyResult]:
-    ends = end_offsets(src, topic)
-    ranges = [PartitionRange(topic, p, topic, (starts or {}).get(p, 0), end) for p, end in ends.items()]
+def run_task(spec: CopySpec, ranges: list[PartitionRange]) -> list[CopyResult]:
+    """The batch copy task over ``ranges``, as an executor runs it; every range must have been copied."""
     try:
         results = list(copy_partitions(spec, iter(ranges)))
     finally:  # the cached librdkafka producers must not outlive this test's brokers
@@ -88,6 +87,13 @@ def copy(spec: CopySpec, src: str, topic: str, starts: dict[int, int] | None = N
         if spec.syncs_producer_settings is not None:
             drop_producer(spec.syncs_producer_settings)
     assert all(r.error is None for r in results), results
+    return results
+
+
+def copy(spec: CopySpec, src: str, topic: str, starts: dict[int, int] | None = None) -> list[CopyResult]:
+    ends = end_offsets(src, topic)
+    ranges = [PartitionRange(topic, p, topic, (starts or {}).get(p, 0), end) for p, end in ends.items()]
+    results = run_task(spec, ranges)
     for r in results:
         assert r.next_offset >= ends[r.partition]
     return results

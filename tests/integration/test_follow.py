@@ -10,11 +10,9 @@ from dataclasses import replace
 
 import pytest
 from kafka_harness import ClusterFactory, TansuBroker, end_offsets, make_records, produce, read_all
-from test_batch_copy import make_topics, same, spec_for
+from test_batch_copy import make_topics, run_task, same, spec_for
 
-from mm2py.engine.batch_copy import copy_partitions
-from mm2py.engine.copy import CopyResult, CopySpec, PartitionRange
-from mm2py.kafka.clients import drop_producer
+from mm2py.engine.copy import CopyResult, PartitionRange
 from mm2py.progress import read_progress
 
 pytestmark = pytest.mark.integration
@@ -25,17 +23,6 @@ CAP = 1_000_000  # what the driver's follow_ranges give a range: a cap, not a ta
 @pytest.fixture
 def pair(kafka_cluster: ClusterFactory) -> dict[str, TansuBroker]:
     return kafka_cluster("src", "dst")
-
-
-def follow(spec: CopySpec, ranges: list[PartitionRange]) -> list[CopyResult]:
-    try:
-        results = list(copy_partitions(spec, iter(ranges)))
-    finally:  # the cached librdkafka producers must not outlive this test's brokers
-        drop_producer(spec.producer_settings)
-        if spec.syncs_producer_settings is not None:
-            drop_producer(spec.syncs_producer_settings)
-    assert all(r.error is None for r in results), results
-    return results
 
 
 def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
@@ -59,7 +46,7 @@ def test_a_following_task_copies_what_arrives_and_caught_up_partitions_are_not_s
     ranges = [PartitionRange(topic, p, topic, 0, CAP) for p in range(3)]
     results: list[CopyResult] = []
     started = time.monotonic()
-    task = threading.Thread(target=lambda: results.extend(follow(spec, ranges)), daemon=True)
+    task = threading.Thread(target=lambda: results.extend(run_task(spec, ranges)), daemon=True)
     task.start()
     wait_for(lambda: len(read_all(dst, topic)) == 100, 30, "the first 100 records on the target")
     produced_at = time.monotonic()
@@ -89,7 +76,7 @@ def test_a_following_task_ends_early_when_a_range_reaches_its_cap(
     produce(src, topic, make_records(100, partitions=1, seed=5))
     spec = replace(spec_for(src, dst, syncs, progress), follow_s=600.0)
     started = time.monotonic()
-    results = follow(spec, [PartitionRange(topic, 0, topic, 0, 40), PartitionRange(topic, 1, topic, 0, CAP)])
+    results = run_task(spec, [PartitionRange(topic, 0, topic, 0, 40), PartitionRange(topic, 1, topic, 0, CAP)])
     # A backlog above the cap is the next job's: this one must not follow its idle partition for 10 minutes.
     assert time.monotonic() - started < 120
     assert {r.partition: (r.next_offset, r.records) for r in results} == {0: (40, 40), 1: (0, 0)}

@@ -4,26 +4,11 @@ value, headers, timestamp, order), each record's source offset kept, a resent ba
 from __future__ import annotations
 
 import pytest
-from test_batch_produce import FakeBroker, batches
+from test_batch_produce import SPEC, FakeBroker, batches
 
 from mm2py.engine.batch_produce import Lane, Outgoing, PipelinedProducer
-from mm2py.engine.copy import CopySpec
 from mm2py.kafka.batch_records import Record, decode_records, encode_batch, merge
 from mm2py.kafka.record_batch import Codec, RecordBatch
-
-SPEC = CopySpec(
-    flow="a->b",
-    source="a",
-    target="b",
-    consumer_settings={},
-    producer_settings={},
-    syncs_producer_settings=None,
-    syncs_topic=None,
-    progress_topic="p",
-    offset_lag_max=100,
-    stall_timeout_s=5.0,
-    flush_timeout_s=5.0,
-)
 
 
 def tiny_batches(codec: Codec) -> list[RecordBatch]:
