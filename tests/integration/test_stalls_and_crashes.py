@@ -111,9 +111,9 @@ def test_repeated_sigkill_under_load_loses_nothing_and_duplicates_at_most_one_ba
     assert all(0 <= d <= BATCH * PARTITIONS for d in per_crash), per_crash
 
 
-def wait_resumed(run: MirrorRun, target: TansuBroker, since: float) -> float:
-    """Seconds from ``since`` until the remote topic grows again."""
-    stalled_at = copied(target)
+def wait_resumed(run: MirrorRun, target: TansuBroker, since: float, stalled_at: int) -> float:
+    """Seconds from ``since`` until the remote topic grows past ``stalled_at`` (counted before any record was
+    written after the stall: a run that follows its partitions copies those within a fetch)."""
     run.wait_for(lambda: copied(target) > stalled_at, 120, "the copy to resume")
     return time.monotonic() - since
 
@@ -160,13 +160,14 @@ def test_source_broker_frozen_30s_the_run_recovers_by_itself_and_loses_nothing(
         finally:
             source.thaw()
         thawed = time.monotonic()
+        stalled_at = copied(target)
         # Records written after the stall arrive too.
         produce(
             source.bootstrap,
             "orders",
             make_records(2_000, partitions=PARTITIONS, seed=4, value_size=64, with_headers=False),
         )
-        resumed = wait_resumed(run, target, thawed)
+        resumed = wait_resumed(run, target, thawed, stalled_at)
         recovered = wait_until_target_has_everything(run, pair, 120) - thawed
         assert run.stop() == 0, run.log_text()
     lost, duplicates = missing_and_duplicates(pair)
