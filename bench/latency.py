@@ -44,10 +44,10 @@ TICK_S = 0.01  # the load producer hands over rate * TICK_S records every tick
 
 
 class Arrivals:
-    """Reads a topic from its start in a thread; keeps, by sequence number, each record's latency in ms (arrival
-    minus CreateTime) and its arrival time (wall clock, ms)."""
+    """Reads the remote topic from its start in a thread; keeps, by sequence number, each record's latency in ms
+    (arrival minus CreateTime) and its arrival time (wall clock, ms)."""
 
-    def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
+    def __init__(self, bootstrap: str, partitions: int) -> None:
         self.latency_ms: dict[int, float] = {}
         self.seen_ms: dict[int, float] = {}
         self._stop = threading.Event()
@@ -60,7 +60,7 @@ class Arrivals:
                 "fetch.min.bytes": 1,
             }
         )
-        self._consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        self._consumer.assign([TopicPartition(REMOTE, p, OFFSET_BEGINNING) for p in range(partitions)])
         self._thread = threading.Thread(target=self._run, name="arrivals", daemon=True)
         self._thread.start()
 
@@ -172,7 +172,7 @@ def run(contender: str, rate: int, partitions: int, seconds: float, master: str)
         # One record per partition, then wait until they are all on the target: the run is up and copying.
         warm = warm_up(source.bootstrap, partitions)
         poll_until(lambda: REMOTE in list_topics(target.bootstrap), 180, f"{REMOTE} on the target")
-        arrivals = Arrivals(target.bootstrap, REMOTE, partitions)
+        arrivals = Arrivals(target.bootstrap, partitions)
         stack.callback(arrivals.close)
         poll_until(lambda: len(arrivals.latency_ms) >= warm, 180, "the warm-up records on the target")
         acked_ms: dict[int, float] = {}
