@@ -12,6 +12,12 @@ Both clusters are real one-node Kafka (the jars ``make kafka-libs`` resolves): t
 with the base offset of its newest batch + 1 (docs/test-broker.md, *ListOffsets*), which would hold the tail of
 every partition back by one round.
 
+The load producer lingers 50 ms (``--linger-ms``): at 5 ms, a one-node Kafka on this 2-core machine could not
+carry 10,000 records/s over 80 partitions even with no copier running (acknowledged after p50 2.5 s, p99 5.7 s:
+200 Produce requests/s of 80 one-record batches each), and the source's own delay would bury the copier's.
+The first ``--warm-up-seconds`` of the load are not measured (the brokers' JIT is still compiling then: with
+no copier, p99 0.9 s in the first 5 s against 0.09 s after).
+
     python -m bench.latency [--rate 10000] [--partitions 80] [--seconds 60] [--contenders mm2py,loop]
 """
 
@@ -82,7 +88,13 @@ class Arrivals:
 
 
 def produce_steadily(
-    bootstrap: str, partitions: int, rate: int, seconds: float, first: int, acked_ms: dict[int, float]
+    bootstrap: str,
+    partitions: int,
+    rate: int,
+    seconds: float,
+    first: int,
+    acked_ms: dict[int, float],
+    linger_ms: int,
 ) -> int:
     """Sequence numbers ``first``.. at ``rate`` records/s for ``seconds``; returns the next sequence number.
     ``acked_ms`` gets the moment the source acknowledged each record (wall clock, ms): from then on it is
@@ -92,7 +104,9 @@ def produce_steadily(
         if err is None:
             acked_ms[int(message.value()[:12])] = time.time() * 1000
 
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all", "on_delivery": on_delivery})
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "linger.ms": linger_ms, "acks": "all", "on_delivery": on_delivery}
+    )
     per_tick = max(1, round(rate * TICK_S))
     seq = first
     started = time.monotonic()
@@ -157,7 +171,8 @@ def start_loop(work: Path, source: KafkaCluster, target: KafkaCluster, partition
     return subprocess.Popen(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
 
 
-def run(contender: str, rate: int, partitions: int, seconds: float, master: str) -> dict[str, Any]:
+def run(contender: str, args: argparse.Namespace) -> dict[str, Any]:
+    rate, partitions, seconds = args.rate, args.partitions, args.seconds
     work = Path(tempfile.mkdtemp(prefix=f"mm2py-latency-{contender}-"))
     runtime = KafkaRuntime.locate()
     with ExitStack() as stack:
@@ -165,7 +180,7 @@ def run(contender: str, rate: int, partitions: int, seconds: float, master: str)
         target = stack.enter_context(KafkaCluster(work / "target", 1, runtime=runtime))
         source.create_topic(TOPIC, partitions)
         if contender == "mm2py":
-            copier = start_mm2py(work, source, target, master)
+            copier = start_mm2py(work, source, target, args.master)
         else:
             copier = start_loop(work, source, target, partitions)
         stack.callback(lambda: copier.poll() is None and copier.kill())
@@ -176,8 +191,9 @@ def run(contender: str, rate: int, partitions: int, seconds: float, master: str)
         stack.callback(arrivals.close)
         poll_until(lambda: len(arrivals.latency_ms) >= warm, 180, "the warm-up records on the target")
         acked_ms: dict[int, float] = {}
-        end = produce_steadily(source.bootstrap, partitions, rate, seconds, warm, acked_ms)
-        measured = range(warm, end)
+        warm_up_s = args.warm_up_seconds
+        end = produce_steadily(source.bootstrap, partitions, rate, warm_up_s + seconds, warm, acked_ms, args.linger_ms)
+        measured = range(warm + round(rate * warm_up_s), end)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and any(seq not in arrivals.latency_ms for seq in measured[-1000:]):
             time.sleep(0.2)  # poll interval while the last records arrive
@@ -195,6 +211,8 @@ def run(contender: str, rate: int, partitions: int, seconds: float, master: str)
             "rate": rate,
             "partitions": partitions,
             "seconds": seconds,
+            "warm_up_seconds": warm_up_s,
+            "linger_ms": args.linger_ms,
             "records": len(measured),
             "missing": missing,
             "exit": code,
@@ -215,10 +233,12 @@ def main() -> None:
     parser.add_argument("--rate", type=int, default=10_000, help="records per second (default 10000)")
     parser.add_argument("--partitions", type=int, default=80)
     parser.add_argument("--seconds", type=float, default=60.0, help="how long the load runs (default 60)")
+    parser.add_argument("--warm-up-seconds", type=float, default=10.0, help="load not measured first (default 10)")
+    parser.add_argument("--linger-ms", type=int, default=50, help="the load producer's linger.ms (default 50)")
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--contenders", default="mm2py,loop", help="comma-separated: mm2py, loop")
     args = parser.parse_args()
-    results = {c: run(c, args.rate, args.partitions, args.seconds, args.master) for c in args.contenders.split(",")}
+    results = {c: run(c, args) for c in args.contenders.split(",")}
     for r in results.values():
         print(
             f"{r['contender']}: {r['records']:,} records at {r['rate']:,}/s over {r['partitions']} partitions: "
