@@ -1,7 +1,8 @@
 """Load a benchmark topic fast: one producer process per slice of partitions (``python -m bench.load``).
 
 Each record: key ``k<partition>-<seq>`` (about 10 B), value ``<seq as 8 bytes><random filler>`` of exactly
-``--size`` bytes, no headers, CreateTime = now. One process per core is what feeds tansu fastest
+``--size`` bytes, ``--headers`` headers (``h0``, ``h1``, …, each the 8-byte sequence number; none by default),
+CreateTime = now. One process per core is what feeds tansu fastest
 (docs/test-broker.md, *Throughput*); payloads are cut from one random block because generating random
 bytes per record in Python would be slower than the producer.
 """
@@ -29,11 +30,12 @@ LOAD_PRODUCER = {
 }
 
 
-def load_partitions(bootstrap: str, topic: str, partitions: list[int], count: int, size: int) -> int:
+def load_partitions(bootstrap: str, topic: str, partitions: list[int], count: int, size: int, headers: int = 0) -> int:
     """Write ``count`` records to each partition; returns the bytes of values written."""
     producer = Producer({"bootstrap.servers": bootstrap, **LOAD_PRODUCER})
     filler = os.urandom(size + 4096)
     failures: list[str] = []
+    names = [f"h{i}" for i in range(headers)]
 
     def on_error(err: KafkaError | None, _msg: Any) -> None:
         if err is not None:
@@ -41,10 +43,14 @@ def load_partitions(bootstrap: str, topic: str, partitions: list[int], count: in
 
     def send(partition: int, seq: int) -> None:
         start = seq % 4096
-        value = seq.to_bytes(8, "big") + filler[start : start + size - 8]
+        seq_bytes = seq.to_bytes(8, "big")
+        value = seq_bytes + filler[start : start + size - 8]
+        extra = [(name, seq_bytes) for name in names] if names else None
         while True:
             try:
-                producer.produce(topic, value, f"k{partition}-{seq}".encode(), partition, on_delivery=on_error)
+                producer.produce(
+                    topic, value, f"k{partition}-{seq}".encode(), partition, on_delivery=on_error, headers=extra
+                )
                 return
             except BufferError:
                 producer.poll(0.05)
@@ -79,10 +85,11 @@ def main() -> None:
     parser.add_argument("--partitions", required=True, help="comma-separated partition ids")
     parser.add_argument("--count", type=int, required=True, help="records per partition")
     parser.add_argument("--size", type=int, required=True, help="value size in bytes (>= 8)")
+    parser.add_argument("--headers", type=int, default=0, help="headers per record (default 0)")
     args = parser.parse_args()
     started = time.monotonic()
     nbytes = load_partitions(
-        args.bootstrap, args.topic, [int(p) for p in args.partitions.split(",")], args.count, args.size
+        args.bootstrap, args.topic, [int(p) for p in args.partitions.split(",")], args.count, args.size, args.headers
     )
     json.dump({"bytes": nbytes, "seconds": time.monotonic() - started}, sys.stdout)
 

@@ -44,7 +44,7 @@ PATHS = {"mm2py-record": TUNED + "mm2py.copy.mode = record\n", "mm2py-batch": TU
 LOADERS = 2  # producer processes: one per core feeds tansu fastest (docs/test-broker.md, *Throughput*)
 
 
-def load(bootstrap: str, topic: str, per_partition: int, size: int, work_dir: Path) -> dict[str, Any]:
+def load(bootstrap: str, topic: str, per_partition: int, size: int, headers: int, work_dir: Path) -> dict[str, Any]:
     """Fill ``topic`` with ``LOADERS`` processes, each owning a slice of the partitions."""
     create_topic(bootstrap, topic, PARTITIONS)
     started = time.monotonic()
@@ -66,6 +66,8 @@ def load(bootstrap: str, topic: str, per_partition: int, size: int, work_dir: Pa
                     str(per_partition),
                     "--size",
                     str(size),
+                    "--headers",
+                    str(headers),
                 ],
                 cwd=REPO,
                 stdout=subprocess.DEVNULL,
@@ -100,7 +102,7 @@ def list_offsets_latest(bootstrap: str, topic: str) -> dict[int, int]:
 
 
 def last_records(bootstrap: str, topic: str, ends: dict[int, int]) -> dict[int, tuple[Any, ...]]:
-    """(key, value, timestamp) of the last record of every partition."""
+    """(key, value, headers, timestamp) of the last record of every partition."""
     consumer = Consumer(consumer_config(bootstrap, **{"isolation.level": "read_uncommitted"}))
     found: dict[int, tuple[Any, ...]] = {}
     try:
@@ -114,7 +116,7 @@ def last_records(bootstrap: str, topic: str, ends: dict[int, int]) -> dict[int, 
                 raise RuntimeError(f"reading {topic}: {err.str()}")
             partition, offset = msg.partition(), msg.offset()
             if err is None and partition is not None and offset == ends[partition] - 1:
-                found[partition] = (msg.key(), msg.value(), msg.timestamp()[1])
+                found[partition] = (msg.key(), msg.value(), msg.headers(), msg.timestamp()[1])
     finally:
         consumer.close()
     return found
@@ -133,7 +135,8 @@ def verify(job: Job, result: dict[str, Any], expected_last: dict[int, tuple[Any,
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--records", type=int, default=1_000_000, help="records per topic (default 1,000,000)")
+    parser.add_argument("--records", type=int, default=2_000_000, help="records per topic (default 2,000,000)")
+    parser.add_argument("--headers", type=int, default=2, help="headers per record (default 2)")
     parser.add_argument("--sizes", default=",".join(SIZES), help=f"value sizes to run, of {', '.join(SIZES)}")
     parser.add_argument("--master", default="local[2]", help="Spark master for mm2py (default local[2])")
     parser.add_argument("--mm2py-properties", default="", help="extra lines for mm2py's properties file")
@@ -152,12 +155,14 @@ def main() -> None:
         "environment_before": environment(),
         "partitions": PARTITIONS,
         "records_per_topic": per_partition * PARTITIONS,
+        "headers_per_record": args.headers,
         "work_dir": str(work_dir),
         "load": {},
         "runs": [],
     }
     print(
-        f"mm2py bench: {per_partition * PARTITIONS:,} records per topic, {PARTITIONS} partitions, work dir "
+        f"mm2py bench: {per_partition * PARTITIONS:,} records per topic, {PARTITIONS} partitions, "
+        f"{args.headers} headers per record, work dir "
         f"{work_dir}, load average {results['environment_before']['loadavg']}",
         flush=True,
     )
@@ -167,7 +172,7 @@ def main() -> None:
         source.start()
         labels = [s.strip() for s in args.sizes.split(",") if s.strip()]
         for label in labels:
-            loaded = load(source.bootstrap, f"bench-{label}", per_partition, SIZES[label], work_dir)
+            loaded = load(source.bootstrap, f"bench-{label}", per_partition, SIZES[label], args.headers, work_dir)
             results["load"][label] = loaded
             print(f"loaded bench-{label}: {loaded['records_per_s']:,.0f} records/s", flush=True)
         for label in labels:
