@@ -81,6 +81,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--records", type=int, default=2_000_000, help="in total, over 8 partitions")
     parser.add_argument("--size", type=int, default=100)
+    parser.add_argument("--headers", type=int, default=2, help="headers per record (default 2)")
     args = parser.parse_args()
     binary = find_tansu_binary()
     work = Path(tempfile.mkdtemp(prefix="mm2py-batch-bench-"))
@@ -89,7 +90,11 @@ def main() -> None:
         source.start()
         target.start()
         topic = "bench"
-        print(json.dumps({"load": load(source.bootstrap, topic, args.records // PARTITIONS, args.size, work)}))
+        print(
+            json.dumps(
+                {"load": load(source.bootstrap, topic, args.records // PARTITIONS, args.size, args.headers, work)}
+            )
+        )
         create_topic(source.bootstrap, "mm2-offset-syncs.bench", 1)
         create_topic(target.bootstrap, "mm2-offsets.source.internal", 1)
         ends = end_offsets(source.bootstrap, topic)
