@@ -73,7 +73,55 @@ def offset_syncs_for_offsets(
     state: PartitionOffsetSyncState | None = None,
     dense: bool = False,
 ) -> list[OffsetSync]:
-    """The syncs to write for the acknowledged records of one partition (upstream[i] -> downstream[i]), in order.
+    """The syncs to write for the acknowledged records of one partition (upstream[i] -> downstream[i]), in order:
+    :func:`offset_syncs_for_runs` of :func:`runs_of` them."""
+    return offset_syncs_for_runs(topic, partition, runs_of(upstream, downstream), offset_lag_max, state, dense)
+
+
+# A run of copied records: (first upstream offset, its downstream offset, how many). Inside a run both offsets
+# advance by one from record to record; runs are maximal (the next run does not continue this one).
+Run = tuple[int, int, int]
+
+
+def runs_of(upstream: Sequence[int], downstream: Sequence[int]) -> list[Run]:
+    """The runs of upstream[i] -> downstream[i] (a look at every record: the record path's lists)."""
+    n = len(upstream)
+    if n == 0:
+        return []
+    up, down = upstream, downstream
+    starts = [0, *(i for i in range(1, n) if up[i] - up[i - 1] != 1 or down[i] - down[i - 1] != 1)]
+    ends = [*starts[1:], n]
+    return [(up[first], down[first], end - first) for first, end in zip(starts, ends, strict=True)]
+
+
+def extend_runs(runs: list[Run], upstream: Sequence[int], downstream_start: int) -> None:
+    """Add one acknowledged batch (upstream[i] -> downstream_start + i) to ``runs``.
+
+    Why: the batch path learns offsets a batch at a time, and most batches are contiguous (``upstream`` a
+    range), so a batch costs O(1) here instead of a look at each of its records when the syncs are computed."""
+    count = len(upstream)
+    if isinstance(upstream, range) and upstream.step == 1:
+        pieces = [(upstream.start, downstream_start, count)] if count else []
+    else:
+        pieces = runs_of(upstream, range(downstream_start, downstream_start + count))
+    for first_up, first_down, length in pieces:
+        if runs:
+            last_up, last_down, last_length = runs[-1]
+            if first_up == last_up + last_length and first_down == last_down + last_length:
+                runs[-1] = (last_up, last_down, last_length + length)
+                continue
+        runs.append((first_up, first_down, length))
+
+
+def offset_syncs_for_runs(
+    topic: str,
+    partition: int,
+    runs: Sequence[Run],
+    offset_lag_max: int,
+    state: PartitionOffsetSyncState | None = None,
+    dense: bool = False,
+) -> list[OffsetSync]:
+    """The syncs to write for the acknowledged records of one partition, given as maximal runs, in order.
 
     Every sync MM2's rule makes due is kept (MM2 sends them as they come), and the last record is added if it
     was not due (MM2's delayed sync, sent at commit). With ``dense``, the first and last record of every run in
@@ -81,32 +129,28 @@ def offset_syncs_for_offsets(
     exactly, which is what exact offset translation (``mm2py.translation``) relies on. In a topic that only
     this flow writes, that is two extra syncs per batch; merged topics get two per interleaved run.
 
-    This runs once per copied range over every record, so it works run by run: inside a run only the
-    ``offset.lag.max`` condition of the rule can fire, at positions that are computed, not searched.
+    Inside a run only the ``offset.lag.max`` condition of the rule can fire, at positions that are computed,
+    not searched: the cost is per run and per sync, not per record.
     """
-    n = len(upstream)
-    if n == 0:
+    if not runs:
         return []
     state = state or PartitionOffsetSyncState()
-    up, down = upstream, downstream
-    starts = [0, *(i for i in range(1, n) if up[i] - up[i - 1] != 1 or down[i] - down[i - 1] != 1)]
-    chosen: list[int] = []
-    for k, first in enumerate(starts):
-        end = starts[k + 1] if k + 1 < len(starts) else n
-        if state.update(up[first], down[first], offset_lag_max):
-            chosen.append(first)
+    chosen: set[tuple[int, int]] = set()  # (run, record in the run): upstream offsets may go back between runs
+    for k, (first_up, first_down, length) in enumerate(runs):
+        if state.update(first_up, first_down, offset_lag_max):
+            chosen.add((k, 0))
             state.clear()
-        i = first
-        while True:  # next index where down - (last_sync + 1) >= offset.lag.max
-            j = max(i + 1, first + (state.last_sync_downstream + 1 + offset_lag_max - down[first]))
-            if j >= end:
+        i = 0
+        while True:  # next record of the run where down - (last_sync + 1) >= offset.lag.max
+            j = max(i + 1, state.last_sync_downstream + 1 + offset_lag_max - first_down)
+            if j >= length:
                 break
-            chosen.append(j)
-            state.last_sync_downstream = down[j]
+            chosen.add((k, j))
+            state.last_sync_downstream = first_down + j
             i = j
-        state.prev_upstream, state.prev_downstream = up[end - 1], down[end - 1]
+        state.prev_upstream, state.prev_downstream = first_up + length - 1, first_down + length - 1
         if dense:
-            chosen.append(first)
-            chosen.append(end - 1)
-    chosen.append(n - 1)  # MM2's delayed sync of the newest record (a no-op if it was due anyway)
-    return [OffsetSync(topic, partition, up[i], down[i]) for i in sorted(set(chosen))]
+            chosen.add((k, 0))
+            chosen.add((k, length - 1))
+    chosen.add((len(runs) - 1, runs[-1][2] - 1))  # MM2's delayed sync of the newest record
+    return [OffsetSync(topic, partition, runs[k][0] + t, runs[k][1] + t) for k, t in sorted(chosen)]

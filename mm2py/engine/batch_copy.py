@@ -217,9 +217,7 @@ class _BatchCopier:
         sync_failures: list[KafkaError] = []
         for key, state in self.ranges.items():
             if spec.syncs_topic is not None and state.lane.upstream:
-                syncs_of[key] = queue_offset_syncs(
-                    spec, state.rng, state.lane.upstream, state.lane.downstream, sync_failures
-                )
+                syncs_of[key] = queue_offset_syncs(spec, state.rng, state.lane.runs, sync_failures)
         flush_producer(spec, producer, spec.producer_settings, failures, f"flow={spec.flow} (progress)")
         if syncs_of:
             flush_offset_syncs(spec, sync_failures, f"flow={spec.flow} ({len(syncs_of)} partitions)")

@@ -27,6 +27,7 @@ from mm2py.kafka.batch_records import merge
 from mm2py.kafka.record_batch import RecordBatch, with_producer
 from mm2py.kafka.wire import TRANSPORT_ERROR, ErrorCode, Pending, TopicPartition, WireClient
 from mm2py.metrics import RangeMeasurer
+from mm2py.offset_syncs import Run, extend_runs
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +78,7 @@ class Lane:
     failing_since: float | None = None
     upstream: list[int] = field(default_factory=list)
     downstream: list[int] = field(default_factory=list)
+    runs: list[Run] = field(default_factory=list)  # the same records as runs, for the offset syncs
     bytes: int = 0
     measurer: RangeMeasurer = field(default_factory=RangeMeasurer)  # metrics: ages at fetch, latency at ack
 
@@ -257,6 +259,7 @@ class PipelinedProducer:
         lane.in_flight.popleft()
         lane.upstream.extend(item.upstream)
         lane.downstream.extend(range(base_offset, base_offset + item.batch.record_count))
+        extend_runs(lane.runs, item.upstream, base_offset)
         lane.bytes += item.batch.size
         lane.failing_since = None
         lane.measurer.acknowledged(time.time() * 1000, *batch_timestamps(item.batch))

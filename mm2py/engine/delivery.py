@@ -11,7 +11,7 @@ from confluent_kafka import KafkaError
 
 from mm2py.errors import ReplicationError
 from mm2py.kafka.clients import cached_producer, drop_producer
-from mm2py.offset_syncs import DENSE_SYNC_HEADER, DENSE_SYNC_VALUE, offset_syncs_for_offsets
+from mm2py.offset_syncs import DENSE_SYNC_HEADER, DENSE_SYNC_VALUE, Run, offset_syncs_for_runs, runs_of
 
 if TYPE_CHECKING:
     from mm2py.engine.copy import CopySpec, PartitionRange
@@ -54,16 +54,15 @@ def write_offset_syncs(
     dense syncs on, mm2py's own syncs topic gets those plus the run boundaries exact translation needs.
     Returns how many syncs were written in all."""
     failures: list[KafkaError] = []
-    written = queue_offset_syncs(spec, rng, upstream, downstream, failures)
+    written = queue_offset_syncs(spec, rng, runs_of(upstream, downstream), failures)
     flush_offset_syncs(spec, failures, where)
     return written
 
 
-def queue_offset_syncs(
-    spec: CopySpec, rng: PartitionRange, upstream: list[int], downstream: list[int], failures: list[KafkaError]
-) -> int:
-    """Hand one range's offset syncs to the syncs producer without waiting for them: a task that copied many
-    ranges flushes once for all of them (``flush_offset_syncs``). Returns how many syncs were queued."""
+def queue_offset_syncs(spec: CopySpec, rng: PartitionRange, runs: list[Run], failures: list[KafkaError]) -> int:
+    """Hand one range's offset syncs (its copied records as runs, ``mm2py.offset_syncs``) to the syncs producer
+    without waiting for them: a task that copied many ranges flushes once for all of them
+    (``flush_offset_syncs``). Returns how many syncs were queued."""
     assert spec.syncs_producer_settings is not None and spec.syncs_topic is not None
     producer = cached_producer(spec.syncs_producer_settings)
     written = 0
@@ -71,9 +70,7 @@ def queue_offset_syncs(
     if spec.dense_syncs_topic is not None:
         targets.append((spec.dense_syncs_topic, True))
     for topic, dense in targets:
-        syncs = offset_syncs_for_offsets(
-            rng.topic, rng.partition, upstream, downstream, spec.offset_lag_max, dense=dense
-        )
+        syncs = offset_syncs_for_runs(rng.topic, rng.partition, runs, spec.offset_lag_max, dense=dense)
         headers: list[tuple[str, str | bytes | None]] | None = (
             [(DENSE_SYNC_HEADER, DENSE_SYNC_VALUE)] if dense else None
         )

@@ -125,6 +125,7 @@ def test_up_to_five_requests_are_in_flight_per_leader() -> None:
     for one in lanes:
         assert one.upstream == list(range(400))
         assert one.downstream == list(range(400))
+        assert one.runs == [(0, 0, 400)]  # 40 contiguous batches make one run for the offset syncs
 
 
 @pytest.mark.parametrize("error", [6, 7, -1])  # NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT, no answer
@@ -138,6 +139,7 @@ def test_a_failed_request_is_resent_in_order_and_nothing_is_written_twice(error:
         assert [seq for seq, _n, _b in log] == list(range(0, 300, 10))  # every batch once, in order
         assert one.upstream == list(range(300))
         assert one.downstream == list(range(300))
+        assert one.runs == [(0, 0, 300)]
 
 
 def test_a_lost_answer_is_resent_and_answered_with_the_original_offset() -> None:
@@ -153,6 +155,7 @@ def test_a_lost_answer_is_resent_and_answered_with_the_original_offset() -> None
     run(broker, [one])
     assert len(broker.logs[("t", 0)]) == 12
     assert one.downstream == list(range(120))
+    assert one.runs == [(0, 0, 120)]
 
 
 def test_a_batch_larger_than_the_target_accepts_is_a_permanent_error_naming_sizes() -> None:

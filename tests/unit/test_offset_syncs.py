@@ -5,7 +5,15 @@ from __future__ import annotations
 
 import itertools
 
-from mm2py.offset_syncs import PartitionOffsetSyncState, offset_syncs_for
+from mm2py.offset_syncs import (
+    PartitionOffsetSyncState,
+    Run,
+    extend_runs,
+    offset_syncs_for,
+    offset_syncs_for_offsets,
+    offset_syncs_for_runs,
+    runs_of,
+)
 from mm2py.records import OffsetSync
 
 
@@ -128,3 +136,39 @@ def test_run_by_run_computation_equals_mm2s_record_by_record_rule() -> None:
         for dense in (False, True):
             got = [(s.upstream_offset, s.downstream_offset) for s in offset_syncs_for("t", 0, pairs, lag, dense=dense)]
             assert got == reference_syncs(pairs, lag, dense), (lag, dense, pairs[:20])
+
+
+def test_runs_built_a_batch_at_a_time_give_the_syncs_of_the_records() -> None:
+    """The batch path hands each acknowledged batch to extend_runs (a range when contiguous, a list when
+    rebuilt, merged or compacted); its runs must be the per-record ones and give the same syncs."""
+    import random
+
+    rng = random.Random(7)
+    for _ in range(300):
+        runs: list[Run] = []
+        upstream: list[int] = []
+        downstream: list[int] = []
+        u, d = rng.randint(0, 5), rng.randint(0, 5)
+        for _ in range(rng.randint(0, 30)):
+            count = rng.randint(1, 40)
+            if rng.random() < 0.7:
+                batch: range | list[int] = range(u, u + count)
+                u += count
+            else:  # a compacted batch: gaps between its offsets
+                batch = []
+                for _ in range(count):
+                    batch.append(u)
+                    u += rng.choice([1, 1, 1, 2, 5])
+            if rng.random() < 0.2:
+                u += rng.randint(1, 9)  # a gap between batches (a transaction marker, compaction)
+            if rng.random() < 0.2:
+                d += rng.randint(1, 9)  # another producer's records between ours on the target
+            extend_runs(runs, batch, d)
+            upstream.extend(batch)
+            downstream.extend(range(d, d + len(batch)))
+            d += len(batch)
+        assert runs == runs_of(upstream, downstream)
+        lag = rng.choice([0, 1, 5, 50, 100])
+        for dense in (False, True):
+            by_runs = offset_syncs_for_runs("t", 0, runs, lag, dense=dense)
+            assert by_runs == offset_syncs_for_offsets("t", 0, upstream, downstream, lag, dense=dense)
