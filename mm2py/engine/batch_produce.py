@@ -76,9 +76,8 @@ class Lane:
     blocked: bool = False  # a batch failed: nothing new is sent until every request holding the lane answered
     retry_at: float = 0.0
     failing_since: float | None = None
-    upstream: list[int] = field(default_factory=list)
-    downstream: list[int] = field(default_factory=list)
-    runs: list[Run] = field(default_factory=list)  # the same records as runs, for the offset syncs
+    upstream: list[int] = field(default_factory=list)  # every acknowledged record's source offset
+    runs: list[Run] = field(default_factory=list)  # where they landed on the target, as runs (offset syncs)
     bytes: int = 0
     measurer: RangeMeasurer = field(default_factory=RangeMeasurer)  # metrics: ages at fetch, latency at ack
 
@@ -258,7 +257,6 @@ class PipelinedProducer:
             )
         lane.in_flight.popleft()
         lane.upstream.extend(item.upstream)
-        lane.downstream.extend(range(base_offset, base_offset + item.batch.record_count))
         extend_runs(lane.runs, item.upstream, base_offset)
         lane.bytes += item.batch.size
         lane.failing_since = None
