@@ -117,6 +117,10 @@ class _BatchCopier:
             )
             for r in ranges
         }
+        # The fetch order (the fetcher's own): a partition that returned data moves to the end, as the Java
+        # consumer does (KIP-74). A broker fills a Fetch response in request order up to its size limit, so a
+        # fixed order would give the first partitions with a backlog every response and starve the rest.
+        self.fetch_order: dict[tuple[str, int], None] = dict.fromkeys(self.ranges)
         self.read_committed = spec.consumer_settings.get("isolation.level") == "read_committed"
         self.max_batch_bytes = int(spec.producer_settings.get("message.max.bytes", _MESSAGE_MAX_BYTES))
         self.started = time.monotonic()
@@ -254,7 +258,7 @@ class _BatchCopier:
             source.bootstrap(self.spec.stall_timeout_s)
             self._route(source, {key[0] for key in self.ranges})
             while not self.stop.is_set():
-                active = [s for s in self.ranges.values() if not s.fetch_done]
+                active = self._active()
                 if not active or (self.following and self._follow_over(active)):
                     break
                 self._fetch_once(source, active)
@@ -270,6 +274,10 @@ class _BatchCopier:
         finally:
             if source is not None:
                 source.close()
+
+    def _active(self) -> list[_Range]:
+        """The ranges still to fetch, in fetch order."""
+        return [self.ranges[key] for key in self.fetch_order if not self.ranges[key].fetch_done]
 
     def _follow_over(self, active: list[_Range]) -> bool:
         """Following ends at the deadline, or once a range reached its cap: that partition has a backlog the
@@ -314,6 +322,9 @@ class _BatchCopier:
                 accepted = self._accept(state, part.records, part.aborted_transactions)
                 if accepted is not None:
                     fetched.append((state, accepted, state.position))
+                if part.records:
+                    del self.fetch_order[(part.topic, part.partition)]
+                    self.fetch_order[(part.topic, part.partition)] = None
             if fetched:
                 self._put(fetched)
         for state in active:
