@@ -206,8 +206,8 @@ class _BatchCopier:
         producer = cached_producer(spec.producer_settings)
         failures: list[KafkaError] = []
         for state in self.ranges.values():
-            if state.lane.upstream:
-                record = progress_record(spec.source, state.rng.topic, state.rng.partition, state.lane.upstream[-1])
+            if state.lane.runs:
+                record = progress_record(spec.source, state.rng.topic, state.rng.partition, state.lane.last_upstream)
                 producer.produce(
                     spec.progress_topic,
                     record.value,
@@ -220,7 +220,7 @@ class _BatchCopier:
         syncs_of: dict[tuple[str, int], int] = {}
         sync_failures: list[KafkaError] = []
         for key, state in self.ranges.items():
-            if spec.syncs_topic is not None and state.lane.upstream:
+            if spec.syncs_topic is not None and state.lane.runs:
                 syncs_of[key] = queue_offset_syncs(spec, state.rng, state.lane.runs, sync_failures)
         flush_producer(spec, producer, spec.producer_settings, failures, f"flow={spec.flow} (progress)")
         if syncs_of:
@@ -229,7 +229,6 @@ class _BatchCopier:
         seconds = time.monotonic() - self.started
         for key, state in self.ranges.items():
             rng, lane, syncs = state.rng, state.lane, syncs_of.get(key, 0)
-            last = lane.upstream[-1] if lane.upstream else -1
             measurement = lane.measurer.measurement(
                 spec.source, spec.target, rng.topic, rng.remote_topic, rng.partition
             )
@@ -239,8 +238,8 @@ class _BatchCopier:
                     rng.partition,
                     rng.start,
                     max(state.next_offset, rng.start),
-                    last,
-                    len(lane.upstream),
+                    lane.last_upstream,
+                    lane.records,
                     lane.bytes,
                     syncs,
                     seconds,

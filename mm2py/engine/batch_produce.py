@@ -76,8 +76,9 @@ class Lane:
     blocked: bool = False  # a batch failed: nothing new is sent until every request holding the lane answered
     retry_at: float = 0.0
     failing_since: float | None = None
-    upstream: list[int] = field(default_factory=list)  # every acknowledged record's source offset
-    runs: list[Run] = field(default_factory=list)  # where they landed on the target, as runs (offset syncs)
+    # Every acknowledged record, as runs (source offset, target offset, length) in the order they were
+    # acknowledged: what the offset syncs, the progress record and the task's result are computed from.
+    runs: list[Run] = field(default_factory=list)
     bytes: int = 0
     measurer: RangeMeasurer = field(default_factory=RangeMeasurer)  # metrics: ages at fetch, latency at ack
 
@@ -88,6 +89,19 @@ class Lane:
     @property
     def busy(self) -> bool:
         return bool(self.pending or self.in_flight)
+
+    @property
+    def records(self) -> int:
+        """How many records the target acknowledged."""
+        return sum(length for _up, _down, length in self.runs)
+
+    @property
+    def last_upstream(self) -> int:
+        """The source offset of the last record acknowledged; -1 before the first."""
+        if not self.runs:
+            return -1
+        upstream, _down, length = self.runs[-1]
+        return upstream + length - 1
 
 
 @dataclass
@@ -256,7 +270,6 @@ class PipelinedProducer:
                 "before an earlier one of the same partition"
             )
         lane.in_flight.popleft()
-        lane.upstream.extend(item.upstream)
         extend_runs(lane.runs, item.upstream, base_offset)
         lane.bytes += item.batch.size
         lane.failing_since = None

@@ -123,7 +123,7 @@ def test_up_to_five_requests_are_in_flight_per_leader() -> None:
     assert broker.most_outstanding == MAX_IN_FLIGHT
     assert broker.requests == 40  # one batch per partition per request
     for one in lanes:
-        assert one.upstream == list(range(400))
+        assert (one.records, one.last_upstream) == (400, 399)
         assert one.runs == [(0, 0, 400)]  # 40 contiguous batches make one run for the offset syncs
 
 
@@ -136,8 +136,19 @@ def test_a_failed_request_is_resent_in_order_and_nothing_is_written_twice(error:
     for one in lanes:
         log = broker.logs[("t", one.partition)]
         assert [seq for seq, _n, _b in log] == list(range(0, 300, 10))  # every batch once, in order
-        assert one.upstream == list(range(300))
+        assert (one.records, one.last_upstream) == (300, 299)
         assert one.runs == [(0, 0, 300)]
+
+
+def test_batches_with_offset_holes_are_counted_and_mapped_record_by_record() -> None:
+    # A compacted source: batch offsets 0..9 kept 0, 3, 4 and 9; the next batch (10..19) is whole.
+    kept = [0, 3, 4, 9]
+    holes = Outgoing(RecordBatch(memoryview(encode_batch([Record(o, 1000, b"k", b"v") for o in kept]))), kept)
+    one = Lane("t", 0, "partition=0")
+    one.pending.extend([holes, batches(2)[1]])
+    run(FakeBroker(), [one])
+    assert (one.records, one.last_upstream) == (14, 19)
+    assert one.runs == [(0, 0, 1), (3, 1, 2), (9, 3, 11)]  # 9 -> 3 and 10..19 -> 4..13 are one run
 
 
 def test_a_lost_answer_is_resent_and_answered_with_the_original_offset() -> None:
