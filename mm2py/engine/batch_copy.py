@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from confluent_kafka import KafkaError
 
 from mm2py.engine import copy as record_copy
+from mm2py.engine.allocator import tune_for_large_buffers
 from mm2py.engine.batch_produce import Lane, Outgoing, PipelinedProducer, batch_timestamps
 from mm2py.engine.copy import CopyResult, CopySpec, PartitionRange
 from mm2py.engine.delivery import flush_offset_syncs, flush_producer, queue_offset_syncs
@@ -81,6 +82,7 @@ def copy_partitions(
     record_copy.executor_logging(spec)
     if not todo:
         return
+    tune_for_large_buffers()
     try:
         yield from _BatchCopier(spec, todo).run()
     except ReplicationError as exc:
