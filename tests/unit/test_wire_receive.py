@@ -1,0 +1,46 @@
+"""The batch path's socket reads: large chunks on plain TCP, with kafka-python's own error handling."""
+
+from __future__ import annotations
+
+import kafka.errors as kafka_errors  # type: ignore[import-untyped]
+from kafka.net.transport import KafkaSSLTransport, KafkaTCPTransport  # type: ignore[import-untyped]
+
+from mm2py.kafka import wire
+
+
+class FakeSocket:
+    def __init__(self, data: bytes, then: BaseException | None = None) -> None:
+        self.data, self.then, self.asked = data, then, []
+
+    def getpeername(self) -> tuple[str, int]:  # the transport names its peer in log lines: none here
+        raise OSError("not connected")
+
+    def recv(self, size: int) -> bytes:
+        self.asked.append(size)
+        if not self.data:
+            if self.then is not None:
+                raise self.then
+            return b""  # the peer closed
+        chunk, self.data = self.data[:size], self.data[size:]
+        return chunk
+
+
+def receive(sock: FakeSocket) -> tuple[bytes, Exception | None]:
+    return KafkaTCPTransport(None, sock, host="broker")._sock_recv()  # type: ignore[no-any-return]
+
+
+def test_plain_tcp_reads_in_large_chunks_until_the_socket_would_block() -> None:
+    assert KafkaTCPTransport._sock_recv is wire._sock_recv  # the pinned kafka-python version
+    assert KafkaSSLTransport._sock_recv is not wire._sock_recv  # TLS keeps the library's read
+    payload = bytes(range(256)) * 4096  # 1 MiB
+    sock = FakeSocket(payload, then=BlockingIOError())
+    data, error = receive(sock)
+    assert error is None and data == payload
+    assert set(sock.asked) == {wire.RECV_CHUNK_BYTES} and len(sock.asked) == len(payload) // wire.RECV_CHUNK_BYTES + 1
+
+
+def test_a_closed_or_failing_socket_is_a_connection_error_after_what_was_read() -> None:
+    data, error = receive(FakeSocket(b"abc"))
+    assert data == b"abc" and isinstance(error, kafka_errors.KafkaConnectionError)
+    data, error = receive(FakeSocket(b"", then=ConnectionResetError("reset")))
+    assert data == b"" and isinstance(error, kafka_errors.KafkaConnectionError) and "reset" in str(error)
