@@ -162,13 +162,18 @@ def test_a_run_killed_mid_transaction_leaves_only_whole_ranges_and_a_later_once_
     records = make_records(40_000, partitions=2, seed=21, value_size=64, with_headers=False)
     produce(real_kafka.bootstrap, topic, records)
     source = _by_partition(read_all(real_kafka.bootstrap, topic))
-    config, src, _tgt = _config(
+    # Small produce requests, one in flight: a range's transaction stays open for hundreds of round trips to the
+    # target, so the watch below sees it however loaded the machine is. With the defaults a 4,000-record range
+    # went out in a few requests and, on a busy CI machine, every transaction had committed between two samples.
+    config, src, tgt = _config(
         tmp_path,
         real_kafka,
         real_kafka_target,
         topic,
         "mm2py.batch.max.records = 4000\nconsumer.poll.timeout.ms = 200\n",
     )
+    with config.open("a") as extra:
+        extra.write(f"{tgt}.producer.batch.size = 1024\n{tgt}.producer.max.in.flight.requests.per.connection = 1\n")
     remote = f"{src}.{topic}"
 
     # A kill aimed at an open transaction can still land just after its commit; then another run is killed.
