@@ -28,7 +28,8 @@ from kafka.future import Future  # type: ignore[import-untyped]
 from kafka.net.compat import KafkaNetClient  # type: ignore[import-untyped]
 from kafka.net.sasl.oauth import AbstractTokenProvider  # type: ignore[import-untyped]
 from kafka.net.transport import KafkaTCPTransport  # type: ignore[import-untyped]
-from kafka.protocol.consumer import FetchRequest  # type: ignore[import-untyped]
+from kafka.protocol.consumer import FetchRequest, FetchResponse  # type: ignore[import-untyped]
+from kafka.protocol.frame import KafkaBytes  # type: ignore[import-untyped]
 from kafka.protocol.metadata import MetadataRequest  # type: ignore[import-untyped]
 from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest  # type: ignore[import-untyped]
 
@@ -74,8 +75,24 @@ def _sock_recv(self: Any) -> tuple[bytes, Exception | None]:
     return b"".join(received), error
 
 
+_decode_fetch_response = FetchResponse.decode.__func__
+
+
+def _decode_fetch_in_place(cls: Any, data: Any, *args: Any, **kwargs: Any) -> Any:
+    """FetchResponse.decode over a view of the received frame instead of a copy of it.
+
+    The library hands decode its receive buffer (a bytearray) and decode takes ``read()`` of it: a slice and
+    then ``bytes()`` of the slice, two copies of every fetched byte before the record sets are cut out (a third
+    copy, which stays). A view of the unread rest is what decode makes of a ``bytes`` argument, and nothing
+    reads or writes the buffer after decode."""
+    if isinstance(data, KafkaBytes):
+        data = memoryview(data)[data.tell() :]
+    return _decode_fetch_response(cls, data, *args, **kwargs)
+
+
 if kafka.version.__version__ == _RECV_PATCHED_VERSION:
     KafkaTCPTransport._sock_recv = _sock_recv
+    FetchResponse.decode = classmethod(_decode_fetch_in_place)
 
 
 @dataclass(frozen=True)

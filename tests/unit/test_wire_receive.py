@@ -44,3 +44,40 @@ def test_a_closed_or_failing_socket_is_a_connection_error_after_what_was_read() 
     assert data == b"abc" and isinstance(error, kafka_errors.KafkaConnectionError)
     data, error = receive(FakeSocket(b"", then=ConnectionResetError("reset")))
     assert data == b"" and isinstance(error, kafka_errors.KafkaConnectionError) and "reset" in str(error)
+
+
+def test_a_fetch_response_decodes_from_a_view_of_the_receive_buffer_as_from_bytes() -> None:
+    from kafka.protocol.consumer import FetchResponse  # type: ignore[import-untyped]
+    from kafka.protocol.frame import KafkaBytes  # type: ignore[import-untyped]
+
+    assert FetchResponse.decode.__func__ is wire._decode_fetch_in_place  # the pinned kafka-python version
+    partition = FetchResponse.FetchableTopicResponse.PartitionData
+    response = FetchResponse(
+        throttle_time_ms=0,
+        error_code=0,
+        session_id=0,
+        responses=[
+            FetchResponse.FetchableTopicResponse(
+                topic="orders",
+                partitions=[
+                    partition(
+                        partition_index=p,
+                        error_code=0,
+                        high_watermark=10 + p,
+                        last_stable_offset=10 + p,
+                        log_start_offset=0,
+                        aborted_transactions=[],
+                        records=bytes([p]) * (1000 + p),
+                    )
+                    for p in range(3)
+                ],
+            )
+        ],
+    )
+    encoded = bytes(response.encode(version=12))
+    received = KafkaBytes(len(encoded) + 4)  # as the protocol parser holds a frame: something read before it
+    received.write(b"\0\0\0\7" + encoded)
+    received.seek(4)
+    from_buffer = FetchResponse.decode(received, version=12)
+    assert from_buffer == FetchResponse.decode(encoded, version=12)
+    assert [p.records for p in from_buffer.responses[0].partitions] == [bytes([p]) * (1000 + p) for p in range(3)]
