@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from mm2py.engine.copy import CopySpec
 from mm2py.errors import ReplicationError
 from mm2py.kafka.batch_records import merge
-from mm2py.kafka.record_batch import RecordBatch, with_producer
+from mm2py.kafka.record_batch import RecordBatch, producer_parts
 from mm2py.kafka.wire import TRANSPORT_ERROR, ErrorCode, Pending, TopicPartition, WireClient
 from mm2py.metrics import RangeMeasurer
 from mm2py.offset_syncs import Run, extend_runs
@@ -58,7 +58,9 @@ class Outgoing:
 
     batch: RecordBatch
     upstream: range | list[int]
-    wire: bytearray | None = None  # the bytes sent: the target producer's id, epoch and sequence; fixed once
+    # What is sent (the target producer's header, then the rest of the batch as it came); fixed once, so a resent
+    # batch keeps its sequence.
+    wire: tuple[bytes, memoryview] | None = None
     resends: int = 0
 
 
@@ -176,7 +178,7 @@ class PipelinedProducer:
         for node, waiting in by_node.items():
             queue = self.flights[node]
             while waiting and len(queue) < MAX_IN_FLIGHT:
-                record_sets: dict[TopicPartition, bytearray] = {}
+                record_sets: dict[TopicPartition, tuple[bytes, memoryview]] = {}
                 items: dict[TopicPartition, Outgoing] = {}
                 size = 0
                 for _ in range(len(waiting)):
@@ -184,12 +186,13 @@ class PipelinedProducer:
                     if self.merge_below and len(lane.pending) > 1 and lane.pending[0].wire is None:
                         self._merge_head(lane)
                     wire = self._wire(lane, lane.pending[0])
-                    if record_sets and size + len(wire) > _REQUEST_BYTES:
+                    wire_bytes = len(wire[0]) + len(wire[1])
+                    if record_sets and size + wire_bytes > _REQUEST_BYTES:
                         waiting.append(lane)  # first in the next request
                         continue
                     item = lane.pending.popleft()
                     record_sets[lane.key], items[lane.key] = wire, item
-                    size += len(wire)
+                    size += wire_bytes
                     lane.in_flight.append(item)
                     lane.requests += 1
                     if lane.pending:
@@ -224,9 +227,9 @@ class PipelinedProducer:
         upstream = [offset for item in run for offset in item.upstream]
         lane.pending.appendleft(Outgoing(RecordBatch(memoryview(merge([item.batch for item in run]))), upstream))
 
-    def _wire(self, lane: Lane, item: Outgoing) -> bytearray:
+    def _wire(self, lane: Lane, item: Outgoing) -> tuple[bytes, memoryview]:
         if item.wire is None:
-            item.wire = with_producer(item.batch, self.producer_id, self.epoch, lane.sequence)
+            item.wire = producer_parts(item.batch, self.producer_id, self.epoch, lane.sequence)
             lane.sequence = (lane.sequence + item.batch.record_count) % _SEQUENCE_MODULO
         return item.wire
 

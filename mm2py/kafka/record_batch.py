@@ -230,25 +230,38 @@ def split_batches(record_set: bytes | bytearray | memoryview) -> RecordSet:
     return RecordSet(batches)
 
 
-def with_producer(
+def producer_parts(
     batch: RecordBatch, producer_id: int, producer_epoch: int, base_sequence: int, transactional: bool = False
-) -> bytearray:
-    """A copy of ``batch`` that the target producer can send: base offset 0, its own id, epoch and sequence,
-    a new CRC.
+) -> tuple[bytes, memoryview]:
+    """``batch`` as the target producer sends it, in two pieces sent back to back: a new 61-byte header (base
+    offset 0, the producer's own id, epoch and sequence, a new CRC) and the rest of the batch as it came.
+
+    The rest is a view, not a copy: a forwarded batch is a megabyte or so, and the request that carries it
+    copies it once anyway. The CRC covers both pieces; it is computed over the new header's part and then
+    continued over the rest (CRC-32C runs incrementally), which is the same work as over one buffer.
 
     The source producer's id means nothing on the target (a real broker would check its sequence against
     an unknown producer), and the transactional bit is only valid inside the target producer's own
     transaction, so it is cleared unless ``transactional``. Pass -1/-1/-1 for a non-idempotent produce.
     """
-    out = bytearray(batch.buffer)
+    head = bytearray(batch.buffer[:HEADER_SIZE])
     # A producer's batches start at offset 0 (the broker assigns offsets); Kafka 4 refuses any other
     # baseOffset with INVALID_RECORD. Outside the CRC, so changing it costs nothing.
-    _BASE_OFFSET.pack_into(out, 0, 0)
+    _BASE_OFFSET.pack_into(head, 0, 0)
     attributes = (batch.attributes & ~TRANSACTIONAL_FLAG) | (TRANSACTIONAL_FLAG if transactional else 0)
-    _ATTRIBUTES.pack_into(out, _ATTRIBUTES_OFFSET, attributes)
-    _PRODUCER.pack_into(out, _PRODUCER_OFFSET, producer_id, producer_epoch, base_sequence)
-    _CRC.pack_into(out, _CRC_OFFSET, crc32c(memoryview(out)[_ATTRIBUTES_OFFSET:]))
-    return out
+    _ATTRIBUTES.pack_into(head, _ATTRIBUTES_OFFSET, attributes)
+    _PRODUCER.pack_into(head, _PRODUCER_OFFSET, producer_id, producer_epoch, base_sequence)
+    rest = batch.buffer[HEADER_SIZE:]
+    _CRC.pack_into(head, _CRC_OFFSET, crc32c(rest, crc32c(memoryview(head)[_ATTRIBUTES_OFFSET:])))
+    return bytes(head), rest
+
+
+def with_producer(
+    batch: RecordBatch, producer_id: int, producer_epoch: int, base_sequence: int, transactional: bool = False
+) -> bytearray:
+    """:func:`producer_parts` as one buffer."""
+    head, rest = producer_parts(batch, producer_id, producer_epoch, base_sequence, transactional)
+    return bytearray(head) + rest
 
 
 def set_crc(batch: bytearray) -> bytearray:

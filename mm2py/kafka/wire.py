@@ -4,12 +4,13 @@ Why a protocol library and not confluent-kafka: librdkafka hands out records, ne
 Fetch response carries, and cannot produce a batch as it is. kafka-python 3.0.12 can: its generated
 request classes keep a partition's record set as plain bytes in both directions, and its network client
 does TLS, SASL PLAIN, SCRAM-SHA-256/512 and OAUTHBEARER itself. Its 3.x network layer is being rewritten
-(a compatibility client over a new connection manager), so the version is pinned and this module is the
-only one that imports it; everything it returns is mm2py's own plain data. Errors come back as data
-(:class:`ErrorCode`: the Kafka error code, its name, whether waiting can fix it) and the copier decides.
+(a compatibility client over a new connection manager), so the version is pinned and this module (with
+:mod:`mm2py.kafka.produce_request`, which it uses) is the only one that imports it; everything it returns is
+mm2py's own plain data. Errors come back as data (:class:`ErrorCode`: the Kafka error code, its name,
+whether waiting can fix it) and the copier decides.
 
-Versions: Fetch up to v12 and Produce up to v9, the last ones that name topics (later ones use topic ids);
-Fetch at least v4 (aborted transactions), Produce at least v3 (v2 record batches).
+Versions: Fetch v4 (aborted transactions) to v12, the last one that names topics (later ones use topic ids);
+Produce v3 (v2 record batches) to v8, the last one before the flexible encoding.
 
 Threads: one :class:`WireClient` per cluster and per thread; it is not shared.
 """
@@ -31,8 +32,9 @@ from kafka.net.transport import KafkaTCPTransport  # type: ignore[import-untyped
 from kafka.protocol.consumer import FetchRequest, FetchResponse  # type: ignore[import-untyped]
 from kafka.protocol.frame import KafkaBytes  # type: ignore[import-untyped]
 from kafka.protocol.metadata import MetadataRequest  # type: ignore[import-untyped]
-from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest  # type: ignore[import-untyped]
+from kafka.protocol.producer import InitProducerIdRequest  # type: ignore[import-untyped]
 
+from mm2py.kafka.produce_request import ForwardingProduceRequest, RecordSetPieces
 from mm2py.kafka.wire_config import TokenSource, wire_config
 
 log = logging.getLogger(__name__)
@@ -41,7 +43,6 @@ TopicPartition = tuple[str, int]
 # A multi-partition fetch response is far larger than the library's 1 MB default receive limit.
 DEFAULT_MAX_RECEIVE_BYTES = 256 * 1024 * 1024
 _FETCH_VERSIONS = (4, 12)
-_PRODUCE_VERSIONS = (3, 9)
 _METADATA_MAX_VERSION = 9
 
 
@@ -304,22 +305,11 @@ class WireClient:
         return error if error is not None else (response.producer_id, response.producer_epoch)
 
     def send_produce(
-        self, node: int, record_sets: Mapping[TopicPartition, bytes | bytearray], *, timeout_ms: int = 30_000
+        self, node: int, record_sets: Mapping[TopicPartition, RecordSetPieces], *, timeout_ms: int = 30_000
     ) -> Pending:
-        """One Produce with acks=-1 carrying one record set per partition (all led by ``node``)."""
-        by_topic: dict[str, list[Any]] = {}
-        partition_type = ProduceRequest.TopicProduceData.PartitionProduceData
-        for (topic, partition), records in record_sets.items():
-            by_topic.setdefault(topic, []).append(partition_type(index=partition, records=records))
-        request = ProduceRequest(
-            transactional_id=None,
-            acks=-1,
-            timeout_ms=timeout_ms,
-            topic_data=[ProduceRequest.TopicProduceData(name=t, partition_data=ps) for t, ps in by_topic.items()],
-            min_version=_PRODUCE_VERSIONS[0],
-            max_version=_PRODUCE_VERSIONS[1],
-        )
-        return self._send(node, request, "produce")
+        """One Produce with acks=-1 carrying one record set per partition (all led by ``node``), each given as
+        the pieces it is sent in (:mod:`mm2py.kafka.produce_request`)."""
+        return self._send(node, ForwardingProduceRequest(record_sets, acks=-1, timeout_ms=timeout_ms), "produce")
 
     def produce_result(self, pending: Pending, timeout_s: float) -> list[ProducedPartition] | ErrorCode:
         response = self.wait(pending, timeout_s)

@@ -8,7 +8,7 @@ import pytest
 from kafka_harness import ClusterFactory, create_topic, make_records, produce, read_all
 
 from mm2py.kafka.batch_records import decode_records
-from mm2py.kafka.record_batch import split_batches, with_producer
+from mm2py.kafka.record_batch import producer_parts, split_batches
 from mm2py.kafka.wire import FetchPosition, WireClient
 
 pytestmark = pytest.mark.integration
@@ -55,7 +55,7 @@ def test_fetched_batches_produced_raw_arrive_unchanged(
             record_sets = {}
             for p, bs in batches.items():
                 if round_ < len(bs):  # one batch per partition per request, as a real broker requires
-                    record_sets[(topic, p)] = with_producer(bs[round_], producer_id, epoch, sequence[p])
+                    record_sets[(topic, p)] = producer_parts(bs[round_], producer_id, epoch, sequence[p])
                     sequence[p] += bs[round_].record_count
             dst_node = target.leader((topic, 0))
             assert dst_node is not None

@@ -62,13 +62,15 @@ class FakeBroker:
     def poll(self, timeout_s: float) -> None:
         pass
 
-    def send_produce(self, node: int, record_sets: dict[tuple[str, int], bytearray], *, timeout_ms: int) -> _Pending:
+    def send_produce(
+        self, node: int, record_sets: dict[tuple[str, int], tuple[bytes, memoryview]], *, timeout_ms: int
+    ) -> _Pending:
         self.requests += 1
         self.outstanding += 1
         self.most_outstanding = max(self.most_outstanding, self.outstanding)
         parts = []
-        for key, wire in record_sets.items():
-            batch = RecordBatch(memoryview(bytes(wire)))
+        for key, pieces in record_sets.items():
+            batch = RecordBatch(memoryview(b"".join(pieces)))
             assert batch.crc_ok()
             error = self.fail(self.requests, key)
             if error is not None:

@@ -24,6 +24,7 @@ from mm2py.kafka.record_batch import (
     RecordBatchError,
     control_type,
     data_batches,
+    producer_parts,
     set_crc,
     split_batches,
     with_producer,
@@ -169,6 +170,15 @@ def test_with_producer_rewrites_base_offset_producer_fields_and_transactional_bi
     changed = [i for i, (a, b) in enumerate(zip(source, out, strict=True)) if a != b]
     assert all(i < 8 or 17 <= i < 21 or i in (21, 22) or 43 <= i < 57 for i in changed)
     assert batch_of(with_producer(rewritten, -1, -1, -1, transactional=True)).is_transactional
+
+
+def test_producer_parts_are_a_new_header_and_a_view_of_the_rest_with_the_crc_of_both() -> None:
+    source = bytes(txn_batch(producer_id=999, offset=40, n=6))
+    batch = batch_of(source)
+    head, rest = producer_parts(batch, 5, 2, 300)
+    assert len(head) == 61 and rest.obj is source  # the records are not copied
+    assert head + bytes(rest) == with_producer(batch, 5, 2, 300)
+    assert batch_of(head + bytes(rest)).crc_ok() and bytes(rest) == source[61:]
 
 
 def test_contiguous_batches_from_the_wanted_offset_on_are_forwarded_as_they_are() -> None:
