@@ -256,14 +256,6 @@ def producer_parts(
     return bytes(head), rest
 
 
-def with_producer(
-    batch: RecordBatch, producer_id: int, producer_epoch: int, base_sequence: int, transactional: bool = False
-) -> bytearray:
-    """:func:`producer_parts` as one buffer."""
-    head, rest = producer_parts(batch, producer_id, producer_epoch, base_sequence, transactional)
-    return bytearray(head) + rest
-
-
 def set_crc(batch: bytearray) -> bytearray:
     """Recompute the CRC of a batch whose bytes from ``attributes`` on were written or changed."""
     _CRC.pack_into(batch, _CRC_OFFSET, crc32c(memoryview(batch)[_ATTRIBUTES_OFFSET:]))
