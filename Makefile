@@ -43,6 +43,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check mm2py tests bench examples
 	$(BIN)/ruff check mm2py tests bench examples
 	$(BIN)/mypy
+	$(BIN)/python -m tests.layout_rules
 
 # As a module from the repository root, so examples/demo.py can import the broker harness in tests/.
 demo: $(STAMP)

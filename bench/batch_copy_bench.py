@@ -2,7 +2,7 @@
 
 Starts a source and a target tansu broker, loads one topic (8 partitions, 100-byte values by default) with
 the loaders of ``bench.load``, then copies it twice into the target, once with
-:func:`mm2py.engine.copy.copy_partitions` and once with :func:`mm2py.engine.batch_copy.copy_partitions`, each
+:func:`mm2py.executor.record_copy.copy_partitions` and once with :func:`mm2py.executor.batch_copy.copy_partitions`, each
 given all 8 ranges in one call (no Spark: this measures the copy functions, not the scheduling). The target
 topic is deleted and re-created between the two (tansu frees its memory), and each copy is checked to end
 with the source's last record of every partition. Prints one JSON line per contender and the ratio.
@@ -12,26 +12,22 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from bench.contenders import REPO
 from bench.run_bench import load
-
-sys.path.insert(0, str(REPO / "tests"))  # the test harness starts brokers and reads exact end offsets
-from kafka_harness import TansuBroker, create_topic, delete_topic, end_offsets, find_tansu_binary
-
-from mm2py.engine import batch_copy, copy
-from mm2py.kafka.clients import drop_producer
+from mm2py.executor import batch_copy, record_copy
+from mm2py.executor.contract import CopySpec, PartitionRange
+from mm2py.librdkafka.clients import drop_producer
+from tests.harness.kafka_harness import TansuBroker, create_topic, delete_topic, end_offsets, find_tansu_binary
 
 PARTITIONS = 8
 
 
-def spec_for(source: str, target: str) -> copy.CopySpec:
-    return copy.CopySpec(
+def spec_for(source: str, target: str) -> CopySpec:
+    return CopySpec(
         flow="source->target",
         source="source",
         target="target",
@@ -59,8 +55,8 @@ def spec_for(source: str, target: str) -> copy.CopySpec:
     )
 
 
-def run(name: str, copier: Any, spec: copy.CopySpec, topic: str, ends: dict[int, int]) -> dict[str, Any]:
-    ranges = [copy.PartitionRange(topic, p, topic, 0, end) for p, end in ends.items()]
+def run(name: str, copier: Any, spec: CopySpec, topic: str, ends: dict[int, int]) -> dict[str, Any]:
+    ranges = [PartitionRange(topic, p, topic, 0, end) for p, end in ends.items()]
     started = time.monotonic()
     results = list(copier(spec, iter(ranges)))
     seconds = time.monotonic() - started
@@ -100,7 +96,7 @@ def main() -> None:
         ends = end_offsets(source.bootstrap, topic)
         spec = spec_for(source.bootstrap, target.bootstrap)
         figures = {}
-        for name, copier in (("record", copy.copy_partitions), ("batch", batch_copy.copy_partitions)):
+        for name, copier in (("record", record_copy.copy_partitions), ("batch", batch_copy.copy_partitions)):
             create_topic(target.bootstrap, topic, PARTITIONS)
             figures[name] = run(name, copier, spec, topic, ends)
             copied = end_offsets(target.bootstrap, topic)

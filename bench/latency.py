@@ -38,10 +38,9 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
 from bench.contenders import MM2PY_CONFIG, REPO
-
-sys.path.insert(0, str(REPO / "tests"))
-from kafka_harness import list_topics
-from real_kafka import KafkaCluster, KafkaRuntime, poll_until
+from tests.harness.kafka_harness import list_topics
+from tests.harness.polling import poll_until
+from tests.harness.real_kafka import KafkaCluster, KafkaRuntime
 
 TOPIC = "latency"
 REMOTE = f"source.{TOPIC}"

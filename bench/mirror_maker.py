@@ -21,14 +21,12 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-# From tests/: bench.run_bench puts it on sys.path before it imports this module.
-from kafka_harness import consumer_config, end_offsets
-from mirror_maker import MirrorMaker, properties_text
-from real_kafka import KafkaRuntime
-
 from bench.contenders import Job, _cores
 from bench.loop import middle_rate
 from bench.proctree import TreeMonitor
+from tests.harness.kafka_harness import consumer_config, end_offsets
+from tests.harness.mirror_maker import MirrorMaker, properties_text
+from tests.harness.real_kafka import KafkaRuntime
 
 # A throughput JVM, not the tests' fast-starting one: C2 JIT and G1, with the heap connect-mirror-maker.sh
 # would give it (-Xmx2G), smaller at the start.

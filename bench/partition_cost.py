@@ -20,9 +20,7 @@ from typing import Any
 
 from bench.contenders import MM2PY_CONFIG, REPO
 from bench.load import load_partitions
-
-sys.path.insert(0, str(REPO / "tests"))
-from kafka_harness import TansuBroker, create_topic, end_offsets, find_tansu_binary, stop_brokers
+from tests.harness.kafka_harness import TansuBroker, create_topic, end_offsets, find_tansu_binary, stop_brokers
 
 RECORDS = 20_800
 CASES = {"8 partitions": (1, 8), "800 partitions": (200, 4)}  # topics, partitions per topic

@@ -25,7 +25,7 @@ from bench.contenders import REPO, Job, environment, run_loop, run_mm2py
 from bench.report import render_table, verdict
 
 # The test harness starts brokers and reads exact end offsets (run from the repository root: make bench).
-from tests.kafka_harness import (
+from tests.harness.kafka_harness import (
     TansuBroker,
     consumer_config,
     create_topic,
@@ -198,10 +198,7 @@ def main() -> None:
                 elif contender == "mm2py-tuned":
                     result = run_mm2py(job, contender, args.master, TUNED + args.mm2py_properties)
                 elif contender == "mm2":
-                    # bench/mirror_maker.py uses the tests' MM2 and broker helpers, which import each other by
-                    # their bare names (as under pytest): their folder goes on the path first.
-                    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-                    from bench.mirror_maker import run_mirror_maker
+                    from bench.mirror_maker import run_mirror_maker  # the tests' MM2 harness, only when asked
 
                     result = run_mirror_maker(job)
                 elif contender in PATHS:

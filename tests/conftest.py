@@ -8,19 +8,13 @@ from __future__ import annotations
 
 import itertools
 import re
-import sys
 import uuid
 from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 
 import pytest
 
-# tests/ is not a package; make `import kafka_harness` work however pytest was invoked.
-_TESTS_DIR = str(Path(__file__).resolve().parent)
-if _TESTS_DIR not in sys.path:
-    sys.path.insert(0, _TESTS_DIR)
-
-from kafka_harness import ClusterFactory, TansuBinaryMissing, find_tansu_binary  # noqa: E402
+from tests.harness.kafka_harness import ClusterFactory, TansuBinaryMissing, find_tansu_binary
 
 _REPORTS = pytest.StashKey[dict[str, pytest.TestReport]]()
 _CLUSTERS = pytest.StashKey[ClusterFactory]()
@@ -82,8 +76,8 @@ def unique_topic(request: pytest.FixtureRequest) -> Callable[..., str]:
 
 # --- Real Apache Kafka (KRaft) from the jars `make install` resolves: tests/real_kafka.py -----------------
 
-from real_kafka import KafkaCluster, KafkaJarsMissing, KafkaRuntime  # noqa: E402
-from real_kafka_security import ACL_BROKER_SETTINGS, CLIENT_LISTENERS  # noqa: E402
+from tests.harness.real_kafka import KafkaCluster, KafkaJarsMissing, KafkaRuntime  # noqa: E402
+from tests.harness.real_kafka_security import ACL_BROKER_SETTINGS, CLIENT_LISTENERS  # noqa: E402
 
 
 class _RealKafkaLogTails:

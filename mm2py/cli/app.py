@@ -20,13 +20,13 @@ import typer
 from mm2py import __version__
 from mm2py.cli import render
 from mm2py.config import LoadedConfig, MirrorMakerConfig, load, validate
+from mm2py.control.plan import build_plan
 from mm2py.errors import EXIT_CHECK_FAILED, EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, ConfigError, Mm2pyError, UsageError
-from mm2py.filters import PatternError, compile_pattern_list, parse_list
-from mm2py.plan import build_plan
+from mm2py.mirror.filters import PatternError, compile_pattern_list, parse_list
 from mm2py.secrets import RedactingFilter, Redactor
 
 if TYPE_CHECKING:
-    from mm2py.metrics import RunMetrics
+    from mm2py.metrics.registry import RunMetrics
 
 app = typer.Typer(
     name="mm2py",
@@ -140,7 +140,7 @@ def run_command(
     """Replicate every enabled flow, one Spark job per flow: --once for cron, else until SIGTERM/SIGINT."""
     from mm2py.cli.live import ProgressView
     from mm2py.engine.run import run  # the engine (and pyspark) load only for this command
-    from mm2py.metrics import RunMetrics
+    from mm2py.metrics.registry import RunMetrics
 
     loaded = _load(file, flows, clusters)
     spark_conf: dict[str, str] = {}
@@ -233,7 +233,7 @@ def lag_command(
     """Replication lag per flow, topic and partition, in records and seconds, with each flow's heartbeat and
     checkpoint age (exit 1 over a threshold)."""
     from mm2py.cli import lag_view
-    from mm2py.lag import LagCheck
+    from mm2py.tools.lag import LagCheck
 
     fmt = lag_view.output_format(as_json, prometheus, watch)
     if interval is not None and not watch:
@@ -271,7 +271,7 @@ def verify_command(
 ) -> None:
     """Compare source and target record by record over the replicated range (exit 1 on any mismatch)."""
     from mm2py.cli import verify_view
-    from mm2py.verify import verify_flows
+    from mm2py.tools.verify import verify_flows
 
     loaded = _load(file, flows)
     pattern = _regex("--topics", topics)
@@ -301,8 +301,8 @@ def translate_offsets_command(
     ] = False,
 ) -> None:
     """Translate a group's committed source offsets to the target: exact where possible (dry run by default)."""
-    from mm2py.checkpoints import FlowTranslator, execute_translation
-    from mm2py.plan import AdminPool, build_plan
+    from mm2py.control.checkpoints import FlowTranslator, execute_translation
+    from mm2py.control.plan import AdminPool, build_plan
 
     if as_json and as_csv:
         raise UsageError("--json and --csv exclude each other")

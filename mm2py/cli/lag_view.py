@@ -1,6 +1,6 @@
 """Output of ``mm2py lag``: rich tables, JSON, Prometheus text, and the ``--watch`` refresh loop.
 
-Nothing here computes lag (that is ``mm2py.lag``); this module only decides how an answer looks. The
+Nothing here computes lag (that is ``mm2py.tools.lag``); this module only decides how an answer looks. The
 Prometheus text is made by prometheus-client, imported on use so that other commands start without it.
 """
 
@@ -19,7 +19,7 @@ from rich.text import Text
 
 from mm2py.cli.render import err, out, print_json, redactor
 from mm2py.errors import KafkaOperationError, UsageError
-from mm2py.lag import FlowAges, GroupLag, LagCheck, LagSnapshot, PartitionLag, lag_key, trend
+from mm2py.tools.lag import FlowAges, GroupLag, LagCheck, LagSnapshot, PartitionLag, lag_key, trend
 
 OutputFormat = Literal["table", "json", "prometheus"]
 Trends = Mapping[tuple[str, str, str, int], str]

@@ -63,6 +63,6 @@ class ProgressView:
             elapsed = max(time.monotonic() - s.started, 1e-9)
             out.print(
                 f"flow={s.flow} copied={s.records} bytes={s.bytes} jobs={s.jobs} lag_records={s.lag} "
-                f"seconds={elapsed:.1f} path={s.path}",
+                f"seconds={elapsed:.1f} path={s.path.describe()}",
                 markup=False,
             )

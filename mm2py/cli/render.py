@@ -10,9 +10,9 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from mm2py.checkpoints import GroupOffset
 from mm2py.config.problems import Problem
-from mm2py.plan import ReplicationPlan
+from mm2py.control.checkpoints import GroupOffset
+from mm2py.control.plan import ReplicationPlan
 from mm2py.secrets import Redactor
 
 out = Console(highlight=False, soft_wrap=True)
@@ -61,7 +61,7 @@ def print_warnings(problems: Sequence[Problem]) -> None:
 
 def print_plan(plan: ReplicationPlan) -> None:
     for flow in plan.flows:
-        title = f"{flow.name}  path={flow.path}" if flow.path else flow.name
+        title = f"{flow.name}  path={flow.copy_path.describe()}"
         table = Table(title=title, title_justify="left", show_lines=False)
         table.add_column("source topic")
         table.add_column("remote topic")

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from rich.table import Table
 
 from mm2py.cli.render import err, out, redactor
-from mm2py.verify import PartitionVerification
+from mm2py.tools.verify import PartitionVerification
 
 _STYLE = {"ok": "green", "mismatch": "red", "not replicated": "yellow"}
 

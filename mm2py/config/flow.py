@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from mm2py.config.keys import CONNECTOR_KEYS, MM2PY_KEYS, SPARK_CONF_PREFIX, WORKER_KEYS, KeyDef
+from mm2py.config.key_types import KeyDef
+from mm2py.config.keys import CONNECTOR_KEYS, WORKER_KEYS
 from mm2py.config.mirror_maker import (
     ClientKind,
     Flow,
@@ -19,9 +20,10 @@ from mm2py.config.mirror_maker import (
     client_props,
     worker_producer_props,
 )
+from mm2py.config.mm2py_keys import MM2PY_KEYS, SPARK_CONF_PREFIX
 from mm2py.config.problems import Problem, ProblemSink
 from mm2py.config.values import Setting, ValueProblem, parse_value
-from mm2py.kafka.settings import masked, translate_client_config
+from mm2py.librdkafka.settings import masked, translate_client_config
 
 Pairs = tuple[tuple[str, str], ...]
 

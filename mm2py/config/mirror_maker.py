@@ -23,7 +23,7 @@ from mm2py.config.keys import (
 )
 from mm2py.config.properties import ProviderProblem, RawProperties, read_properties, resolve_variables
 from mm2py.config.values import Setting
-from mm2py.filters import parse_list
+from mm2py.mirror.filters import parse_list
 
 Side = Literal["source", "target"]
 ClientKind = Literal["consumer", "producer", "admin"]

@@ -16,7 +16,6 @@ from mm2py.config.keys import (
     CONNECTION_KEYS,
     CONNECTOR_KEYS,
     FLOW_LEVEL_ONLY_KEYS,
-    MM2PY_KEYS,
     NEVER_VALID_KEYS,
     RENAMED_KEYS,
     SECURITY_PROTOCOLS,
@@ -25,81 +24,18 @@ from mm2py.config.keys import (
     is_known_top_level,
 )
 from mm2py.config.mirror_maker import Flow, MirrorMakerConfig
+from mm2py.config.mm2py_keys import MM2PY_KEYS
+from mm2py.config.not_acted_on import CONNECT_WORKER_KEYS, not_acted_on
 from mm2py.config.problems import Problem, ProblemSink
 from mm2py.config.values import ValueProblem, parse_value
-from mm2py.filters import PatternError, compile_pattern_list, parse_list
-from mm2py.kafka.client_keys import RDKAFKA_PROPERTIES, RENAMES
-from mm2py.policy import PluginError, load_replication_policy
+from mm2py.librdkafka.key_tables import RDKAFKA_PROPERTIES, RENAMES
+from mm2py.mirror.filters import PatternError, compile_pattern_list, parse_list
+from mm2py.mirror.policy import PluginError, load_replication_policy
 from mm2py.secrets import MASK, is_secret_key
 
 _INLINE_COMMENT = re.compile(r"\s[#!]")
 _REGEX_KEYS = ("topics", "topics.exclude", "groups", "groups.exclude", "config.properties.exclude")
 _FLOW_CLIENT_PREFIXES = (*CLIENT_PREFIXES, "source.", "target.")
-
-
-# MM2 keys mm2py accepts (so a file MM2 runs with is valid here) but does not act on, and what it does instead.
-NOT_ACTED_ON: dict[str, str] = {
-    "tasks.max": "mm2py runs as many copy tasks as Spark's parallelism allows (spark.default.parallelism, "
-    "--master local[N])",
-    "tasks.max.enforce": "mm2py runs as many copy tasks as Spark's parallelism allows",
-    "transforms": "mm2py copies records unchanged; Connect transforms (SMTs) are not run",
-    "predicates": "mm2py runs no Connect transforms, so their predicates do nothing",
-    "key.converter": "mm2py copies keys as bytes, as MM2's ByteArrayConverter does",
-    "value.converter": "mm2py copies values as bytes, as MM2's ByteArrayConverter does",
-    "header.converter": "mm2py copies headers as bytes",
-    "refresh.groups.enabled": "mm2py lists the source's groups at every checkpoint (emit.checkpoints.interval.seconds)",
-    "refresh.groups.interval.seconds": "mm2py lists the source's groups at every checkpoint "
-    "(emit.checkpoints.interval.seconds)",
-    "errors.tolerance": "mm2py never skips a record: a failure is retried for mm2py.retry.timeout.seconds, "
-    "then the run stops",
-    "errors.retry.timeout": "mm2py retries failures for mm2py.retry.timeout.seconds",
-    "errors.retry.delay.max.ms": "mm2py backs off up to 30 s between retries",
-    "errors.log.enable": "mm2py logs every failure it retries",
-    "errors.log.include.messages": "mm2py never logs record contents",
-    "config.action.reload": "mm2py reads the file once per run; restart it to apply changes",
-    "metric.reporters": "mm2py serves Prometheus metrics (run --metrics-port, mm2py.metrics.port)",
-    "forwarding.admin.class": "mm2py uses its own admin client",
-    "exactly.once.support": "mm2py's exactly-once is switched by <target>.exactly.once.source.support",
-    "transaction.boundary": "mm2py commits one transaction per copied range",
-    "offset.flush.interval.ms": "mm2py records progress after every copied range",
-    "offset.flush.timeout.ms": "mm2py records progress after every copied range",
-    "dedicated.mode.enable.internal.rest": "mm2py nodes coordinate through a lease on the target, "
-    "no REST (mm2py.lease.*)",
-    "listeners": "mm2py has no REST server",
-    "config.storage.topic": "mm2py keeps no Connect configs topic",
-    "config.storage.replication.factor": "mm2py keeps no Connect configs topic",
-    "status.storage.topic": "mm2py keeps no Connect status topic",
-    "status.storage.replication.factor": "mm2py keeps no Connect status topic",
-    "status.storage.partitions": "mm2py keeps no Connect status topic",
-}
-
-
-# Kafka Connect worker settings: MM2 hands them to its herders' workers (top level, or `<target>.` for the herders
-# into that target), so they are valid in an MM2 file; mm2py runs no Connect worker.
-CONNECT_WORKER_KEYS = frozenset(
-    (
-        "plugin.discovery",
-        "plugin.path",
-        "session.timeout.ms",
-        "heartbeat.interval.ms",
-        "rebalance.timeout.ms",
-        "worker.sync.timeout.ms",
-        "worker.unsync.backoff.ms",
-        "scheduled.rebalance.max.delay.ms",
-        "connect.protocol",
-        "task.shutdown.graceful.timeout.ms",
-        "connector.client.config.override.policy",
-        "key.converter.schemas.enable",
-        "value.converter.schemas.enable",
-        "offset.storage.file.filename",
-        "consumer.override.policy",
-    )
-)
-
-
-def _not_acted_on(name: str) -> str | None:
-    base = name.split(".", 1)[0] if name.startswith(("transforms.", "predicates.")) else name
-    return NOT_ACTED_ON.get(base)
 
 
 def validate(mm: MirrorMakerConfig) -> list[Problem]:
@@ -248,7 +184,7 @@ class _Validator:
             alias = _alias_prefix(key, self.mm.clusters)
             if alias is not None:
                 name = key[len(alias) + 1 :]
-        instead = _not_acted_on(name)
+        instead = not_acted_on(name)
         if instead is not None:
             self.problem("warning", key, "is accepted but has no effect in mm2py", instead)
         elif name in CONNECT_WORKER_KEYS and "->" not in key:

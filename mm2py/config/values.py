@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from mm2py.config.keys import KeyDef, KeyType
-from mm2py.filters import parse_list
+from mm2py.config.key_types import KeyDef, KeyType
+from mm2py.mirror.filters import parse_list
 
 _INT_RANGES = {
     KeyType.SHORT: (-(2**15), 2**15 - 1),

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from mm2py.engine.copy import PartitionRange
+from mm2py.executor.contract import PartitionRange
 
 TopicPartition = tuple[str, int]
 

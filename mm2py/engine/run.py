@@ -15,15 +15,15 @@ from types import FrameType
 
 from mm2py.config import LoadedConfig
 from mm2py.config.flow import FlowConfig
+from mm2py.control.group_sync import GroupSyncCoordinator
+from mm2py.control.heartbeats import HeartbeatEmitter, heartbeat_flows
+from mm2py.control.lease import FlowLease
+from mm2py.control.plan import AdminPool, ReplicationPlan, build_plan
+from mm2py.control.topics import ensure_internal_topics, heartbeats_topics
 from mm2py.engine.driver import FlowRunner
-from mm2py.engine.group_sync import GroupSyncCoordinator
-from mm2py.engine.lease import FlowLease
 from mm2py.engine.spark import SparkRunner
 from mm2py.engine.stats import FlowStats
-from mm2py.heartbeats import HeartbeatEmitter, heartbeat_flows
-from mm2py.metrics import RunMetrics
-from mm2py.plan import AdminPool, ReplicationPlan, build_plan
-from mm2py.topics import ensure_internal_topics, heartbeats_topics
+from mm2py.metrics.registry import RunMetrics
 
 log = logging.getLogger(__name__)
 
@@ -151,7 +151,7 @@ def run_flows(
         ensure_internal_topics({pair.target: pool.admin(pair.target, pair)}, heartbeats_topics(pair))
     plan: ReplicationPlan = build_plan(flows, pool)
     runners = [FlowRunner(f, p, None, pool, metrics=metrics) for f, p in zip(flows, plan.flows, strict=True)]
-    coordinator = GroupSyncCoordinator([(r.flow, r.latest_group_offsets) for r in runners], pool)
+    coordinator = GroupSyncCoordinator([(r.flow, r.sync.latest_group_offsets) for r in runners], pool)
     leases = {r.flow.name: _lease(r.flow) for r in runners}
     # A --once run writes the heartbeats that go into its flows' sources once, before the flows read their end
     # offsets, so it copies them too and leaves no lag behind; a continuous run writes every pair on its timer.
@@ -165,7 +165,7 @@ def run_flows(
     spark: SparkRunner | None = None
     try:
         for runner in runners:
-            runner.coordinator = coordinator
+            runner.sync.coordinator = coordinator
             runner.ensure_topics()
         working = _skip_held(runners, leases, stop) if once else runners
         if not working:
@@ -174,7 +174,7 @@ def run_flows(
             heartbeats.start()  # this run holds a lease: its heartbeats are due now, before any end offset
         spark = spark_factory()
         for runner in working:
-            runner.spark = spark
+            runner.rounds.spark = spark
 
         def work(runner: FlowRunner) -> None:
             try:

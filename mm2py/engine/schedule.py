@@ -2,7 +2,7 @@
 
 MM2 runs each of these on its own interval in a scheduler thread per connector. mm2py runs them in the flow's
 own thread between copy jobs, so they never race the plan or the positions a copy job uses; heartbeats, which
-must not wait for a long job, have a thread of their own (``mm2py.heartbeats``).
+must not wait for a long job, have a thread of their own (``mm2py.control.heartbeats``).
 """
 
 from __future__ import annotations

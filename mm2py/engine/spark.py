@@ -2,8 +2,8 @@
 
 It starts a SparkContext that works from any virtualenv (executors run this interpreter unless told
 otherwise), ships the mm2py package to executors on real clusters, and runs one copy job: a list of offset
-ranges in, a list of CopyResults out. Records stay inside the Python workers (``mm2py.engine.batch_copy`` or
-``mm2py.engine.copy``, as the flow's CopySpec says).
+ranges in, a list of CopyResults out. Records stay inside the Python workers (``mm2py.executor.batch_copy`` or
+``mm2py.executor.record_copy``, as the flow's CopySpec says).
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from mm2py.engine import batch_copy, copy
-from mm2py.engine.copy import CopyResult, CopySpec, PartitionRange
 from mm2py.errors import Failure, ReplicationError, UsageError
+from mm2py.executor import batch_copy, record_copy
+from mm2py.executor.contract import CopyResult, CopySpec, PartitionRange
 
 log = logging.getLogger(__name__)
 
@@ -154,7 +154,7 @@ class SparkRunner:
         self.sc.setLocalProperty(
             "spark.job.description", f"mm2py {spec.flow}: {len(ranges)} partition ranges in {len(groups)} tasks"
         )
-        copier = batch_copy.copy_partitions if spec.copy_path == "batch" else copy.copy_partitions
+        copier = batch_copy.copy_partitions if spec.copy_path.batch else record_copy.copy_partitions
         rdd = self.sc.parallelize(groups, len(groups))
         try:
             task = functools.partial(_copy_task, copier, spec, self.task_attempts)

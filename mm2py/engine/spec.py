@@ -4,15 +4,14 @@ consumer and target producers, the internal topics it writes, and the copy path 
 from __future__ import annotations
 
 from mm2py.config.flow import FlowConfig
-from mm2py.copy_path import choose_copy_path
-from mm2py.engine.copy import CopySpec
-from mm2py.kafka.client_defaults import copy_consumer_settings, copy_producer_settings, syncs_producer_settings
-from mm2py.progress import progress_topic
-from mm2py.topics import dense_offset_syncs_topic, offset_syncs_topic
+from mm2py.control.topics import dense_offset_syncs_topic, offset_syncs_topic
+from mm2py.executor.contract import CopyPath, CopySpec
+from mm2py.librdkafka.defaults import copy_consumer_settings, copy_producer_settings, syncs_producer_settings
+from mm2py.mirror.progress import progress_topic
 
 
-def copy_spec(f: FlowConfig) -> CopySpec:
-    """What every copy task of flow ``f`` needs (plain and picklable)."""
+def copy_spec(f: FlowConfig, copy_path: CopyPath) -> CopySpec:
+    """What every copy task of flow ``f`` needs (plain and picklable); ``copy_path`` as the plan decided it."""
     exactly_once = f.exactly_once
     return CopySpec(
         flow=f.name,
@@ -34,6 +33,6 @@ def copy_spec(f: FlowConfig) -> CopySpec:
         dense_offset_syncs=f.dense_offset_syncs,
         provenance=f.provenance_header_enabled,
         exactly_once=exactly_once,
-        copy_path=choose_copy_path(f).path,
+        copy_path=copy_path,
         poll_timeout_s=max(f.consumer_poll_timeout_ms / 1000, 0.1),
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from mm2py.engine.copy import CopyResult
+from mm2py.executor.contract import CopyPath, CopyResult
 
 
 @dataclass
@@ -22,7 +22,7 @@ class FlowStats:
     retries: int = 0
     last_mb_rate: float = 0.0
     held_by: str | None = None  # another run holds this flow's lease: nothing was copied
-    path: str = ""  # the copy path, "batch" or "record (why)" (mm2py.copy_path)
+    path: CopyPath = field(default_factory=lambda: CopyPath("record"))  # as the plan decided it
 
     def add(self, results: list[CopyResult], seconds: float) -> None:
         records = sum(r.records for r in results)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from kafka_harness import ClusterFactory, TansuBroker, create_topic
+
+from tests.harness.kafka_harness import ClusterFactory, TansuBroker, create_topic
 
 
 @pytest.fixture

@@ -16,8 +16,11 @@ import time
 from pathlib import Path
 
 import pytest
-from flows_helpers import copied
-from kafka_harness import (
+
+from mm2py.mirror.progress import progress_topic
+from mm2py.mirror.record_formats import parse_source_offset_key, parse_source_offset_value
+from tests.harness.flows_helpers import copied
+from tests.harness.kafka_harness import (
     ClusterFactory,
     Record,
     TansuBroker,
@@ -28,10 +31,8 @@ from kafka_harness import (
     produce,
     read_all,
 )
-from mm2py_cli import SMALL_CLUSTER, mm2py, write_config
-
-from mm2py.progress import progress_topic
-from mm2py.records import parse_source_offset_key, parse_source_offset_value
+from tests.harness.mm2py_cli import SMALL_CLUSTER, mm2py, write_config
+from tests.harness.polling import poll_until
 
 pytestmark = pytest.mark.integration
 
@@ -356,17 +357,15 @@ def test_source_topic_deleted_during_a_continuous_run_is_reported(
             start_new_session=True,
         )
     try:
-        deadline = time.monotonic() + 120
-        while copied(brokers["target"], "dc1.doomed") < 100:
-            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
-            time.sleep(0.5)  # poll interval while the first copy runs
+        poll_until(lambda: copied(brokers["target"], "dc1.doomed") >= 100, 120, "the first copy", process=proc, log=log)
         before = len(log.read_text())
         delete_topic(brokers["dc1"].bootstrap, "doomed")
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and proc.poll() is None:
-            if _names_topic(log.read_text()[before:], "doomed"):
-                break
-            time.sleep(0.5)  # poll interval for a warning or an exit
+        poll_until(
+            lambda: proc.poll() is not None or _names_topic(log.read_text()[before:], "doomed"),
+            60,
+            "a warning naming the deleted topic, or an exit",
+            interval=0.5,
+        )
         after = log.read_text()[before:]
         if proc.poll() is not None:
             errors = [x for x in after.splitlines() if x.startswith("mm2py: error: ")]

@@ -11,7 +11,12 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Producer
-from kafka_harness import (
+
+from mm2py.executor.batch_copy import copy_partitions
+from mm2py.executor.contract import CopyResult, CopySpec, PartitionRange
+from mm2py.librdkafka.clients import drop_producer
+from mm2py.mirror.record_formats import OffsetSync
+from tests.harness.kafka_harness import (
     ClusterFactory,
     Record,
     TansuBroker,
@@ -21,11 +26,6 @@ from kafka_harness import (
     make_records,
     read_all,
 )
-
-from mm2py.engine.batch_copy import copy_partitions
-from mm2py.engine.copy import CopyResult, CopySpec, PartitionRange
-from mm2py.kafka.clients import drop_producer
-from mm2py.records import OffsetSync
 
 pytestmark = pytest.mark.integration
 

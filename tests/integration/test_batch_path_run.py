@@ -15,10 +15,19 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Producer
-from kafka_harness import ClusterFactory, Record, TansuBroker, client_config, create_topic, make_records, read_all
-from mm2py_cli import mm2py, write_config
 
-from mm2py.progress import progress_topic, write_progress
+from mm2py.control.progress_store import write_progress
+from mm2py.mirror.progress import progress_topic
+from tests.harness.kafka_harness import (
+    ClusterFactory,
+    Record,
+    TansuBroker,
+    client_config,
+    create_topic,
+    make_records,
+    read_all,
+)
+from tests.harness.mm2py_cli import mm2py, write_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

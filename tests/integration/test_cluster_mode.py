@@ -10,9 +10,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from kafka_harness import ClusterFactory, Record, create_topic, make_records, produce, read_all
-from mm2py_cli import mm2py, write_config
-from spark_cluster import ExecutorPython, SparkUnavailable, StandaloneCluster
+
+from tests.harness.kafka_harness import ClusterFactory, Record, create_topic, make_records, produce, read_all
+from tests.harness.mm2py_cli import mm2py, write_config
+from tests.harness.spark_cluster import ExecutorPython, SparkUnavailable, StandaloneCluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(240)]
 

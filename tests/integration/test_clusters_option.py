@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 import pytest
-from kafka_harness import (
+
+from tests.harness.kafka_harness import (
     ClusterFactory,
     Record,
     create_topic,
@@ -23,7 +23,8 @@ from kafka_harness import (
     produce,
     read_all,
 )
-from mm2py_cli import write_config
+from tests.harness.mm2py_cli import write_config
+from tests.harness.polling import poll_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -73,12 +74,9 @@ def test_clusters_west_copies_east_to_west_and_leaves_west_to_east_untouched(
             stderr=err,
         )
         try:
-            served = None
-            deadline = time.monotonic() + 120
-            while served is None and process.poll() is None and time.monotonic() < deadline:
-                served = scrape(port)
-                if served is None:
-                    time.sleep(0.05)  # polling the endpoint, not waiting for the run
+            served = poll_until(
+                lambda: scrape(port), 120, "the metrics endpoint to answer", interval=0.05, process=process
+            )
             returncode = process.wait(timeout=240)
         finally:
             if process.poll() is None:

@@ -8,9 +8,11 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from flows_helpers import IDENTITY, config_for, copied, start_run, wait_for
-from kafka_harness import TansuBroker, create_topic, make_records, produce, read_all
-from mm2py_cli import mm2py, write_config
+
+from tests.harness.flows_helpers import IDENTITY, config_for, copied, start_run
+from tests.harness.kafka_harness import TansuBroker, create_topic, make_records, produce, read_all
+from tests.harness.mm2py_cli import mm2py, write_config
+from tests.harness.polling import poll_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -27,9 +29,11 @@ def test_sigterm_finishes_the_batch_records_progress_and_exits_0(pair: dict[str,
     log = tmp_path / "run.log"
     proc = start_run(config, log)
     try:
-        wait_for(lambda: copied(pair["target"]) == 2_000, 120, "the first 2000 records", proc=proc, log=log)
+        poll_until(lambda: copied(pair["target"]) == 2_000, 120, "the first 2000 records", process=proc, log=log)
         produce(pair["dc1"].bootstrap, "orders", make_records(500, partitions=PARTITIONS, seed=2))
-        wait_for(lambda: copied(pair["target"]) == 2_500, 60, "500 records produced while running", proc=proc, log=log)
+        poll_until(
+            lambda: copied(pair["target"]) == 2_500, 60, "500 records produced while running", process=proc, log=log
+        )
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 0, log.read_text()
     finally:
@@ -55,7 +59,7 @@ def test_ctrl_c_to_the_process_group_finishes_the_batch_and_exits_0(
     log = tmp_path / "run.log"
     proc = start_run(config, log)
     try:
-        wait_for(lambda: copied(pair["target"]) > 0, 180, "the copy to start", proc=proc, log=log)
+        poll_until(lambda: copied(pair["target"]) > 0, 180, "the copy to start", process=proc, log=log)
         os.killpg(proc.pid, signal.SIGINT)
         assert proc.wait(timeout=120) == 0, log.read_text()
     finally:
@@ -73,7 +77,7 @@ def test_sigkill_of_the_process_group_mid_copy_loses_nothing(pair: dict[str, Tan
     log = tmp_path / "run.log"
     proc = start_run(config, log)
     try:
-        wait_for(lambda: copied(pair["target"]) >= total // 4, 180, "a quarter of the records", proc=proc, log=log)
+        poll_until(lambda: copied(pair["target"]) >= total // 4, 180, "a quarter of the records", process=proc, log=log)
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
@@ -109,10 +113,10 @@ def test_new_source_topics_are_picked_up_every_refresh_interval(pair: dict[str, 
     log = tmp_path / "run.log"
     proc = start_run(config, log)
     try:
-        wait_for(lambda: copied(pair["target"], "dc1.orders") == 100, 120, "the first topic", proc=proc, log=log)
+        poll_until(lambda: copied(pair["target"], "dc1.orders") == 100, 120, "the first topic", process=proc, log=log)
         create_topic(pair["dc1"].bootstrap, "orders-eu", 2)
         produce(pair["dc1"].bootstrap, "orders-eu", make_records(40, partitions=2, seed=2))
-        wait_for(lambda: copied(pair["target"], "dc1.orders-eu") == 40, 60, "the new topic", proc=proc, log=log)
+        poll_until(lambda: copied(pair["target"], "dc1.orders-eu") == 40, 60, "the new topic", process=proc, log=log)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 0, log.read_text()
     finally:

@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
-from flows_helpers import config_for, copied, start_run, wait_for
-from kafka_harness import (
+
+from tests.harness.flows_helpers import config_for, copied, start_run
+from tests.harness.kafka_harness import (
     TansuBroker,
     client_config,
     create_topic,
@@ -25,7 +26,8 @@ from kafka_harness import (
     produce,
     read_all,
 )
-from mm2py_cli import mm2py
+from tests.harness.mm2py_cli import mm2py
+from tests.harness.polling import poll_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -81,8 +83,12 @@ def test_sigkill_mid_transaction_then_once_loses_nothing(pair: dict[str, TansuBr
     log = tmp_path / "run.log"
     proc = start_run(config, log)
     try:
-        wait_for(
-            lambda: copied(pair["target"], "dc1.orders") >= 15_000, 180, "15000 records downstream", proc=proc, log=log
+        poll_until(
+            lambda: copied(pair["target"], "dc1.orders") >= 15_000,
+            180,
+            "15000 records downstream",
+            process=proc,
+            log=log,
         )
     finally:
         os.killpg(proc.pid, signal.SIGKILL)

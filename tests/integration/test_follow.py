@@ -9,11 +9,12 @@ from collections.abc import Callable
 from dataclasses import replace
 
 import pytest
-from kafka_harness import ClusterFactory, TansuBroker, end_offsets, make_records, produce, read_all
 from test_batch_copy import make_topics, run_task, same, spec_for
 
-from mm2py.engine.copy import CopyResult, PartitionRange
-from mm2py.progress import read_progress
+from mm2py.control.progress_store import read_progress
+from mm2py.executor.contract import CopyResult, PartitionRange
+from tests.harness.kafka_harness import ClusterFactory, TansuBroker, end_offsets, make_records, produce, read_all
+from tests.harness.polling import poll_until
 
 pytestmark = pytest.mark.integration
 
@@ -23,14 +24,6 @@ CAP = 1_000_000  # what the driver's follow_ranges give a range: a cap, not a ta
 @pytest.fixture
 def pair(kafka_cluster: ClusterFactory) -> dict[str, TansuBroker]:
     return kafka_cluster("src", "dst")
-
-
-def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.2)  # poll interval
 
 
 def test_a_following_task_copies_what_arrives_and_caught_up_partitions_are_not_stalled(
@@ -48,10 +41,10 @@ def test_a_following_task_copies_what_arrives_and_caught_up_partitions_are_not_s
     started = time.monotonic()
     task = threading.Thread(target=lambda: results.extend(run_task(spec, ranges)), daemon=True)
     task.start()
-    wait_for(lambda: len(read_all(dst, topic)) == 100, 30, "the first 100 records on the target")
+    poll_until(lambda: len(read_all(dst, topic)) == 100, 30, "the first 100 records on the target")
     produced_at = time.monotonic()
     produce(src, topic, records[100:])
-    wait_for(lambda: len(read_all(dst, topic)) == 150, 30, "the 50 records written while the task runs")
+    poll_until(lambda: len(read_all(dst, topic)) == 150, 30, "the 50 records written while the task runs")
     task.join(timeout=60)
     elapsed = time.monotonic() - started
     assert not task.is_alive()

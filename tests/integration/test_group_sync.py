@@ -5,8 +5,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from kafka_harness import ClusterFactory, commit_group, committed_group, create_topic, make_records, produce, read_all
-from mm2py_cli import mm2py, write_config
+
+from tests.harness.kafka_harness import (
+    ClusterFactory,
+    commit_group,
+    committed_group,
+    create_topic,
+    make_records,
+    produce,
+    read_all,
+)
+from tests.harness.mm2py_cli import mm2py, write_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource  # type: ignore[attr-defined]
-from kafka_harness import (
+
+from tests.harness.kafka_harness import (
     ClusterFactory,
     Record,
     TansuBinaryMissing,

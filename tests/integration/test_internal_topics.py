@@ -7,8 +7,9 @@ import struct
 from pathlib import Path
 
 import pytest
-from kafka_harness import ClusterFactory, create_topic, make_records, produce, read_all
-from mm2py_cli import mm2py, write_config
+
+from tests.harness.kafka_harness import ClusterFactory, create_topic, make_records, produce, read_all
+from tests.harness.mm2py_cli import mm2py, write_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -40,7 +41,7 @@ def test_progress_offset_syncs_and_heartbeats_use_mm2s_formats(kafka_cluster: Cl
     source = {(r.partition, r.offset): r.value for r in read_all(brokers["dc1"].bootstrap, "orders")}
     target = {(r.partition, r.offset): r.value for r in read_all(brokers["target"].bootstrap, "dc1.orders")}
     decoded = []
-    for r in syncs:  # decoded here by hand, independently of mm2py.records
+    for r in syncs:  # decoded here by hand, independently of mm2py.mirror.record_formats
         assert r.key is not None and r.value is not None
         topic, pos = _string(r.key, 0)
         (partition,) = struct.unpack_from(">i", r.key, pos)

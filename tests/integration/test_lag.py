@@ -14,9 +14,11 @@ import time
 from pathlib import Path
 
 import pytest
-from kafka_harness import ClusterFactory, commit_group, create_topic, make_records, produce
-from mm2py_cli import mm2py, write_config
 from prometheus_client.parser import text_string_to_metric_families
+
+from tests.harness.kafka_harness import ClusterFactory, commit_group, create_topic, make_records, produce
+from tests.harness.mm2py_cli import mm2py, write_config
+from tests.harness.polling import poll_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -177,16 +179,15 @@ def test_lag_watch_shows_lag_growing_and_stops_cleanly_on_ctrl_c(kafka_cluster: 
 
     threading.Thread(target=pump, daemon=True).start()
 
-    def wait_for(pattern: str, timeout: float = 60.0) -> str:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                line = lines.get(timeout=0.5)
-            except queue.Empty:
-                continue
-            if re.search(pattern, line):
-                return line
-        raise AssertionError(f"--watch never printed a line matching {pattern!r}")
+    def next_line_matching(pattern: str) -> str | None:
+        try:
+            line = lines.get(timeout=0.5)
+        except queue.Empty:
+            return None
+        return line if re.search(pattern, line) else None
+
+    def wait_for(pattern: str) -> str:
+        return poll_until(lambda: next_line_matching(pattern), 60, f"--watch printing {pattern!r}", interval=0)
 
     row = r"orders\W+dc1\.orders\W+0\W+{end}\W+0\W+{end}\W+[\d.]+\W+{arrow}"  # a partition row and its trend
     try:

@@ -9,8 +9,9 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from faults import MirrorRun
-from kafka_harness import (
+
+from tests.harness.faults import MirrorRun
+from tests.harness.kafka_harness import (
     ClusterFactory,
     Record,
     TansuBroker,
@@ -20,7 +21,7 @@ from kafka_harness import (
     produce,
     read_all,
 )
-from mm2py_cli import write_config
+from tests.harness.mm2py_cli import write_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

@@ -1,7 +1,7 @@
 """MirrorClient against a real broker holding MM2's topics as Java MM2 writes them.
 
-The records are produced as raw bytes (built by mm2py.records, which is pinned to MM2's verified test vectors,
-plus one checkpoint written straight from a Java-produced vector), so reading them back proves the client
+The records are produced as raw bytes (built by mm2py.mirror.record_formats, which is pinned to MM2's verified
+test vectors, plus one checkpoint written straight from a Java-produced vector), so reading them back proves the client
 answers from what a running MM2 leaves on a cluster.
 """
 
@@ -10,10 +10,10 @@ from __future__ import annotations
 import logging
 
 import pytest
-from kafka_harness import ClusterFactory, Record, create_topic, list_topics, produce
 
-from mm2py.client import MirrorClient
-from mm2py.records import Checkpoint, Heartbeat
+from mm2py.mirror.record_formats import Checkpoint, Heartbeat
+from mm2py.tools.mirror_client import MirrorClient
+from tests.harness.kafka_harness import ClusterFactory, Record, create_topic, list_topics, produce
 
 pytestmark = pytest.mark.integration
 
@@ -71,7 +71,7 @@ def test_remote_consumer_offsets_translate_a_group_from_mm2_checkpoints(
     target: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     client = MirrorClient.from_properties({"bootstrap.servers": target}, alias="target")
-    with caplog.at_level(logging.WARNING, logger="mm2py.client"):
+    with caplog.at_level(logging.WARNING, logger="mm2py.tools.mirror_client"):
         offsets = client.remote_consumer_offsets("app", "dc1", timeout_s=20)
     assert offsets == {("dc1.orders", 0): 111, ("dc1.orders", 1): 38}
     assert (

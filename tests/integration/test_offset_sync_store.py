@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import pytest
-from kafka_harness import ClusterFactory, Record, create_topic, produce
 
 from mm2py.config import MirrorMakerConfig
 from mm2py.config.flow import build_flow_config
 from mm2py.config.mirror_maker import Flow
 from mm2py.config.properties import parse_properties
-from mm2py.offset_sync_store import OffsetSyncStore
-from mm2py.offset_syncs import DENSE_SYNC_HEADER, DENSE_SYNC_VALUE
-from mm2py.records import OffsetSync
+from mm2py.control.offset_sync_store import OffsetSyncStore
+from mm2py.mirror.offset_syncs import DENSE_SYNC_HEADER, DENSE_SYNC_VALUE
+from mm2py.mirror.record_formats import OffsetSync
+from tests.harness.kafka_harness import ClusterFactory, Record, create_topic, produce
 
 pytestmark = [pytest.mark.integration]
 

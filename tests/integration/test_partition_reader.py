@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING
-from kafka_harness import ClusterFactory, create_topic, make_records, produce
 
 from mm2py.errors import KafkaOperationError
-from mm2py.kafka.reader import PartitionReader, read_partitions, read_topic
+from mm2py.librdkafka.partition_reader import PartitionReader, read_partitions, read_topic
+from tests.harness.kafka_harness import ClusterFactory, create_topic, make_records, produce
 
 pytestmark = pytest.mark.integration
 

@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kafka_harness import ClusterFactory, TansuBroker, create_topic, free_port
+
+from tests.harness.kafka_harness import ClusterFactory, TansuBroker, create_topic, free_port
 
 pytestmark = pytest.mark.integration
 

@@ -8,8 +8,10 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from faults import MirrorRun
-from kafka_harness import (
+
+from mm2py.mirror.record_formats import Heartbeat
+from tests.harness.faults import MirrorRun
+from tests.harness.kafka_harness import (
     ClusterFactory,
     Record,
     TansuBroker,
@@ -20,9 +22,7 @@ from kafka_harness import (
     produce,
     read_all,
 )
-from mm2py_cli import mm2py, write_config
-
-from mm2py.records import Heartbeat
+from tests.harness.mm2py_cli import mm2py, write_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

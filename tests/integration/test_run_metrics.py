@@ -7,10 +7,19 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from faults import MirrorRun
-from kafka_harness import ClusterFactory, commit_group, create_topic, end_offsets, free_port, make_records, produce
-from mm2py_cli import write_config
 from prometheus_client.parser import text_string_to_metric_families
+
+from tests.harness.faults import MirrorRun
+from tests.harness.kafka_harness import (
+    ClusterFactory,
+    commit_group,
+    create_topic,
+    end_offsets,
+    free_port,
+    make_records,
+    produce,
+)
+from tests.harness.mm2py_cli import write_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

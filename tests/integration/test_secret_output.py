@@ -13,8 +13,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from kafka_harness import ClusterFactory, TansuBroker, create_topic, make_records, produce
-from mm2py_cli import write_config
+
+from tests.harness.kafka_harness import ClusterFactory, TansuBroker, create_topic, make_records, produce
+from tests.harness.mm2py_cli import write_config
 
 pytestmark = pytest.mark.integration
 

@@ -14,9 +14,10 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from faults import BurstProducer, LandingWatch, MirrorRun, kill_python_worker_mid_task, worker_crashes
-from flows_helpers import IDENTITY, config_for, copied
-from kafka_harness import (
+
+from tests.harness.faults import BurstProducer, LandingWatch, MirrorRun, kill_python_worker_mid_task, worker_crashes
+from tests.harness.flows_helpers import IDENTITY, config_for, copied
+from tests.harness.kafka_harness import (
     Record,
     TansuBroker,
     end_offsets,
@@ -24,7 +25,7 @@ from kafka_harness import (
     produce,
     read_all,
 )
-from mm2py_cli import mm2py
+from tests.harness.mm2py_cli import mm2py
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from kafka_harness import (
+
+from tests.harness.kafka_harness import (
     _TANSU_ENV,
     HOST,
     ClusterFactory,
@@ -27,8 +28,8 @@ from kafka_harness import (
     produce,
     read_all,
 )
-from mm2py_cli import mm2py, write_config
-from tls_proxy import Certificates, ProxyStats, TlsProxy, make_certificates
+from tests.harness.mm2py_cli import mm2py, write_config
+from tests.harness.tls_proxy import Certificates, ProxyStats, TlsProxy, make_certificates
 
 KEYSTORE_PASSWORD = "Keyst0re-S3cret"
 PARTITIONS = 3

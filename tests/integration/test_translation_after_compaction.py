@@ -14,7 +14,9 @@ from typing import Any
 
 import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource
-from kafka_harness import (
+
+from mm2py.mirror.record_formats import Checkpoint
+from tests.harness.kafka_harness import (
     ClusterFactory,
     Record,
     TansuBroker,
@@ -26,9 +28,7 @@ from kafka_harness import (
     produce,
     read_all,
 )
-from mm2py_cli import mm2py, write_config
-
-from mm2py.records import Checkpoint
+from tests.harness.mm2py_cli import mm2py, write_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

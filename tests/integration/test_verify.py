@@ -13,7 +13,9 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Producer
-from kafka_harness import (
+
+from mm2py.mirror.progress import PROGRESS_PARTITIONER, progress_record, progress_topic
+from tests.harness.kafka_harness import (
     ClusterFactory,
     Record,
     TansuBroker,
@@ -24,9 +26,7 @@ from kafka_harness import (
     produce,
     read_all,
 )
-from mm2py_cli import mm2py, write_config
-
-from mm2py.progress import PROGRESS_PARTITIONER, progress_record, progress_topic
+from tests.harness.mm2py_cli import mm2py, write_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from kafka_harness import ClusterFactory, create_topic, make_records, produce, read_all
 
-from mm2py.kafka.batch_records import decode_records
-from mm2py.kafka.record_batch import producer_parts, split_batches
-from mm2py.kafka.wire import FetchPosition, WireClient
+from mm2py.wire.batch_codec import decode_records
+from mm2py.wire.batches import producer_parts, split_batches
+from mm2py.wire.connection import FetchPosition, WireClient
+from tests.harness.kafka_harness import ClusterFactory, create_topic, make_records, produce, read_all
 
 pytestmark = pytest.mark.integration
 

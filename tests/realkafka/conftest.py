@@ -1,23 +1,14 @@
 """Fixtures of the real-Kafka tests that run mm2py: a second one-node cluster, so a flow can go from one real
 cluster to another (offset syncs compacted on a real source, transactions filtered by a real target).
-
-The integration helpers (``mm2py_cli``, ``faults``) are shared with tests/integration; its directory goes on
-``sys.path`` here, as tests/conftest.py does for tests/.
 """
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-_INTEGRATION_DIR = str(Path(__file__).resolve().parents[1] / "integration")
-if _INTEGRATION_DIR not in sys.path:
-    sys.path.insert(0, _INTEGRATION_DIR)
-
-from real_kafka import KafkaCluster, KafkaRuntime  # noqa: E402
+from tests.harness.real_kafka import KafkaCluster, KafkaRuntime
 
 
 @pytest.fixture(scope="session")

@@ -21,9 +21,18 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
-from kafka_harness import Record, client_config, commit_group, end_offsets, make_records, produce, read_all
-from mirror_maker import MirrorMaker, connect_offsets, properties_text, translate_offsets
-from real_kafka import KafkaCluster, KafkaRuntime
+
+from tests.harness.kafka_harness import (
+    Record,
+    client_config,
+    commit_group,
+    end_offsets,
+    make_records,
+    produce,
+    read_all,
+)
+from tests.harness.mirror_maker import MirrorMaker, connect_offsets, properties_text, translate_offsets
+from tests.harness.real_kafka import KafkaCluster, KafkaRuntime
 
 pytestmark = pytest.mark.realkafka
 

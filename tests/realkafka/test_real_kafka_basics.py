@@ -7,9 +7,18 @@ from collections.abc import Callable
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
-from kafka_harness import Record, commit_group, committed_group, consumer_config, make_records, produce, read_all
-from real_kafka import KafkaCluster
-from real_kafka_compaction import await_compaction, newest_per_key
+
+from tests.harness.kafka_harness import (
+    Record,
+    commit_group,
+    committed_group,
+    consumer_config,
+    make_records,
+    produce,
+    read_all,
+)
+from tests.harness.real_kafka import KafkaCluster
+from tests.harness.real_kafka_compaction import await_compaction, newest_per_key
 
 pytestmark = pytest.mark.realkafka
 

@@ -14,13 +14,13 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Producer
-from kafka_harness import Record, client_config, make_records, read_all
-from real_kafka import KafkaCluster
-from real_kafka_compaction import await_compaction
 
-from mm2py.engine.batch_copy import copy_partitions
-from mm2py.engine.copy import CopyResult, CopySpec, PartitionRange
-from mm2py.kafka.clients import drop_producer
+from mm2py.executor.batch_copy import copy_partitions
+from mm2py.executor.contract import CopyPath, CopyResult, CopySpec, PartitionRange
+from mm2py.librdkafka.clients import drop_producer
+from tests.harness.kafka_harness import Record, client_config, make_records, read_all
+from tests.harness.real_kafka import KafkaCluster
+from tests.harness.real_kafka_compaction import await_compaction
 
 pytestmark = pytest.mark.realkafka
 
@@ -38,7 +38,7 @@ def spec_for(cluster: KafkaCluster, progress: str, **consumer: str) -> CopySpec:
         offset_lag_max=100,
         stall_timeout_s=30.0,
         flush_timeout_s=30.0,
-        copy_path="batch",
+        copy_path=CopyPath("batch"),
     )
 
 
@@ -73,7 +73,7 @@ def produce_batched(
 
 
 def copy(cluster: KafkaCluster, spec: CopySpec, topic: str, remote: str, partitions: int) -> list[CopyResult]:
-    from kafka_harness import end_offsets
+    from tests.harness.kafka_harness import end_offsets
 
     ends = end_offsets(cluster.bootstrap, topic)
     ranges = [PartitionRange(topic, p, remote, 0, ends[p]) for p in range(partitions)]

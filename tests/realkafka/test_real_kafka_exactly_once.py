@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
-from faults import MirrorRun
-from kafka_harness import Record, client_config, consumer_config, make_records, produce, read_all
-from mm2py_cli import mm2py
-from real_kafka import KafkaCluster
-from real_kafka_mm2 import unique_alias, write_real_config
 
-from mm2py.records import parse_source_offset_key, parse_source_offset_value
+from mm2py.mirror.record_formats import parse_source_offset_key, parse_source_offset_value
+from tests.harness.faults import MirrorRun
+from tests.harness.kafka_harness import Record, client_config, consumer_config, make_records, produce, read_all
+from tests.harness.mm2py_cli import mm2py
+from tests.harness.real_kafka import KafkaCluster
+from tests.harness.real_kafka_mm2 import unique_alias, write_real_config
 
 pytestmark = [pytest.mark.realkafka, pytest.mark.spark]
 

@@ -6,8 +6,10 @@ import time
 from collections.abc import Callable
 
 import pytest
-from kafka_harness import Record, make_records, produce, read_all
-from real_kafka import KafkaCluster, poll_until
+
+from tests.harness.kafka_harness import Record, make_records, produce, read_all
+from tests.harness.polling import poll_until
+from tests.harness.real_kafka import KafkaCluster
 
 pytestmark = pytest.mark.realkafka
 

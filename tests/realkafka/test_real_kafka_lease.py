@@ -7,9 +7,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from mm2py_cli import mm2py
-from real_kafka import KafkaCluster
-from real_kafka_mm2 import REAL_SMALL_CLUSTER, unique_alias, write_real_config
+
+from tests.harness.mm2py_cli import mm2py
+from tests.harness.real_kafka import KafkaCluster
+from tests.harness.real_kafka_mm2 import REAL_SMALL_CLUSTER, unique_alias, write_real_config
 
 pytestmark = pytest.mark.realkafka
 

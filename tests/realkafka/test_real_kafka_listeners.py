@@ -7,7 +7,9 @@ from collections.abc import Callable
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
-from real_kafka import KafkaCluster, poll_until
+
+from tests.harness.polling import poll_until
+from tests.harness.real_kafka import KafkaCluster
 
 pytestmark = pytest.mark.realkafka
 

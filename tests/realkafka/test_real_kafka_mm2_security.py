@@ -23,14 +23,15 @@ from confluent_kafka.admin import (
     ResourcePatternType,
     ResourceType,
 )
-from kafka_harness import make_records, produce, read_all
-from real_kafka import KafkaCluster, poll_until
 
-from mm2py.acls import sync_topic_acls
 from mm2py.config import MirrorMakerConfig
 from mm2py.config.flow import FlowConfig, build_flow_config
 from mm2py.config.mirror_maker import Flow
-from mm2py.kafka.admin import ClusterAdmin
+from mm2py.control.acls import sync_topic_acls
+from mm2py.librdkafka.admin import ClusterAdmin
+from tests.harness.kafka_harness import make_records, produce, read_all
+from tests.harness.polling import poll_until
+from tests.harness.real_kafka import KafkaCluster
 
 pytestmark = pytest.mark.realkafka
 
@@ -291,7 +292,7 @@ def test_a_target_without_authorizer_is_one_warning_and_no_failure(
     )
     flow = flow_of(config)
 
-    with caplog.at_level("WARNING", logger="mm2py.acls"):
+    with caplog.at_level("WARNING", logger="mm2py.control.acls"):
         assert (
             sync_topic_acls(
                 flow,

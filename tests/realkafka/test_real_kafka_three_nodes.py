@@ -13,11 +13,13 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource
 from confluent_kafka.cimpl import NewPartitions
-from faults import LandingWatch, MirrorRun
-from kafka_harness import Record, client_config, make_records, produce, read_all
-from mm2py_cli import mm2py
-from real_kafka import KafkaCluster, poll_until
-from real_kafka_mm2 import REAL_SMALL_CLUSTER, unique_alias, write_real_config
+
+from tests.harness.faults import LandingWatch, MirrorRun
+from tests.harness.kafka_harness import Record, client_config, make_records, produce, read_all
+from tests.harness.mm2py_cli import mm2py
+from tests.harness.polling import poll_until
+from tests.harness.real_kafka import KafkaCluster
+from tests.harness.real_kafka_mm2 import REAL_SMALL_CLUSTER, unique_alias, write_real_config
 
 pytestmark = [pytest.mark.realkafka, pytest.mark.spark]
 

@@ -17,13 +17,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kafka_harness import ClusterFactory, Record, commit_group, create_topic, make_records, produce, read_all
-from mm2py_cli import mm2py
-from real_kafka import KafkaCluster
-from real_kafka_compaction import compact_in_place, newest_per_key
-from real_kafka_mm2 import IDENTITY, latest_checkpoints, unique_alias, write_real_config
 
-from mm2py.records import Checkpoint, Heartbeat, OffsetSync, source_offset_key, source_offset_value
+from mm2py.mirror.record_formats import Checkpoint, Heartbeat, OffsetSync, source_offset_key, source_offset_value
+from tests.harness.kafka_harness import (
+    ClusterFactory,
+    Record,
+    commit_group,
+    create_topic,
+    make_records,
+    produce,
+    read_all,
+)
+from tests.harness.mm2py_cli import mm2py
+from tests.harness.real_kafka import KafkaCluster
+from tests.harness.real_kafka_compaction import compact_in_place, newest_per_key
+from tests.harness.real_kafka_mm2 import IDENTITY, latest_checkpoints, unique_alias, write_real_config
 
 pytestmark = [pytest.mark.realkafka, pytest.mark.spark]
 

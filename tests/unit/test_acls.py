@@ -6,14 +6,14 @@ import logging
 
 import pytest
 
-from mm2py.acls import sync_topic_acls, target_topic_acls
 from mm2py.config import MirrorMakerConfig
 from mm2py.config.flow import FlowConfig, build_flow_config
 from mm2py.config.mirror_maker import Flow
 from mm2py.config.properties import parse_properties
+from mm2py.control.acls import sync_topic_acls, target_topic_acls
 from mm2py.errors import KafkaOperationError
-from mm2py.kafka.admin import SecurityDisabledError, TopicAcl
-from mm2py.policy import DefaultReplicationPolicy, IdentityReplicationPolicy
+from mm2py.librdkafka.admin import SecurityDisabledError, TopicAcl
+from mm2py.mirror.policy import DefaultReplicationPolicy, IdentityReplicationPolicy
 
 
 def acl(
@@ -132,7 +132,7 @@ def test_sync_creates_the_filtered_rewritten_acls_and_counts_them() -> None:
 def test_a_source_without_authorizer_is_hinted_once_and_never_asked_again(caplog: pytest.LogCaptureFixture) -> None:
     flow = flow_config(source="plain")  # a flow of its own: the hint is remembered per flow
     source, target = SourceAdmin(None), TargetAdmin()
-    with caplog.at_level(logging.INFO, logger="mm2py.acls"):
+    with caplog.at_level(logging.INFO, logger="mm2py.control.acls"):
         assert sync_topic_acls(flow, source, target) == 0  # type: ignore[arg-type]
         assert sync_topic_acls(flow, source, target) == 0  # type: ignore[arg-type]
     assert source.calls == 1 and target.created == []
@@ -154,7 +154,7 @@ def test_disabled_sync_asks_nobody() -> None:
 
 
 def test_a_target_without_authorizer_is_a_warning_not_a_failure(caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.WARNING, logger="mm2py.acls"):
+    with caplog.at_level(logging.WARNING, logger="mm2py.control.acls"):
         created = sync_topic_acls(flow_config(), SourceAdmin([acl("orders")]), TargetAdmin(disabled=True))  # type: ignore[arg-type]
     assert created == 0
     assert "target has no authorizer" in caplog.text

@@ -11,7 +11,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from mm2py.errors import ClusterUnreachableError, KafkaOperationError
-from mm2py.kafka.admin import ClusterAdmin
+from mm2py.librdkafka.admin import ClusterAdmin
 
 
 @dataclass

@@ -12,7 +12,7 @@ import pytest
 # responses, batches and requests), and prints the minor page faults per page written.
 _PATTERN = """
 import collections, resource, sys
-from mm2py.engine.allocator import tune_for_large_buffers
+from mm2py.executor.allocator import tune_for_large_buffers
 if sys.argv[1] == "tuned":
     assert tune_for_large_buffers()
 live, touched = collections.deque(), 0

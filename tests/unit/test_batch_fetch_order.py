@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from mm2py.engine.batch_copy import _BatchCopier
-from mm2py.engine.copy import CopySpec, PartitionRange
-from mm2py.kafka.batch_records import Record, encode_batch
-from mm2py.kafka.wire import FetchedPartition, FetchPosition
+from mm2py.executor.batch_copy import _BatchCopier
+from mm2py.executor.contract import CopySpec, PartitionRange
+from mm2py.wire.batch_codec import Record, encode_batch
+from mm2py.wire.connection import FetchedPartition, FetchPosition
 
 SPEC = CopySpec(
     flow="a->b",

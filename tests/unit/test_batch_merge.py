@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from test_batch_produce import SPEC, FakeBroker, batches
 
-from mm2py.engine.batch_produce import Lane, Outgoing, PipelinedProducer
-from mm2py.kafka.batch_records import Record, decode_records, encode_batch, merge
-from mm2py.kafka.record_batch import Codec, RecordBatch
+from mm2py.wire.batch_codec import Record, decode_records, encode_batch, merge
+from mm2py.wire.batches import Codec, RecordBatch
+from mm2py.wire.sender import Lane, Outgoing, PipelinedProducer
 
 
 def tiny_batches(codec: Codec) -> list[RecordBatch]:

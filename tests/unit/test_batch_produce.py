@@ -13,26 +13,13 @@ from typing import Any
 
 import pytest
 
-from mm2py.engine.batch_produce import MAX_IN_FLIGHT, Lane, Outgoing, PipelinedProducer
-from mm2py.engine.copy import CopySpec
 from mm2py.errors import ReplicationError
-from mm2py.kafka.batch_records import Record, encode_batch
-from mm2py.kafka.record_batch import RecordBatch
-from mm2py.kafka.wire import ErrorCode, ProducedPartition, error_for
+from mm2py.wire.batch_codec import Record, encode_batch
+from mm2py.wire.batches import RecordBatch
+from mm2py.wire.connection import ErrorCode, ProducedPartition, error_for
+from mm2py.wire.sender import MAX_IN_FLIGHT, Lane, Outgoing, PipelinedProducer, SenderSettings
 
-SPEC = CopySpec(
-    flow="a->b",
-    source="a",
-    target="b",
-    consumer_settings={},
-    producer_settings={},
-    syncs_producer_settings=None,
-    syncs_topic=None,
-    progress_topic="p",
-    offset_lag_max=100,
-    stall_timeout_s=5.0,
-    flush_timeout_s=5.0,
-)
+SPEC = SenderSettings(flow="a->b", target="b", request_timeout_s=5.0, stall_timeout_s=5.0)
 
 
 @dataclass
@@ -182,12 +169,12 @@ def test_a_batch_larger_than_the_target_accepts_is_a_permanent_error_naming_size
 
 def test_a_partition_that_keeps_failing_gives_up_after_the_stall_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
     clock = [0.0]
-    monkeypatch.setattr("mm2py.engine.batch_produce.time.monotonic", lambda: clock[0])
+    monkeypatch.setattr("mm2py.wire.sender.time.monotonic", lambda: clock[0])
 
     def fail(request: int, key: tuple[str, int]) -> ErrorCode:
         clock[0] += 1.0
         return error_for(6)  # type: ignore[return-value]
 
-    monkeypatch.setattr("mm2py.engine.batch_produce.time.sleep", lambda s: clock.__setitem__(0, clock[0] + s))
+    monkeypatch.setattr("mm2py.wire.sender.time.sleep", lambda s: clock.__setitem__(0, clock[0] + s))
     with pytest.raises(ReplicationError, match="kept failing"):
         run(FakeBroker(fail=fail), [lane(0, 3)])

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from mm2py.checkpoints import (
+from mm2py.control.checkpoints import (
     Commit,
     GroupOffset,
     checkpoints_to_emit,
     merged_group_offsets,
     sync_group_offsets,
 )
-from mm2py.kafka.admin import ClusterAdmin
-from mm2py.records import Checkpoint
-from mm2py.translation import Translation
+from mm2py.librdkafka.admin import ClusterAdmin
+from mm2py.mirror.record_formats import Checkpoint
+from mm2py.mirror.translation import Translation
 
 
 def row(

@@ -10,8 +10,12 @@ from dataclasses import dataclass
 
 import pytest
 
-import mm2py.client
-from mm2py.client import (
+import mm2py.tools.mirror_client
+from mm2py.errors import ConfigError
+from mm2py.librdkafka.admin import ClusterAdmin, TopicInfo
+from mm2py.mirror.policy import DefaultReplicationPolicy, IdentityReplicationPolicy, ReplicationPolicy
+from mm2py.mirror.record_formats import Checkpoint, Heartbeat
+from mm2py.tools.mirror_client import (
     MirrorClient,
     all_sources,
     checkpoint_topics_in,
@@ -22,10 +26,6 @@ from mm2py.client import (
     replication_hops_in,
     upstream_clusters_in,
 )
-from mm2py.errors import ConfigError
-from mm2py.kafka.admin import ClusterAdmin, TopicInfo
-from mm2py.policy import DefaultReplicationPolicy, IdentityReplicationPolicy, ReplicationPolicy
-from mm2py.records import Checkpoint, Heartbeat
 
 DEFAULT = DefaultReplicationPolicy()
 
@@ -336,7 +336,7 @@ def test_from_properties_rejects_a_non_boolean_internal_separator_flag() -> None
 
 def test_from_properties_logs_its_settings_with_secrets_masked(caplog: pytest.LogCaptureFixture) -> None:
     jaas = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="u" password="s3cret-pw";'
-    with caplog.at_level(logging.INFO, logger="mm2py.client"):
+    with caplog.at_level(logging.INFO, logger="mm2py.tools.mirror_client"):
         client = MirrorClient.from_properties(
             {
                 "bootstrap.servers": "a:9092",
@@ -387,7 +387,7 @@ def fake_topics(monkeypatch: pytest.MonkeyPatch, contents: Mapping[str, list[Che
     def list_topics(self: ClusterAdmin) -> dict[str, TopicInfo]:
         return {name: TopicInfo(name, 1) for name in contents}
 
-    monkeypatch.setattr(mm2py.client, "read_topic", read_topic)
+    monkeypatch.setattr(mm2py.tools.mirror_client, "read_topic", read_topic)
     monkeypatch.setattr(ClusterAdmin, "list_topics", list_topics)
 
 
@@ -411,7 +411,7 @@ def test_remote_consumer_offsets_keep_the_last_checkpoint_per_partition_of_the_g
             "dc2.checkpoints.internal": [Checkpoint("g1", "dc2.orders", 0, 1, 1)],
         },
     )
-    with caplog.at_level(logging.WARNING, logger="mm2py.client"):
+    with caplog.at_level(logging.WARNING, logger="mm2py.tools.mirror_client"):
         offsets = client().remote_consumer_offsets("g1", "dc1")
     assert offsets == {("dc1.orders", 0): 111, ("dc1.orders", 1): 7}
     assert (

@@ -14,8 +14,8 @@ import confluent_kafka
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from mm2py.kafka import client_keys
-from mm2py.kafka.settings import ClientKind, translate_client_config
+from mm2py.librdkafka import key_tables as client_keys
+from mm2py.librdkafka.settings import ClientKind, translate_client_config
 
 PASSWORD = "S3cr3t-Pa55word"
 SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"

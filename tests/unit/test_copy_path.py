@@ -8,10 +8,10 @@ from mm2py.config import MirrorMakerConfig
 from mm2py.config.flow import FlowConfig, build_flow_config
 from mm2py.config.mirror_maker import Flow
 from mm2py.config.properties import parse_properties
-from mm2py.copy_path import choose_copy_path
-from mm2py.engine.copy import PartitionRange
+from mm2py.control.copy_path import choose_copy_path
 from mm2py.engine.spark import group_ranges
 from mm2py.errors import ConfigError
+from mm2py.executor.contract import PartitionRange
 
 
 def flow(extra: str = "") -> FlowConfig:

@@ -11,16 +11,17 @@ from collections.abc import Mapping
 
 import pytest
 
-import mm2py.engine.driver as driver
+import mm2py.engine.copy_rounds as copy_rounds
 from mm2py.config import MirrorMakerConfig
 from mm2py.config.flow import FlowConfig, build_flow_config
 from mm2py.config.mirror_maker import Flow
 from mm2py.config.properties import parse_properties
-from mm2py.engine.copy import CopyResult, CopySpec, PartitionRange
+from mm2py.control.copy_path import choose_copy_path
+from mm2py.control.plan import AdminPool, FlowPlan, TopicPlan
 from mm2py.engine.driver import FlowRunner
 from mm2py.errors import KafkaOperationError, ReplicationError
-from mm2py.kafka.admin import ClusterAdmin
-from mm2py.plan import AdminPool, FlowPlan, TopicPlan
+from mm2py.executor.contract import CopyResult, CopySpec, PartitionRange
+from mm2py.librdkafka.admin import ClusterAdmin
 
 
 def flow(extra: str = "") -> FlowConfig:
@@ -88,13 +89,15 @@ class InstantStop(threading.Event):
 def recorded(monkeypatch: pytest.MonkeyPatch) -> list[Mapping[tuple[str, int], int]]:
     """Starting positions the driver records as progress (instead of producing them to a target)."""
     written: list[Mapping[tuple[str, int], int]] = []
-    monkeypatch.setattr(driver, "write_progress", lambda _t, _s, _src, offsets: written.append(dict(offsets)))
+    monkeypatch.setattr(copy_rounds, "write_progress", lambda _t, _s, _src, offsets: written.append(dict(offsets)))
     return written
 
 
 def runner(source: FakeSource, spark: FakeSpark, partitions: int = 2, extra: str = "") -> FlowRunner:
     f = flow(extra)
-    plan = FlowPlan("dc1", "target", (TopicPlan("orders", "dc1.orders", partitions, "up to date", partitions),))
+    plan = FlowPlan(
+        "dc1", "target", (TopicPlan("orders", "dc1.orders", partitions, "up to date", partitions),), choose_copy_path(f)
+    )
 
     def factory(_alias: str, _flow: FlowConfig, _side: str) -> ClusterAdmin:
         return source  # type: ignore[return-value]
@@ -108,7 +111,7 @@ def test_once_copies_in_ranges_of_at_most_batch_max_records_one_per_partition_pe
     source = FakeSource({("orders", 0): 0, ("orders", 1): 0}, {("orders", 0): 250, ("orders", 1): 40})
     spark = FakeSpark()
     r = runner(source, spark)
-    r._set_positions({})
+    r.rounds.place({})
     assert recorded == [{("orders", 0): -1, ("orders", 1): -1}]  # earliest start recorded at once
     r.run_once(InstantStop())
     assert [[(x.partition, x.start, x.end) for x in job] for job in spark.jobs] == [
@@ -116,7 +119,7 @@ def test_once_copies_in_ranges_of_at_most_batch_max_records_one_per_partition_pe
         [(0, 100, 200)],
         [(0, 200, 250)],
     ]
-    assert r.positions == {("orders", 0): 250, ("orders", 1): 40}
+    assert r.rounds.positions == {("orders", 0): 250, ("orders", 1): 40}
     assert r.stats.records == 290 and r.stats.lag == 0
 
 
@@ -127,12 +130,12 @@ def test_transient_failures_are_retried_with_growing_backoff_and_positions_stay_
     spark = FakeSpark()
     spark.failures = [ReplicationError("broker stalled"), ReplicationError("broker stalled")]
     r = runner(source, spark, partitions=1)
-    r._set_positions({("orders", 0): 9})  # progress says 0..9 were copied
+    r.rounds.place({("orders", 0): 9})  # progress says 0..9 were copied
     stop = InstantStop()
     r.run_once(stop)
     assert stop.waits == [1.0, 2.0]
     assert [(j[0].start, j[0].end) for j in spark.jobs] == [(10, 50)] * 3
-    assert r.positions[("orders", 0)] == 50 and r.stats.retries == 2
+    assert r.rounds.positions[("orders", 0)] == 50 and r.stats.retries == 2
     assert recorded == [{}]  # stored progress needs no recording
 
 
@@ -141,11 +144,11 @@ def test_a_permanent_failure_stops_at_once_without_retrying(recorded: list[Mappi
     spark = FakeSpark()
     spark.failures = [ReplicationError("record too large", code="MSG_SIZE_TOO_LARGE", retriable=False)]
     r = runner(source, spark, partitions=1)
-    r._set_positions({})
+    r.rounds.place({})
     stop = InstantStop()
     with pytest.raises(ReplicationError, match="too large"):
         r.run_once(stop)
-    assert stop.waits == [] and r.positions[("orders", 0)] == 0
+    assert stop.waits == [] and r.rounds.positions[("orders", 0)] == 0
 
 
 def test_a_truncated_source_partition_is_replicated_again_from_its_start_and_recorded(
@@ -154,8 +157,8 @@ def test_a_truncated_source_partition_is_replicated_again_from_its_start_and_rec
     source = FakeSource({("orders", 0): 0}, {("orders", 0): 80})
     spark = FakeSpark()
     r = runner(source, spark, partitions=1)
-    r._set_positions({("orders", 0): 79})
-    assert r.positions[("orders", 0)] == 80
+    r.rounds.place({("orders", 0): 79})
+    assert r.rounds.positions[("orders", 0)] == 80
     source.latest[("orders", 0)] = 30  # the topic was deleted and re-created with 30 records
     r.run_once(InstantStop())
     assert [(j[0].start, j[0].end) for j in spark.jobs] == [(0, 30)]
@@ -168,9 +171,9 @@ def test_a_stop_request_ends_once_after_the_job_in_flight(recorded: list[Mapping
     stop = InstantStop()
     spark.on_job = stop  # the signal arrives while the first job runs
     r = runner(source, spark, partitions=1)
-    r._set_positions({})
+    r.rounds.place({})
     r.run_once(stop)
-    assert len(spark.jobs) == 1 and r.positions[("orders", 0)] == 100
+    assert len(spark.jobs) == 1 and r.rounds.positions[("orders", 0)] == 100
 
 
 # -- a partition whose leader is away (its only replica's node is down) --------------------------------------
@@ -183,13 +186,13 @@ def test_once_copies_the_other_partitions_then_the_one_whose_leader_came_back(
     source.away[("orders", 1)] = 3  # the start, then two retries of the late phase
     spark = FakeSpark()
     r = runner(source, spark)
-    r._set_positions({})
+    r.rounds.place({})
     stop = InstantStop()
     r.run_once(stop)
     copied = [[(x.partition, x.start, x.end) for x in job] for job in spark.jobs]
     assert copied == [[(0, 0, 100)], [(0, 100, 150)], [(1, 0, 30)]]  # partition 0 did not wait for partition 1
     assert stop.waits == [1.0, 2.0]
-    assert r.positions == {("orders", 0): 150, ("orders", 1): 30} and r.stats.lag == 0
+    assert r.rounds.positions == {("orders", 0): 150, ("orders", 1): 30} and r.stats.lag == 0
     messages = [rec.getMessage() for rec in caplog.records]
     assert any(
         "partition=1 is not copied while its leader is away (Broker: Leader not available)" in m for m in messages
@@ -204,13 +207,16 @@ def test_once_fails_naming_a_partition_whose_leader_stays_away_after_copying_the
     source.away[("orders", 1)] = 1_000
     spark = FakeSpark()
     r = runner(source, spark, extra="mm2py.retry.timeout.seconds = 20\n")
-    r._set_positions({})
+    r.rounds.place({})
     stop = InstantStop()
     with pytest.raises(KafkaOperationError, match=r"latest offsets of orders-1 on dc1 failed: Broker: Leader not av"):
         r.run_once(stop)
     assert stop.waits == [1.0, 2.0, 4.0, 8.0, 16.0]  # retried up to mm2py.retry.timeout.seconds
-    assert r.positions == {("orders", 0): 50, ("orders", 1): 0}  # the rest was copied; partition 1 is not skipped
-    assert list(r.unavailable) == [("orders", 1)]
+    assert r.rounds.positions == {
+        ("orders", 0): 50,
+        ("orders", 1): 0,
+    }  # the rest was copied; partition 1 is not skipped
+    assert list(r.rounds.unavailable) == [("orders", 1)]
 
 
 def test_continuous_rounds_copy_around_a_partition_whose_leader_is_away(
@@ -219,12 +225,16 @@ def test_continuous_rounds_copy_around_a_partition_whose_leader_is_away(
     source = FakeSource({("orders", 0): 0, ("orders", 1): 0}, {("orders", 0): 40, ("orders", 1): 30})
     spark = FakeSpark()
     r = runner(source, spark)
-    r._set_positions({})
-    r.copy_round(r.end_offsets())
+    r.rounds.place({})
+    r.rounds.copy_round(r.rounds.end_offsets())
     source.latest = {("orders", 0): 90, ("orders", 1): 70}
     source.away[("orders", 1)] = 1
-    assert r.copy_round(r.end_offsets()) == 1
-    assert spark.jobs[-1][0].partition == 0 and r.positions == {("orders", 0): 90, ("orders", 1): 30}
-    assert r.unavailable == {("orders", 1): "Broker: Leader not available"}
+    assert r.rounds.copy_round(r.rounds.end_offsets()) == 1
+    assert spark.jobs[-1][0].partition == 0 and r.rounds.positions == {("orders", 0): 90, ("orders", 1): 30}
+    assert r.rounds.unavailable == {("orders", 1): "Broker: Leader not available"}
     assert r.stats.lag == 0  # partition 1's last known end (30) is copied; its new records are not seen yet
-    assert r.copy_round(r.end_offsets()) == 1 and r.positions[("orders", 1)] == 70 and not r.unavailable
+    assert (
+        r.rounds.copy_round(r.rounds.end_offsets()) == 1
+        and r.rounds.positions[("orders", 1)] == 70
+        and not r.rounds.unavailable
+    )

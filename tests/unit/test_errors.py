@@ -11,10 +11,11 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 import mm2py.cli.app as cli
-from mm2py.engine import copy as copy_module
-from mm2py.engine.copy import CopyResult, CopySpec, PartitionRange, copy_partitions
 from mm2py.engine.spark import died_task_failure, raise_failure, task_attempts
 from mm2py.errors import EXIT_RUNTIME, Failure, ReplicationError, is_retriable
+from mm2py.executor import record_copy as copy_module
+from mm2py.executor.contract import CopyResult, CopySpec, PartitionRange
+from mm2py.executor.record_copy import copy_partitions
 
 SPEC = CopySpec(
     flow="dc1->target",

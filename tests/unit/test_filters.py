@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 
 import pytest
 
-from mm2py.filters import (
+from mm2py.mirror.filters import (
     DEFAULT_CONFIG_PROPERTIES_EXCLUDE,
     ConfigPropertyFilter,
     DefaultConfigPropertyFilter,
@@ -25,7 +25,7 @@ from mm2py.filters import (
     parse_list,
     should_replicate_topic,
 )
-from mm2py.policy import DefaultReplicationPolicy, IdentityReplicationPolicy, PluginError, ReplicationPolicy
+from mm2py.mirror.policy import DefaultReplicationPolicy, IdentityReplicationPolicy, PluginError, ReplicationPolicy
 
 Loader = Callable[[str, Mapping[str, str]], object]
 
@@ -245,13 +245,13 @@ def test_filters_survive_pickling_for_shipping() -> None:
         (load_topic_filter, "org.apache.kafka.connect.mirror.DefaultTopicFilter", DefaultTopicFilter),
         (load_topic_filter, "DefaultTopicFilter", DefaultTopicFilter),
         (load_group_filter, "org.apache.kafka.connect.mirror.DefaultGroupFilter", DefaultGroupFilter),
-        (load_group_filter, "mm2py.filters:DefaultGroupFilter", DefaultGroupFilter),
+        (load_group_filter, "mm2py.mirror.filters:DefaultGroupFilter", DefaultGroupFilter),
         (
             load_config_property_filter,
             "org.apache.kafka.connect.mirror.DefaultConfigPropertyFilter",
             DefaultConfigPropertyFilter,
         ),
-        (load_config_property_filter, "mm2py.filters.DefaultConfigPropertyFilter", DefaultConfigPropertyFilter),
+        (load_config_property_filter, "mm2py.mirror.filters.DefaultConfigPropertyFilter", DefaultConfigPropertyFilter),
     ],
 )
 def test_default_filters_load_by_java_or_python_name(loader: Loader, class_name: str, expected: type) -> None:

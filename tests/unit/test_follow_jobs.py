@@ -8,10 +8,10 @@ from collections.abc import Mapping
 import pytest
 from test_engine_driver import FakeSource, InstantStop, recorded, runner  # noqa: F401 (recorded: a fixture)
 
-from mm2py.engine.copy import CopyResult, CopySpec, PartitionRange
 from mm2py.engine.ranges import follow_ranges, round_ranges
 from mm2py.engine.schedule import Periodic, Schedule
 from mm2py.engine.spark import effective_master
+from mm2py.executor.contract import CopyResult, CopySpec, PartitionRange
 
 Positions = Mapping[tuple[str, int], int]
 
@@ -63,16 +63,16 @@ def test_a_following_job_takes_every_partition_caught_up_or_not_and_the_lag_from
     source = two_partitions({0: 30, 1: 0})
     spark = FollowingSpark(source)
     r = runner(source, spark)  # type: ignore[arg-type]
-    r._set_positions({})
-    assert r.follow_seconds() == 10.0  # mm2py.continuous.follow.ms's default
+    r.rounds.place({})
+    assert r.rounds.follow_seconds() == 10.0  # mm2py.continuous.follow.ms's default
     spark.grow = {("orders", 1): 5}  # five records written to the empty partition while the job follows it
     spark.after_last_fetch = 3
-    assert r.copy_round(r.end_offsets(), follow_s=10.0) == 2
+    assert r.rounds.copy_round(r.rounds.end_offsets(), follow_s=10.0) == 2
     assert spark.specs[0].follow_s == 10.0
     # batch.max.records (100 here) caps each range; the empty partition is followed too
     assert [(x.partition, x.start, x.end) for x in spark.jobs[0]] == [(0, 0, 100), (1, 0, 100)]
-    assert r.positions == {("orders", 0): 30, ("orders", 1): 5}
-    assert r.ends == {("orders", 0): 33, ("orders", 1): 8} and r.stats.lag == 6
+    assert r.rounds.positions == {("orders", 0): 30, ("orders", 1): 5}
+    assert r.rounds.ends == {("orders", 0): 33, ("orders", 1): 8} and r.stats.lag == 6
 
 
 def test_continuous_jobs_follow_until_the_next_periodic_job_is_due(
@@ -81,7 +81,7 @@ def test_continuous_jobs_follow_until_the_next_periodic_job_is_due(
     source = two_partitions({0: 10, 1: 10})
     spark = FollowingSpark(source)
     r = runner(source, spark, extra="emit.checkpoints.interval.seconds = 3\n")  # type: ignore[arg-type]
-    r._set_positions({})
+    r.rounds.place({})
     spark.stop = InstantStop()
     r.run_continuous(spark.stop, InstantStop())
     assert len(spark.specs) == 1 and 1.0 <= spark.specs[0].follow_s <= 3.0
@@ -103,7 +103,7 @@ def test_jobs_copy_in_rounds_when_they_cannot_follow(
 ) -> None:
     source = two_partitions({0: 10, 1: 10})
     r = runner(source, FollowingSpark(source, slots, flows), extra=extra)  # type: ignore[arg-type]
-    assert r.follow_seconds() == 0.0
+    assert r.rounds.follow_seconds() == 0.0
 
 
 def test_follow_ranges_cap_every_known_partition_and_rounds_take_only_what_is_listed() -> None:

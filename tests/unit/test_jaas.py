@@ -7,11 +7,11 @@ from collections.abc import Iterator
 
 import confluent_kafka
 import pytest
-from translation_helpers import KRB5, OAUTH, PASSWORD, PLAIN, SCRAM, only_issue, sasl, translate
 
-from mm2py.kafka import settings
-from mm2py.kafka.jaas import JaasSyntaxError, parse_jaas
+from mm2py.librdkafka import settings
+from mm2py.librdkafka.jaas import JaasSyntaxError, parse_jaas
 from mm2py.secrets import MASK
+from tests.harness.translation_helpers import KRB5, OAUTH, PASSWORD, PLAIN, SCRAM, only_issue, sasl, translate
 
 
 @pytest.fixture

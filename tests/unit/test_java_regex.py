@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from mm2py import filters
-from mm2py.java_regex import PatternError, java_regex_to_python
+from mm2py.mirror import filters
+from mm2py.mirror.java_regex import PatternError, java_regex_to_python
 
 
 def compile_java(java: str) -> re.Pattern[str]:
@@ -67,6 +67,6 @@ def test_translation_leaves_plain_patterns_unchanged() -> None:
 
 
 def test_filters_raise_and_translate_with_the_same_names() -> None:
-    # The config layer catches mm2py.filters.PatternError for errors raised here.
+    # The config layer catches mm2py.mirror.filters.PatternError for errors raised here.
     assert filters.PatternError is PatternError
     assert filters.java_regex_to_python is java_regex_to_python

@@ -8,7 +8,10 @@ from pathlib import Path
 import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat, load_pem_private_key
-from keystore_files import (
+
+from mm2py.librdkafka.settings import TranslationIssue, masked, translate_client_config
+from mm2py.secrets import MASK
+from tests.harness.keystore_files import (
     Identity,
     identity,
     jks_keystore,
@@ -16,9 +19,6 @@ from keystore_files import (
     pkcs12_keystore,
     pkcs12_truststore,
 )
-
-from mm2py.kafka.settings import TranslationIssue, masked, translate_client_config
-from mm2py.secrets import MASK
 
 STORE_PASSWORD = "st0re-Pa55word"
 KEY_PASSWORD = "k3y-Pa55word"

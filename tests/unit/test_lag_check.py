@@ -14,9 +14,10 @@ from rich.console import Console
 from mm2py.cli import lag_view
 from mm2py.config import load
 from mm2py.config.flow import FlowConfig
+from mm2py.control.plan import AdminPool
 from mm2py.errors import UsageError
-from mm2py.kafka.admin import TopicInfo
-from mm2py.lag import (
+from mm2py.librdkafka.admin import TopicInfo
+from mm2py.tools.lag import (
     GROWS,
     SAME,
     SHRINKS,
@@ -29,7 +30,6 @@ from mm2py.lag import (
     group_breaches,
     trend,
 )
-from mm2py.plan import AdminPool
 
 HOT = PartitionLag("dc1->target", "dc1", "target", "orders", "dc1.orders", 0, 37, 30, 7, 5.5)
 COLD = PartitionLag("dc1->target", "dc1", "target", "orders", "dc1.orders", 1, 30, 30, 0, 0.0)

@@ -1,12 +1,82 @@
-"""The test tree itself: tests/unit and tests/integration are not packages, so two test modules with one
-basename break collection."""
+"""The layout rules (tests/layout_rules.py, run by ``make lint``) hold for the package and catch what they are
+for; executors load no HTTP server; and the test tree itself collects (tests/unit and tests/integration are not
+packages, so two test modules with one basename break collection)."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
+
+import pytest
+
+from tests.layout_rules import MAX_FUNCTION_LINES, MAX_MODULE_LINES, check
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_test_modules_have_unique_basenames() -> None:
     names = Counter(p.name for p in Path(__file__).resolve().parents[1].rglob("test_*.py"))
     assert [name for name, count in names.items() if count > 1] == []
+
+
+def test_the_package_keeps_its_layout_rules() -> None:
+    assert [str(v) for v in check(REPO / "mm2py")] == []
+
+
+def package(tmp_path: Path, files: dict[str, str]) -> Path:
+    root = tmp_path / "mm2py"
+    for name, text in {"__init__.py": "", **files}.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root
+
+
+def test_an_import_cycle_is_found_through_a_third_module(tmp_path: Path) -> None:
+    root = package(
+        tmp_path,
+        {
+            "mirror/__init__.py": "",
+            "mirror/a.py": "from mm2py.mirror import b\n",
+            "mirror/b.py": "import mm2py.mirror.c\n",
+            "mirror/c.py": "def f():\n    from mm2py.mirror.a import x\n",
+        },
+    )
+    assert [v.rule for v in check(root)] == ["import cycle"]
+
+
+def test_an_import_upwards_is_found(tmp_path: Path) -> None:
+    root = package(tmp_path, {"mirror/__init__.py": "", "mirror/a.py": "from mm2py.engine.driver import FlowRunner\n"})
+    (root / "engine").mkdir()
+    (root / "engine" / "__init__.py").write_text("")
+    (root / "engine" / "driver.py").write_text("FlowRunner = 1\n")
+    violations = check(root)
+    assert len(violations) == 1 and "imports mm2py.engine.driver" in violations[0].rule
+
+
+def test_long_modules_and_functions_are_found(tmp_path: Path) -> None:
+    body = "\n".join(f"    x{i} = {i}" for i in range(MAX_FUNCTION_LINES))
+    root = package(
+        tmp_path,
+        {"errors.py": f"def long():\n{body}\n" + "\n" * (MAX_MODULE_LINES - MAX_FUNCTION_LINES)},
+    )
+    rules = sorted(v.rule for v in check(root))
+    assert rules == [f"401 lines (at most {MAX_MODULE_LINES})", f"long is 81 lines (at most {MAX_FUNCTION_LINES})"]
+
+
+def test_a_module_on_no_layer_is_named(tmp_path: Path) -> None:
+    root = package(tmp_path, {"utils.py": ""})
+    with pytest.raises(ValueError, match=r"mm2py\.utils is on no layer"):
+        check(root)
+
+
+@pytest.mark.parametrize("module", ["mm2py.executor.record_copy", "mm2py.executor.batch_copy"])
+def test_a_copy_task_loads_neither_the_prometheus_client_nor_an_http_server(module: str) -> None:
+    """Executors import the copy modules in fresh Python workers; the metrics server is the driver's."""
+    probe = f"import sys, json, {module}; print(json.dumps(sorted(sys.modules)))"
+    loaded = set(json.loads(subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True).stdout))
+    assert module in loaded
+    assert not {"prometheus_client", "http.server", "pyspark"} & loaded

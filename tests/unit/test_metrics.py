@@ -1,4 +1,4 @@
-"""mm2py.metrics: MM2's metric names as Strimzi renders them, values MM2 would show, served over HTTP."""
+"""mm2py.metrics.registry: MM2's metric names as Strimzi renders them, values MM2 would show, served over HTTP."""
 
 from __future__ import annotations
 
@@ -15,13 +15,9 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from mm2py.metrics import (
-    METRIC_NAMES,
-    CheckpointMeasurement,
-    PartitionMeasurement,
-    RangeMeasurer,
-    RunMetrics,
-)
+from mm2py.executor.contract import CopyPath
+from mm2py.metrics.measurement import CheckpointMeasurement, PartitionMeasurement, RangeMeasurer
+from mm2py.metrics.registry import METRIC_NAMES, RunMetrics
 
 SRC = "kafka_connect_mirror_mirrorsourceconnector_"
 CKP = "kafka_connect_mirror_mirrorcheckpointconnector_"
@@ -217,7 +213,7 @@ def test_jobs_retries_and_copy_path(served: tuple[RunMetrics, int]) -> None:
         metrics.copy_job_finished("dc1", "target", seconds)
     metrics.retried("dc1", "target")
     metrics.retried("dc1", "target", 2)
-    metrics.set_copy_path("dc1", "target", "batch")
+    metrics.set_copy_path("dc1", "target", CopyPath("batch"))
     samples = scrape(port)
     flow = {"source": "dc1", "target": "target"}
     assert value(samples, "mm2py_copy_job_duration_seconds_count", **flow) == 3
@@ -238,7 +234,7 @@ def test_a_scrape_serves_exactly_the_listed_metric_names(served: tuple[RunMetric
     metrics.heartbeat_written("dc1", "target")
     metrics.copy_job_finished("dc1", "target", 1.0)
     metrics.retried("dc1", "target")
-    metrics.set_copy_path("dc1", "target", "record")
+    metrics.set_copy_path("dc1", "target", CopyPath("record"))
     assert {name for name, _ in scrape(port)} == set(METRIC_NAMES)
 
 

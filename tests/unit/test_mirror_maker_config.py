@@ -22,7 +22,7 @@ from mm2py.config.properties import parse_properties
 from mm2py.config.validate import validate
 from mm2py.config.values import Setting
 from mm2py.errors import ConfigError
-from mm2py.filters import load_group_filter, load_topic_filter
+from mm2py.mirror.filters import load_group_filter, load_topic_filter
 
 FILE_PROVIDER = "org.apache.kafka.common.config.provider.FileConfigProvider"
 ENV_PROVIDER = "org.apache.kafka.common.config.provider.EnvVarConfigProvider"

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from mm2py.metrics import METRIC_NAMES
+from mm2py.metrics.registry import METRIC_NAMES
 
 MONITORING = Path(__file__).resolve().parents[2] / "examples" / "monitoring"
 # Series Prometheus makes itself for every scrape target, not served by mm2py.

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 
-from mm2py.offset_syncs import (
+from mm2py.mirror.offset_syncs import (
     PartitionOffsetSyncState,
     Run,
     extend_runs,
@@ -14,7 +14,7 @@ from mm2py.offset_syncs import (
     offset_syncs_for_runs,
     runs_of,
 )
-from mm2py.records import OffsetSync
+from mm2py.mirror.record_formats import OffsetSync
 
 
 def test_sync_emission_follows_mm2s_pinned_sequence() -> None:

@@ -16,9 +16,9 @@ from mm2py.config import MirrorMakerConfig
 from mm2py.config.flow import FlowConfig, build_flow_config
 from mm2py.config.mirror_maker import Flow
 from mm2py.config.properties import parse_properties
-from mm2py.kafka.admin import ClusterAdmin, TopicConfigValue, TopicInfo
-from mm2py.plan import AdminPool, build_plan
-from mm2py.topics import ensure_remote_topics
+from mm2py.control.plan import AdminPool, build_plan
+from mm2py.control.topics import ensure_remote_topics
+from mm2py.librdkafka.admin import ClusterAdmin, TopicConfigValue, TopicInfo
 
 SOURCES = {"dc1": 2, "dc2": 4, "dc3": 3}
 

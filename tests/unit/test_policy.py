@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 import pytest
 
-from mm2py.policy import (
+from mm2py.mirror.policy import (
     DefaultReplicationPolicy,
     IdentityReplicationPolicy,
     PluginError,
@@ -293,8 +293,8 @@ def test_upstream_clusters_are_found_through_heartbeats_with_either_policy() -> 
         "org.apache.kafka.connect.mirror.DefaultReplicationPolicy",
         "DefaultReplicationPolicy",
         " DefaultReplicationPolicy ",
-        "mm2py.policy:DefaultReplicationPolicy",
-        "mm2py.policy.DefaultReplicationPolicy",
+        "mm2py.mirror.policy:DefaultReplicationPolicy",
+        "mm2py.mirror.policy.DefaultReplicationPolicy",
     ],
 )
 def test_default_policy_loads_by_java_or_python_name(class_name: str) -> None:
@@ -327,9 +327,9 @@ def test_custom_policy_loads_by_its_python_path_and_sees_the_whole_config() -> N
         ("org.apache.kafka.connect.mirror.MyCustomPolicy", "unknown MM2 class"),
         ("com.example.MyPolicy", "cannot import 'com.example'"),
         ("NoSuchPolicy", "unknown ReplicationPolicy"),
-        ("mm2py.policy:NoSuchPolicy", "has no 'NoSuchPolicy'"),
+        ("mm2py.mirror.policy:NoSuchPolicy", "has no 'NoSuchPolicy'"),
         (f"{__name__}:NotAPolicy", "is not a ReplicationPolicy subclass"),
-        ("mm2py.policy:ReplicationPolicy", "cannot create"),
+        ("mm2py.mirror.policy:ReplicationPolicy", "cannot create"),
     ],
 )
 def test_bad_policy_names_say_what_is_allowed(class_name: str, reason: str) -> None:

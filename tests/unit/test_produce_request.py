@@ -7,7 +7,7 @@ import os
 import pytest
 from kafka.protocol.producer import ProduceRequest  # type: ignore[import-untyped]
 
-from mm2py.kafka.produce_request import VERSIONS, ForwardingProduceRequest
+from mm2py.wire.produce_request import VERSIONS, ForwardingProduceRequest
 
 
 def library_request(record_sets: dict[tuple[str, int], bytes]) -> ProduceRequest:

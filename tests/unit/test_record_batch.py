@@ -7,27 +7,24 @@ import struct
 import pytest
 from crc32c import crc32c
 
-from mm2py.kafka import batch_records as br
-from mm2py.kafka.batch_records import (
+from mm2py.wire import batch_codec as br
+from mm2py.wire.batch_codec import (
     Record,
-    compress,
     decode_records,
-    decompress,
     encode_batch,
     needs_rebuild,
     rebuild,
 )
-from mm2py.kafka.record_batch import (
+from mm2py.wire.batches import (
     Codec,
-    ControlType,
     RecordBatch,
     RecordBatchError,
-    control_type,
-    data_batches,
     producer_parts,
     set_crc,
     split_batches,
 )
+from mm2py.wire.compression import compress, decompress
+from mm2py.wire.read_committed import ControlType, control_type, data_batches
 
 T0 = 1_700_000_000_000
 

@@ -12,7 +12,7 @@ import random
 import pytest
 
 from mm2py.errors import Mm2pyError
-from mm2py.records import (
+from mm2py.mirror.record_formats import (
     Checkpoint,
     Heartbeat,
     OffsetSync,

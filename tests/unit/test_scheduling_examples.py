@@ -11,8 +11,8 @@ import pytest
 import typer.main
 
 from mm2py.cli.app import app
-from mm2py.engine.copy import CopySpec
 from mm2py.errors import EXIT_USAGE
+from mm2py.executor.contract import CopySpec
 
 CRON = Path(__file__).resolve().parents[2] / "examples" / "cron"
 

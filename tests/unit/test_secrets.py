@@ -8,7 +8,7 @@ import logging
 import pytest
 
 from mm2py.errors import ConfigError
-from mm2py.kafka.settings import translate_client_config
+from mm2py.librdkafka.settings import translate_client_config
 from mm2py.secrets import MASK, RedactingFilter, Redactor, is_secret_key, mask_value
 
 JAAS = (

@@ -6,10 +6,10 @@ accepts every emitted key in test_client_keys.py."""
 from __future__ import annotations
 
 import pytest
-from translation_helpers import OAUTH, PASSWORD, PLAIN, only_issue, sasl, translate
 
-from mm2py.kafka.settings import ClientKind, masked
+from mm2py.librdkafka.settings import ClientKind, masked
 from mm2py.secrets import MASK
+from tests.harness.translation_helpers import OAUTH, PASSWORD, PLAIN, only_issue, sasl, translate
 
 
 # --- pass-through and renames -------------------------------------------------------------------------------

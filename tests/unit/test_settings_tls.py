@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from mm2py.kafka.settings import ClientKind, TranslationIssue, translate_client_config
+from mm2py.librdkafka.settings import ClientKind, TranslationIssue, translate_client_config
 
 PASSWORD = "S3cr3t-Pa55word"
 

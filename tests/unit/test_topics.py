@@ -6,8 +6,8 @@ from mm2py.config import MirrorMakerConfig
 from mm2py.config.flow import FlowConfig, build_flow_config
 from mm2py.config.mirror_maker import Flow
 from mm2py.config.properties import parse_properties
-from mm2py.kafka.admin import TopicConfigValue
-from mm2py.topics import internal_topics, offset_syncs_topic, remote_topic_configs
+from mm2py.control.topics import internal_topics, offset_syncs_topic, remote_topic_configs
+from mm2py.librdkafka.admin import TopicConfigValue
 
 BASE = "clusters = a, b\na.bootstrap.servers = x:1\nb.bootstrap.servers = y:1\na->b.enabled = true\n"
 
@@ -59,7 +59,7 @@ def test_internal_topic_names_and_homes_follow_mm2() -> None:
 
 
 def test_config_sync_sets_copied_properties_and_deletes_source_defaults_from_the_remote_topic() -> None:
-    from mm2py.topics import config_sync_ops
+    from mm2py.control.topics import config_sync_ops
 
     ops = config_sync_ops(flow(), SOURCE)
     assert ops == {"retention.ms": "86400000", "cleanup.policy": "compact", "segment.bytes": None}

@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from mm2py.offset_syncs import offset_syncs_for
-from mm2py.translation import OffsetMap
+from mm2py.mirror.offset_syncs import offset_syncs_for
+from mm2py.mirror.translation import OffsetMap
 
 
 def simulate_merge(seed: int, ours: int, foreign_runs: int) -> list[tuple[int, int]]:

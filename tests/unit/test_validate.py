@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from keystore_files import identity, jks_truststore
 
 from mm2py.config import MirrorMakerConfig, validate
 from mm2py.config.problems import Problem
 from mm2py.config.properties import parse_properties
+from tests.harness.keystore_files import identity, jks_truststore
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 GUIDE_EXAMPLE = DATA / "aggregation-guide-full-example.properties"

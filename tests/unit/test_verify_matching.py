@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from mm2py.offset_syncs import offset_syncs_for
-from mm2py.translation import OffsetMap, SyncPoint
-from mm2py.verify import (
+from mm2py.mirror.offset_syncs import offset_syncs_for
+from mm2py.mirror.translation import OffsetMap, SyncPoint
+from mm2py.tools.verify import (
     Fingerprint,
     PartitionCheck,
     PartitionVerification,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from mm2py.errors import ConfigError
-from mm2py.kafka.wire_config import OidcTokenSource, UnsecuredTokenSource, wire_config
+from mm2py.wire.connection_settings import OidcTokenSource, UnsecuredTokenSource, wire_config
 
 
 def test_plaintext_maps_servers_client_id_and_timeouts() -> None:

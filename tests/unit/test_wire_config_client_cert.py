@@ -10,10 +10,10 @@ import threading
 from pathlib import Path
 
 import pytest
-from keystore_files import Identity, identity, jks_keystore, jks_truststore
 
-from mm2py.kafka.settings import translate_client_config
-from mm2py.kafka.wire_config import wire_config
+from mm2py.librdkafka.settings import translate_client_config
+from mm2py.wire.connection_settings import wire_config
+from tests.harness.keystore_files import Identity, identity, jks_keystore, jks_truststore
 
 PASSWORD = "st0re-Pa55word"
 

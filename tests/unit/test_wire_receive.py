@@ -5,7 +5,7 @@ from __future__ import annotations
 import kafka.errors as kafka_errors  # type: ignore[import-untyped]
 from kafka.net.transport import KafkaSSLTransport, KafkaTCPTransport  # type: ignore[import-untyped]
 
-from mm2py.kafka import wire
+from mm2py.wire import connection as wire
 
 
 class FakeSocket:

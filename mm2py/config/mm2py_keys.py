@@ -1,0 +1,99 @@
+"""mm2py's own configuration keys, all under ``mm2py.``: the copy engine, Spark, leases, metrics.
+
+MM2 ignores these keys, so a file written for mm2py still runs on MirrorMaker 2 (and the other way round);
+``mm2py validate`` knows them with their types and defaults like MM2's own.
+"""
+
+from __future__ import annotations
+
+from mm2py.config.key_types import INT, LG, B, KeyDef, S, k
+
+MM2PY_KEYS: dict[str, KeyDef] = {
+    d.name: d
+    for d in (
+        k("mm2py.spark.master", S, "local[*]", "Spark master URL for run", "M"),
+        k("mm2py.spark.deploy-mode", S, "client", "Spark deploy mode", "M", choices=("client", "cluster")),
+        k(
+            "mm2py.batch.max.records",
+            INT,
+            "500000",
+            "records one copy task moves per partition and batch",
+            "M",
+            minimum=1,
+        ),
+        k(
+            "mm2py.continuous.follow.ms",
+            INT,
+            "10000",
+            "continuous mode on the batch path: how long each copy task keeps copying new records as they arrive "
+            "before it reports its progress (a stop waits for it); 0 copies in rounds, one Spark job each",
+            "M",
+            minimum=0,
+        ),
+        k(
+            "mm2py.retry.timeout.seconds",
+            INT,
+            "300",
+            "how long a run retries failing batches (broker stalls, task failures) before it gives up",
+            "M",
+            minimum=0,
+        ),
+        k(
+            "mm2py.lease.enabled",
+            B,
+            "true",
+            "a run holds a lease on each flow (a consumer-group membership on the target), so one run copies it",
+            "M",
+        ),
+        k(
+            "mm2py.lease.session.timeout.ms",
+            INT,
+            "10000",
+            "how long a dead lease holder keeps its flow before a standby takes over (the target broker must allow "
+            "it: group.min.session.timeout.ms, 6000 by default)",
+            "M",
+            minimum=1000,
+        ),
+        k(
+            "mm2py.offset-syncs.dense.retention.ms",
+            LG,
+            "604800000",
+            "how long mm2py's dense offset syncs (its own topic, cleanup.policy=delete) are kept",
+            "M",
+            minimum=-1,
+        ),
+        k(
+            "mm2py.offset-syncs.dense.enabled",
+            B,
+            "true",
+            "also sync the first and last record of every run, for exact offset translation",
+            "M",
+        ),
+        k(
+            "mm2py.provenance.header.enabled",
+            B,
+            "false",
+            "stamp each copied record with its origin (source cluster, topic, partition, offset)",
+            "M",
+        ),
+        k(
+            "mm2py.copy.mode",
+            S,
+            "auto",
+            "how records are copied: batch forwards whole record batches, record re-produces each record, auto "
+            "takes batch unless the flow needs per-record work",
+            "M",
+            choices=("auto", "batch", "record"),
+        ),
+        k(
+            "mm2py.metrics.port",
+            INT,
+            "0",
+            "port of the Prometheus /metrics endpoint that run serves while it runs (0: no endpoint)",
+            "M",
+            minimum=0,
+        ),
+        k("mm2py.metrics.host", S, "0.0.0.0", "address the /metrics endpoint listens on", "M"),
+    )
+}
+SPARK_CONF_PREFIX = "mm2py.spark.conf."

@@ -1,0 +1,68 @@
+"""Which copy path a flow takes: forward whole record batches, or re-produce record by record.
+
+Why a decision of its own: the batch path (``mm2py.executor.batch_copy``) is several times faster, but it
+moves a source batch's bytes unchanged, so it cannot do anything that touches single records. ``plan``
+shows the choice and ``run`` prints it, both from here, so what a user is told and what runs agree.
+
+``mm2py.copy.mode``: ``record`` always re-produces; ``batch`` forwards batches and is a configuration
+error when the flow needs per-record work; ``auto`` (the default) forwards batches unless the flow needs
+per-record work, and then says why it did not.
+"""
+
+from __future__ import annotations
+
+from mm2py.config.flow import FlowConfig
+from mm2py.errors import ConfigError
+from mm2py.executor.contract import CopyPath
+from mm2py.wire.connection_settings import wire_config
+
+
+def record_only_reasons(flow: FlowConfig) -> list[tuple[str, str]]:
+    """What in ``flow`` needs per-record work, as (key, reason) pairs; empty when batches can be forwarded."""
+    reasons: list[tuple[str, str]] = []
+    if flow.provenance_header_enabled:
+        reasons.append(("mm2py.provenance.header.enabled", "a provenance header is added to every record"))
+    if flow.exactly_once:
+        reasons.append(
+            (f"{flow.target}.exactly.once.source.support", "exactly-once copies inside producer transactions")
+        )
+    # The Java producer (and so MM2) re-compresses with the producer's compression.type; forwarding keeps
+    # the source batches' codec, which is only the same when the user did not ask for a codec.
+    codec = dict(flow.target_producer.java).get("compression.type")
+    if codec is not None:
+        reasons.append(
+            (f"{flow.target}.producer.compression.type", f"compression.type={codec} re-compresses every record")
+        )
+    for alias, settings in (
+        (flow.source, flow.source_consumer.settings()),
+        (flow.target, flow.target_producer.settings()),
+    ):
+        try:
+            wire_config(alias, settings)
+        except ConfigError as exc:
+            reasons.append(
+                (
+                    f"{alias}.{exc.key}" if exc.key else alias,
+                    f"the batch path cannot connect to {alias} with {exc.key or 'these settings'}",
+                )
+            )
+    return reasons
+
+
+def choose_copy_path(flow: FlowConfig) -> CopyPath:
+    """The path ``run`` takes for ``flow``; raises ConfigError for ``batch`` on a flow that cannot use it."""
+    if flow.copy_mode == "record":
+        return CopyPath("record", "mm2py.copy.mode=record")
+    reasons = record_only_reasons(flow)
+    if not reasons:
+        return CopyPath("batch")
+    key, reason = reasons[0]
+    if flow.copy_mode == "batch":
+        raise ConfigError(
+            f"{flow.name}: mm2py.copy.mode=batch, but {reason} ({key})",
+            source=flow.source_file,
+            key="mm2py.copy.mode",
+            value="batch",
+            allowed="auto, record",
+        )
+    return CopyPath("record", reason)

@@ -1,0 +1,66 @@
+"""OffsetSyncStore: a flow's offset syncs, read once and then tailed (as MM2's OffsetSyncStore does).
+
+A continuous run checkpoints every ``emit.checkpoints.interval.seconds``; reading both syncs topics from their
+start each time would cost more the longer the flow runs. The store remembers where it stopped in every
+partition of every syncs topic and reads only what came after, into maps that keep growing.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from confluent_kafka import OFFSET_BEGINNING
+
+from mm2py.config.flow import FlowConfig
+from mm2py.control.topics import dense_offset_syncs_topic, offset_syncs_topic
+from mm2py.librdkafka.partition_reader import PartitionReader
+from mm2py.mirror.translation import OffsetMap, add_offset_sync, combine_offset_maps
+
+log = logging.getLogger(__name__)
+
+
+class OffsetSyncStore:
+    """MM2's syncs topic and mm2py's dense one of one flow, on the cluster ``offset-syncs.topic.location`` names."""
+
+    def __init__(self, flow: FlowConfig, timeout_s: float = 30.0) -> None:
+        self.flow = flow
+        self.timeout_s = timeout_s
+        client = flow.source_consumer if flow.offset_syncs_topic_location == "source" else flow.target_consumer
+        self._settings = {
+            **client.settings(),
+            "group.id": f"mm2py-offset-syncs-{flow.source}-{flow.target}",
+            "isolation.level": "read_committed",
+            "fetch.wait.max.ms": "10",
+        }
+        self.topics = [offset_syncs_topic(flow)] + ([dense_offset_syncs_topic(flow)] if flow.dense_offset_syncs else [])
+        self._maps: dict[str, dict[tuple[str, int], OffsetMap]] = {t: {} for t in self.topics}
+        self._next: dict[tuple[str, int], int] = {}  # (syncs topic, partition) -> next offset to read
+        self.records_read = 0
+
+    def refresh(self) -> dict[tuple[str, int], OffsetMap]:
+        """Read what was written since the last refresh; the flow's maps, one per upstream partition."""
+        skipped = 0
+        with PartitionReader(
+            self.flow.offset_syncs_cluster, self._settings, purpose="reading offset syncs", timeout_s=self.timeout_s
+        ) as reader:
+            starts = {
+                (topic, p): self._next.get((topic, p), OFFSET_BEGINNING)
+                for topic in self.topics
+                for p in reader.topic_partitions(topic)
+            }
+            if starts:
+                reader.assign(starts)
+                for msg in reader.records():
+                    topic = msg.topic() or ""
+                    self._next[(topic, msg.partition() or 0)] = msg.offset() + 1
+                    self.records_read += 1
+                    if not add_offset_sync(self._maps[topic], msg.key(), msg.value(), dict(msg.headers() or [])):
+                        skipped += 1
+        if skipped:
+            log.warning("flow=%s skipped %d undecodable offset-sync records", self.flow.name, skipped)
+        return self.maps()
+
+    def maps(self) -> dict[tuple[str, int], OffsetMap]:
+        if len(self.topics) == 1:
+            return dict(self._maps[self.topics[0]])
+        return combine_offset_maps(self._maps[self.topics[0]], self._maps[self.topics[1]])

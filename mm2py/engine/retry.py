@@ -1,0 +1,51 @@
+"""Retrying a flow's steps on the driver: transient failures (a stalled broker, a failed Spark job, an admin
+call that timed out) are tried again with backoff for up to ``mm2py.retry.timeout.seconds``; permanent ones
+(a record larger than the target accepts, a denied authorisation) are raised at once.
+
+Nothing is lost while a step is retried: progress only moves after a range is copied.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+from mm2py.config.flow import FlowConfig
+from mm2py.engine.stats import FlowStats
+from mm2py.errors import KafkaOperationError, ReplicationError
+from mm2py.metrics.registry import RunMetrics
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+FIRST_BACKOFF_S = 1.0
+MAX_BACKOFF_S = 30.0
+
+
+class Retrier:
+    """Runs a flow's steps, counting every retry in the flow's stats and metrics."""
+
+    def __init__(self, flow: FlowConfig, stats: FlowStats, metrics: RunMetrics | None = None) -> None:
+        self.flow = flow
+        self.stats = stats
+        self.metrics = metrics
+
+    def __call__(self, step: Callable[[], T], stop: threading.Event) -> T:
+        """Run ``step``; a stop request ends the retries (the last failure is raised)."""
+        deadline = time.monotonic() + self.flow.retry_timeout_seconds
+        backoff = FIRST_BACKOFF_S
+        while True:
+            try:
+                return step()
+            except (ReplicationError, KafkaOperationError) as exc:
+                retriable = exc.retriable if isinstance(exc, ReplicationError) else True
+                if not retriable or time.monotonic() + backoff > deadline or stop.is_set():
+                    raise
+                self.stats.retries += 1
+                if self.metrics is not None:
+                    self.metrics.retried(self.flow.source, self.flow.target)
+                log.warning("flow=%s will retry in %.0f s: %s", self.flow.name, backoff, exc)
+                stop.wait(backoff)
+                backoff = min(backoff * 2, MAX_BACKOFF_S)

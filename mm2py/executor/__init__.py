@@ -1,0 +1,11 @@
+"""What runs inside Spark tasks on executors: the copy tasks and the contract they share with the driver.
+
+``contract`` (CopySpec, PartitionRange, CopyResult, CopyPath: what crosses the Spark boundary),
+``record_copy`` (the record path: confluent-kafka, record by record), ``batch_copy`` (the batch path: whole
+record batches through :mod:`mm2py.wire`), ``delivery`` (waiting for acknowledgements; offset syncs),
+``task_logging`` and ``allocator`` (the worker process's logging and malloc settings). A record's bytes go
+from the source to the target inside one of these tasks and nowhere else.
+
+May import: ``mm2py.wire``, ``mm2py.librdkafka``, ``mm2py.mirror``, ``mm2py.metrics.measurement``,
+``mm2py.errors`` and ``mm2py.secrets``; never pyspark, the driver's modules or an HTTP server.
+"""

@@ -1,0 +1,97 @@
+"""The copy contract: what the driver sends to a copy task and what the task sends back.
+
+Both copy paths (``record_copy``, record by record; ``batch_copy``, whole record batches) take a
+:class:`CopySpec` and :class:`PartitionRange` s and return one :class:`CopyResult` per range, so the driver's
+Spark runner, its retry rules and its summary lines do not care which path ran. Everything here is small,
+frozen and picklable: it crosses the Spark boundary with every task, and carries no open client.
+
+May import: ``mm2py.errors`` and ``mm2py.metrics.measurement`` only (both sides of Spark import this).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from mm2py.errors import Failure
+from mm2py.metrics.measurement import PartitionMeasurement
+
+Path = Literal["batch", "record"]
+
+
+@dataclass(frozen=True)
+class CopyPath:
+    """The copy path of one flow and, for the record path, why: decided once on the driver
+    (:func:`mm2py.control.copy_path.choose_copy_path`), shown by ``plan``, ``run`` and the metrics, and carried
+    to the tasks in :class:`CopySpec`."""
+
+    path: Path
+    reason: str = ""
+
+    @property
+    def batch(self) -> bool:
+        return self.path == "batch"
+
+    def describe(self) -> str:
+        return self.path if not self.reason else f"{self.path} ({self.reason})"
+
+
+@dataclass(frozen=True)
+class CopySpec:
+    """What every task of one flow needs; small, plain and picklable (shipped with each task)."""
+
+    flow: str
+    source: str
+    target: str
+    consumer_settings: Mapping[str, str] = field(repr=False)
+    producer_settings: Mapping[str, str] = field(repr=False)
+    syncs_producer_settings: Mapping[str, str] | None = field(repr=False)
+    syncs_topic: str | None
+    progress_topic: str
+    offset_lag_max: int
+    dense_offset_syncs: bool = True
+    dense_syncs_topic: str | None = None  # mm2py's own syncs (cleanup.policy=delete), None when disabled
+    provenance: bool = False
+    exactly_once: bool = False
+    copy_path: CopyPath = field(default_factory=lambda: CopyPath("record"))  # decided once (control.copy_path)
+    poll_timeout_s: float = 1.0
+    stall_timeout_s: float = 120.0
+    flush_timeout_s: float = 300.0
+    # Continuous mode on the batch path: a task keeps copying what arrives for this long, its ranges' ends being
+    # caps rather than targets, so a trickle costs a fetch and a produce instead of a Spark job. 0: copy the ranges.
+    follow_s: float = 0.0
+
+    def transactional_id(self, topic: str, partition: int) -> str:
+        return f"mm2py|{self.source}->{self.target}|{topic}-{partition}"
+
+
+@dataclass(frozen=True)
+class PartitionRange:
+    """Copy source ``topic``-``partition`` offsets [start, end) into ``remote_topic``, same partition."""
+
+    topic: str
+    partition: int
+    remote_topic: str
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class CopyResult:
+    topic: str
+    partition: int
+    start: int
+    next_offset: int  # where the next range starts (after the last record or marker read)
+    last_offset: int  # offset of the last record read (copied, or skipped as a cycle), -1 if none
+    records: int
+    bytes: int
+    syncs: int
+    seconds: float
+    error: Failure | None = None  # why nothing of the range counts as copied; None when it was copied
+    measurement: PartitionMeasurement | None = None  # MM2's per-partition metrics of what was copied
+    source_end: int = -1  # the source partition's end offset when the task last fetched it; -1: not known
+
+
+def failed_result(rng: PartitionRange, failure: Failure) -> CopyResult:
+    return CopyResult(rng.topic, rng.partition, rng.start, rng.start, -1, 0, 0, 0, 0.0, failure)

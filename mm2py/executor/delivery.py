@@ -1,0 +1,96 @@
+"""Waiting for the target's acknowledgement, on both copy paths: flushes with a deadline, delivery failures as
+errors (a producer that timed out is replaced), and the offset syncs written once a range is acknowledged."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from confluent_kafka import KafkaError
+
+from mm2py.errors import ReplicationError
+from mm2py.executor.contract import CopySpec, PartitionRange
+from mm2py.librdkafka.clients import cached_producer, drop_producer
+from mm2py.mirror.offset_syncs import DENSE_SYNC_HEADER, DENSE_SYNC_VALUE, Run, offset_syncs_for_runs, runs_of
+
+# librdkafka drops a message it cannot deliver within message.timeout.ms; after that the idempotent
+# producer's epoch must be bumped, which some brokers refuse, so a producer that timed out is replaced.
+_RECREATE_PRODUCER = {KafkaError._MSG_TIMED_OUT, KafkaError._FENCED, KafkaError._FATAL}
+
+
+def flush_producer(
+    spec: CopySpec, producer: Any, settings: Mapping[str, str], failures: list[KafkaError], where: str
+) -> None:
+    deadline = time.monotonic() + spec.flush_timeout_s
+    while producer.flush(1.0) > 0:
+        if failures:
+            break
+        if time.monotonic() > deadline:
+            raise ReplicationError(
+                f"{where}: the target {spec.target} did not acknowledge within {spec.flush_timeout_s:.0f} s"
+            )
+    if failures:
+        raise_delivery_failure(spec, settings, failures, where)
+
+
+def raise_delivery_failure(spec: CopySpec, settings: Mapping[str, str], failures: list[KafkaError], where: str) -> None:
+    first = failures[0]
+    if first.code() in _RECREATE_PRODUCER or first.fatal():
+        drop_producer(settings)
+    raise ReplicationError.of_kafka(
+        f"{where}: producing to {spec.target} failed for {len(failures)} record(s): {first.str()}", first
+    )
+
+
+def write_offset_syncs(
+    spec: CopySpec, rng: PartitionRange, upstream: list[int], downstream: list[int], where: str
+) -> int:
+    """Offset syncs are never transactional (as in MM2): they are written after the range is committed.
+
+    MM2's topic gets exactly the syncs MM2's rule makes due (MM2's readers see what MM2 would write); with
+    dense syncs on, mm2py's own syncs topic gets those plus the run boundaries exact translation needs.
+    Returns how many syncs were written in all."""
+    failures: list[KafkaError] = []
+    written = queue_offset_syncs(spec, rng, runs_of(upstream, downstream), failures)
+    flush_offset_syncs(spec, failures, where)
+    return written
+
+
+def queue_offset_syncs(spec: CopySpec, rng: PartitionRange, runs: list[Run], failures: list[KafkaError]) -> int:
+    """Hand one range's offset syncs (its copied records as runs, ``mm2py.mirror.offset_syncs``) to the syncs producer
+    without waiting for them: a task that copied many ranges flushes once for all of them
+    (``flush_offset_syncs``). Returns how many syncs were queued."""
+    assert spec.syncs_producer_settings is not None and spec.syncs_topic is not None
+    producer = cached_producer(spec.syncs_producer_settings)
+    written = 0
+    targets: list[tuple[str, bool]] = [(spec.syncs_topic, False)]
+    if spec.dense_syncs_topic is not None:
+        targets.append((spec.dense_syncs_topic, True))
+    for topic, dense in targets:
+        syncs = offset_syncs_for_runs(rng.topic, rng.partition, runs, spec.offset_lag_max, dense=dense)
+        headers: list[tuple[str, str | bytes | None]] | None = (
+            [(DENSE_SYNC_HEADER, DENSE_SYNC_VALUE)] if dense else None
+        )
+        for sync in syncs:
+            while True:
+                try:
+                    producer.produce(
+                        topic,
+                        sync.record_value(),
+                        sync.record_key(),
+                        0,
+                        headers=headers,
+                        on_delivery=lambda err, _m: failures.append(err) if err else None,
+                    )
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+        written += len(syncs)
+    return written
+
+
+def flush_offset_syncs(spec: CopySpec, failures: list[KafkaError], where: str) -> None:
+    assert spec.syncs_producer_settings is not None
+    producer = cached_producer(spec.syncs_producer_settings)
+    flush_producer(spec, producer, spec.syncs_producer_settings, failures, f"{where} (offset syncs)")

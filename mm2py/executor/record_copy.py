@@ -1,0 +1,273 @@
+"""The copy task (runs on executors): one offset range of one source partition -> the same partition of
+the remote topic, inside one Python process. Records never pass through the JVM or the driver.
+
+Order of effects, which is what makes a crash safe at any point:
+1. consume [start, end) and produce every record (key, value, headers, CreateTime, partition kept);
+2. flush: every record is acknowledged by the target (acks=all), or the task fails and Spark retries it;
+3. write progress (the last replicated offset) to ``mm2-offsets.<source>.internal``;
+4. write the offset syncs of this range (MM2's emission rule, plus run boundaries) for offset translation.
+At-least-once (MM2's default): a crash before 3 re-copies at most this range. Exactly-once
+(``<target>.exactly.once.source.support = enabled``): 1-3 are one producer transaction whose
+``transactional.id`` is fixed per flow, topic and partition, so a retried task fences its predecessor.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
+
+from mm2py.errors import Failure, ReplicationError
+from mm2py.executor.contract import CopyResult, CopySpec, PartitionRange, failed_result
+from mm2py.executor.delivery import flush_producer, raise_delivery_failure, write_offset_syncs
+from mm2py.executor.task_logging import executor_logging
+from mm2py.librdkafka.clients import cached_consumer, cached_producer, drop_producer
+from mm2py.metrics.measurement import RangeMeasurer
+from mm2py.mirror.progress import progress_record
+
+_CONSUME_BATCH = 10_000
+PROVENANCE_HEADER = "mm2py.provenance"
+
+
+@dataclass
+class _Batch:
+    """What the hot loop collected for one range."""
+
+    upstream: list[int] = field(default_factory=list)
+    downstream: list[int] = field(default_factory=list)
+    failures: list[KafkaError] = field(default_factory=list)
+    position: int = 0
+    last_read: int = -1
+    bytes: int = 0
+    measurer: RangeMeasurer = field(default_factory=RangeMeasurer)
+    # timestamps of the records produced, for the replication latency measured when the target acknowledged
+    ts: list[float] = field(default_factory=lambda: [math.inf, -math.inf, 0.0, math.nan])  # min, max, sum, last
+
+    def read(self, stamps: list[int], value_bytes: int) -> None:
+        """``stamps``: the timestamps of the records one consume() call gave and that are produced."""
+        if not stamps:
+            return
+        low, high, total, last = min(stamps), max(stamps), float(sum(stamps)), stamps[-1]
+        self.measurer.read(time.time() * 1000, len(stamps), low, high, total, last, value_bytes)
+        self.ts = [min(self.ts[0], low), max(self.ts[1], high), self.ts[2] + total, last]
+
+    def acknowledged(self) -> None:
+        if self.upstream:
+            self.measurer.acknowledged(time.time() * 1000, len(self.upstream), *self.ts)
+
+    def on_delivery(self, err: KafkaError | None, msg: Any) -> None:
+        if err is not None:
+            self.failures.append(err)
+        else:
+            self.downstream.append(msg.offset())
+
+
+def copy_partitions(
+    spec: CopySpec, ranges: Iterator[PartitionRange], last_attempt: bool = False
+) -> Iterator[CopyResult]:
+    """Spark ``mapPartitions`` body (executor side): copy each range in turn.
+
+    Failures travel as data (``CopyResult.error``), so the driver reads whether to retry from a field.
+    The exception: a transient failure on an attempt that Spark may still repeat is raised, so Spark runs
+    the task again at once; a permanent one (a record larger than the target accepts, a missing topic) is
+    returned at once, because more attempts would fail the same way.
+    """
+    executor_logging(spec)
+    for rng in ranges:
+        try:
+            yield copy_range(spec, rng)
+        except ReplicationError as exc:
+            if exc.retriable and not last_attempt:
+                raise
+            yield failed_result(rng, exc.failure)
+        except KafkaException as exc:  # a client call outside the paths copy_range words itself
+            failure = _kafka_failure(spec, rng, exc)
+            if failure.retriable and not last_attempt:
+                raise
+            yield failed_result(rng, failure)
+
+
+def _kafka_failure(spec: CopySpec, rng: PartitionRange, exc: KafkaException) -> Failure:
+    where = f"flow={spec.flow} topic={rng.topic} partition={rng.partition}"
+    err = exc.args[0] if exc.args else None
+    if not isinstance(err, KafkaError):
+        return Failure(f"{where}: copying the range from offset {rng.start} failed: {exc}")
+    return Failure.of_kafka(f"{where}: copying the range from offset {rng.start} failed: {err.str()}", err)
+
+
+def copy_range(spec: CopySpec, rng: PartitionRange) -> CopyResult:
+    """Copy one range; raises ReplicationError (the task fails, Spark retries it, progress stays put)."""
+    started = time.monotonic()
+    where = f"flow={spec.flow} topic={rng.topic} partition={rng.partition}"
+    settings = _producer_settings(spec, rng)
+    producer = cached_producer(settings)
+    if spec.syncs_producer_settings is not None:
+        cached_producer(spec.syncs_producer_settings)  # created now, so its producer id arrives in parallel
+    consumer = cached_consumer(spec.consumer_settings)
+    batch = _Batch(position=rng.start)
+    if spec.exactly_once:
+        _transaction(producer, settings, where, "begin_transaction")
+    consumer.assign([TopicPartition(rng.topic, rng.partition, rng.start)])
+    try:
+        _pump(spec, rng, consumer, producer, batch, where)
+        flush_producer(spec, producer, settings, batch.failures, f"{where} offsets {rng.start}..{batch.last_read}")
+        batch.acknowledged()
+        if len(batch.downstream) != len(batch.upstream):
+            raise ReplicationError(f"{where}: {len(batch.upstream)} records sent, {len(batch.downstream)} acknowledged")
+        if batch.last_read >= 0:
+            record = progress_record(spec.source, rng.topic, rng.partition, batch.last_read)
+            producer.produce(spec.progress_topic, record.value, record.key, on_delivery=_failures_to(batch))
+        if spec.exactly_once:
+            _transaction(producer, settings, where, "commit_transaction")
+        else:
+            flush_producer(spec, producer, settings, batch.failures, f"{where} (progress)")
+    except BaseException:
+        if spec.exactly_once:
+            _abort(producer, settings)
+        raise
+    finally:
+        consumer.unassign()
+    syncs = 0
+    if spec.syncs_topic is not None and batch.upstream:
+        syncs = write_offset_syncs(spec, rng, batch.upstream, batch.downstream, where)
+    measurement = batch.measurer.measurement(spec.source, spec.target, rng.topic, rng.remote_topic, rng.partition)
+    return CopyResult(
+        rng.topic,
+        rng.partition,
+        rng.start,
+        batch.position,
+        batch.last_read,
+        len(batch.upstream),
+        batch.bytes,
+        syncs,
+        time.monotonic() - started,
+        measurement=measurement,
+    )
+
+
+def _producer_settings(spec: CopySpec, rng: PartitionRange) -> Mapping[str, str]:
+    if not spec.exactly_once:
+        return spec.producer_settings
+    return {**spec.producer_settings, "transactional.id": spec.transactional_id(rng.topic, rng.partition)}
+
+
+def _failures_to(batch: _Batch) -> Any:
+    return lambda err, _msg: batch.failures.append(err) if err is not None else None
+
+
+def _pump(spec: CopySpec, rng: PartitionRange, consumer: Any, producer: Any, batch: _Batch, where: str) -> None:
+    """The hot loop: consume a batch, produce each record, repeat until the range's end."""
+    produce = producer.produce
+    poll = producer.poll
+    on_delivery = batch.on_delivery
+    remote, partition, end = rng.remote_topic, rng.partition, rng.end
+    append = batch.upstream.append
+    origin = f"{spec.source}:{rng.topic}:{partition}:".encode() if spec.provenance else b""
+    cycle_mark = f"{spec.target}:".encode()
+    last_progress = time.monotonic()
+    # consume() returns once it has num_messages events or the timeout passed: ask for no more than the range
+    # still holds, and wait a little, so the end of a range costs no idle poll.ms.
+    wait = min(spec.poll_timeout_s, 0.1)
+    while batch.position < end:
+        messages = consumer.consume(num_messages=max(1, min(_CONSUME_BATCH, end - batch.position)), timeout=wait)
+        if not messages:
+            if time.monotonic() - last_progress > spec.stall_timeout_s:
+                raise ReplicationError(
+                    f"{where}: no records from the source for {spec.stall_timeout_s:.0f} s "
+                    f"at offset {batch.position} (range ends at {end})"
+                )
+            continue
+        last_progress = time.monotonic()
+        stamps: list[int] = []
+        bytes_before = batch.bytes
+        for msg in messages:
+            err = msg.error()
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF:
+                    batch.position = max(batch.position, msg.offset())
+                    continue
+                raise ReplicationError.of_kafka(
+                    f"{where}: consuming from {spec.source} at offset {batch.position} failed: {err.str()}", err
+                )
+            offset = msg.offset()
+            if offset >= end:
+                batch.position = end
+                break
+            batch.last_read = offset
+            batch.position = offset + 1
+            headers = msg.headers()
+            if origin:
+                if headers and any(k == PROVENANCE_HEADER and v and v.startswith(cycle_mark) for k, v in headers):
+                    continue  # it came from the target: copying it back would loop (Identity cycles)
+                headers = [*(headers or ()), (PROVENANCE_HEADER, origin + str(offset).encode())]
+            value = msg.value()
+            kind, timestamp = msg.timestamp()
+            while True:
+                try:
+                    produce(
+                        remote,
+                        value,
+                        msg.key(),
+                        partition,
+                        on_delivery=on_delivery,
+                        timestamp=timestamp if kind else 0,
+                        headers=headers,
+                    )
+                    break
+                except BufferError:  # the local queue is full: serve delivery reports, then retry
+                    poll(0.05)
+                except KafkaException as exc:  # refused before sending, e.g. larger than message.max.bytes
+                    raise _refused(spec, rng, msg, exc, where) from None
+            append(offset)
+            stamps.append(timestamp)
+            if value is not None:
+                batch.bytes += len(value)
+        batch.read(stamps, batch.bytes - bytes_before)
+        poll(0)
+        if batch.failures:
+            raise_delivery_failure(
+                spec, spec.producer_settings, batch.failures, f"{where} offsets {rng.start}..{batch.last_read}"
+            )
+
+
+def _refused(spec: CopySpec, rng: PartitionRange, msg: Any, exc: KafkaException, where: str) -> ReplicationError:
+    """Why the target producer refused a record before sending it, as the error that stops the range."""
+    err = exc.args[0]
+    offset, value = msg.offset(), msg.value()
+    if err.code() == KafkaError.MSG_SIZE_TOO_LARGE:
+        limit = spec.producer_settings.get("message.max.bytes", "1000000")
+        return ReplicationError.of_kafka(
+            f"{where}: the record at offset {offset} is too large for the target producer: "
+            f"{len(value or b'')}-byte value, {len(msg.key() or b'')}-byte key, message.max.bytes "
+            f"= {limit}; raise {spec.target}.producer.message.max.bytes (and the topic's "
+            "max.message.bytes)",
+            err,
+        )
+    if err.code() == KafkaError._UNKNOWN_PARTITION:  # the remote topic grew after this
+        drop_producer(_producer_settings(spec, rng))  # producer's metadata: a new one sees it
+        return ReplicationError(
+            f"{where}: partition {rng.partition} of {rng.remote_topic} is not in the target producer's metadata yet"
+        )
+    return ReplicationError.of_kafka(
+        f"{where}: the record at offset {offset} cannot be produced to {spec.target}: {err.str()}", err
+    )
+
+
+def _transaction(producer: Any, settings: Mapping[str, str], where: str, step: str) -> None:
+    try:
+        getattr(producer, step)(*(() if step == "begin_transaction" else (60,)))
+    except KafkaException as exc:
+        drop_producer(settings)
+        err = exc.args[0]
+        raise ReplicationError.of_kafka(f"{where}: {step.replace('_', ' ')} failed: {err.str()}", err) from None
+
+
+def _abort(producer: Any, settings: Mapping[str, str]) -> None:
+    try:
+        producer.abort_transaction(30)
+    except KafkaException:
+        drop_producer(settings)

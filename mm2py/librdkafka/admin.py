@@ -1,0 +1,400 @@
+"""Admin access to one cluster, with bounded timeouts and errors that name the cluster and the operation.
+
+Clients are created on first use and never pickled; only the driver uses admin clients.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Mapping
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import ConsumerGroupTopicPartitions, IsolationLevel, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    ConfigResource,
+    ConfigSource,
+    NewPartitions,
+    NewTopic,
+    OffsetSpec,
+    ResourcePatternType,
+    ResourceType,
+)
+
+from mm2py.errors import KafkaOperationError
+from mm2py.librdkafka.error_mapping import (
+    AUTH_ERRORS,
+    UNREACHABLE,
+    error_of,
+    leader_away,
+    reason_of,
+    timed_out,
+    wrap_kafka_error,
+)
+
+log = logging.getLogger(__name__)
+# librdkafka's own log lines (connection refused, retries, ...) go through Python logging, so they are
+# redacted and shown only with --verbose; the error that matters reaches the user as one line.
+librdkafka_log = logging.getLogger("mm2py.librdkafka")
+
+# An unreachable cluster must be named within 30 s (the README's exit codes promise it); librdkafka retries
+# connections until the call's timeout, so every call is bounded by this even when admin.timeout.ms (60 s in
+# MM2) is larger.
+MAX_CALL_TIMEOUT_S = 15.0
+# How long every broker of a cluster must have been reported down before a metadata request gives up early.
+_DOWN_GRACE_S = 3.0
+
+
+@dataclass(frozen=True)
+class TopicConfigValue:
+    value: str
+    is_default: bool  # the broker's default, not set on the topic (MM2 copies these only with use.defaults.from)
+
+
+@dataclass(frozen=True)
+class TopicInfo:
+    name: str
+    partitions: int
+
+
+@dataclass(frozen=True)
+class TopicAcl:
+    """One ACL binding on a topic, with Kafka's own enum names (as ``kafka-acls.sh`` prints them)."""
+
+    topic: str
+    pattern_type: str  # LITERAL or PREFIXED
+    principal: str  # User:alice
+    host: str  # * for any
+    operation: str  # READ, WRITE, ALL, DESCRIBE, ...
+    permission: str  # ALLOW or DENY
+
+
+class SecurityDisabledError(KafkaOperationError):
+    """The cluster runs without an authorizer (Kafka's SECURITY_DISABLED): it has no ACLs to read or write."""
+
+
+class ClusterAdmin:
+    """A lazily created AdminClient for one cluster alias."""
+
+    def __init__(self, alias: str, settings: Mapping[str, str], timeout_s: float = MAX_CALL_TIMEOUT_S) -> None:
+        self.alias = alias
+        self._settings: dict[str, Any] = dict(settings)
+        self.timeout_s = min(timeout_s, MAX_CALL_TIMEOUT_S)
+        self._client: AdminClient | None = None
+        self._last_error: KafkaError | None = None  # the first TLS/login failure wins over later noise
+        self._down_since: float | None = None
+
+    @property
+    def client(self) -> AdminClient:
+        if self._client is None:
+            settings: dict[str, Any] = {**self._settings, "logger": librdkafka_log, "error_cb": self._on_error}
+            self._client = AdminClient(settings)
+        return self._client
+
+    def _on_error(self, err: KafkaError) -> None:
+        # librdkafka reports "all brokers down" once, then only the individual connection failures.
+        if err.code() == KafkaError._ALL_BROKERS_DOWN and self._down_since is None:
+            self._down_since = time.monotonic()
+        if self._last_error is None or self._last_error.code() not in AUTH_ERRORS:
+            self._last_error = err
+
+    def _wrap(self, operation: str, exc: BaseException) -> KafkaOperationError:
+        """Our error for a failed call, with the client's own reason when it has one (TLS, login)."""
+        with contextlib.suppress(Exception):  # the reason is a nicety; never hide the original failure
+            self.client.poll(0)  # error events are delivered only when the client is polled
+        if isinstance(exc, FutureTimeout):
+            # librdkafka keeps every broker it has seen and waits on a dead one (a killed node) until each later
+            # call times out too; a new client learns only the live brokers from Metadata, so retries succeed.
+            self._client = None
+        return wrap_kafka_error(self.alias, operation, exc, self._last_error)
+
+    def list_topics(self) -> dict[str, TopicInfo]:
+        """All topics with their partition counts."""
+        operation = "listing topics"
+        metadata = self._metadata(operation)
+        result: dict[str, TopicInfo] = {}
+        for name, topic in metadata.topics.items():
+            if topic.error is not None and topic.error.code() != KafkaError.NO_ERROR:
+                raise KafkaOperationError(self.alias, operation, f"topic {name}: {topic.error.str()}")
+            result[name] = TopicInfo(name, len(topic.partitions))
+        return result
+
+    def _metadata(self, operation: str) -> Any:
+        """A Metadata answer, asked for in short slices so a cluster that is clearly down fails fast.
+
+        librdkafka keeps retrying until the call's timeout; but once it reports every broker down for a few
+        seconds (connection refused, unknown host), or a failed TLS handshake or login, waiting longer only
+        delays the answer a cron job needs.
+        """
+        started = time.monotonic()
+        deadline = started + self.timeout_s
+        while True:
+            try:
+                metadata = self.client.list_topics(timeout=max(0.1, min(1.0, deadline - time.monotonic())))
+                self._down_since = None
+                return metadata
+            except (KafkaException, FutureTimeout) as exc:
+                with contextlib.suppress(Exception):
+                    self.client.poll(0)
+                now = time.monotonic()
+                auth_failed = self._last_error is not None and self._last_error.code() in AUTH_ERRORS
+                down = self._down_since is not None and now - max(self._down_since, started) >= _DOWN_GRACE_S
+                if auth_failed or down or now >= deadline:
+                    raise self._wrap(operation, exc) from None
+
+    def describe_topic_configs(self, topics: list[str]) -> dict[str, dict[str, TopicConfigValue]]:
+        """Topic configs as MM2's config sync sees them: read-only, sensitive and static-broker entries dropped."""
+        if not topics:
+            return {}
+        resources = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in topics]
+        futures = self.client.describe_configs(resources, request_timeout=self.timeout_s)
+        result: dict[str, dict[str, TopicConfigValue]] = {}
+        for resource, future in futures.items():
+            try:
+                entries = future.result(timeout=self.timeout_s)
+            except (KafkaException, FutureTimeout) as exc:
+                raise self._wrap(f"describing configs of {resource.name}", exc) from None
+            result[resource.name] = {
+                name: TopicConfigValue(entry.value, entry.source == ConfigSource.DEFAULT_CONFIG.value)
+                for name, entry in entries.items()
+                if entry.value is not None
+                and not entry.is_sensitive
+                and not entry.is_read_only
+                and entry.source != ConfigSource.STATIC_BROKER_CONFIG.value
+            }
+        return result
+
+    def create_topics(self, topics: list[NewTopic]) -> dict[str, str | None]:
+        """Create topics; returns topic -> None when created or already there, else the error text."""
+        if not topics:
+            return {}
+        futures = self.client.create_topics(topics, request_timeout=self.timeout_s)
+        return self._outcomes(futures, "creating topic", {KafkaError.TOPIC_ALREADY_EXISTS})
+
+    def create_partitions(self, counts: Mapping[str, int]) -> dict[str, str | None]:
+        """Grow topics to the given partition counts; returns topic -> None or the error text."""
+        if not counts:
+            return {}
+        futures = self.client.create_partitions(
+            [NewPartitions(t, n) for t, n in counts.items()], request_timeout=self.timeout_s
+        )
+        return self._outcomes(futures, "adding partitions to", set())
+
+    def _outcomes(self, futures: Mapping[str, Any], operation: str, fine: set[int]) -> dict[str, str | None]:
+        """Per topic: None when its call succeeded (or failed with a code in ``fine``), else the error text.
+
+        A timed-out call or an unreachable cluster raises instead: the caller cannot go on without an answer.
+        """
+        outcome: dict[str, str | None] = {}
+        for name, future in futures.items():
+            try:
+                future.result(timeout=self.timeout_s)
+                outcome[name] = None
+            except (KafkaException, FutureTimeout) as exc:
+                err = error_of(exc)
+                if isinstance(exc, FutureTimeout) or (err is not None and err.code() in UNREACHABLE):
+                    raise self._wrap(f"{operation} {name}", exc) from None
+                if err is not None and err.code() in fine:
+                    outcome[name] = None
+                else:
+                    outcome[name] = err.str() if err is not None else str(exc)
+        return outcome
+
+    def incremental_alter_configs(self, resources: list[ConfigResource]) -> int:
+        """Apply incremental config changes; returns how many resources were altered."""
+        if not resources:
+            return 0
+        futures = self.client.incremental_alter_configs(resources, request_timeout=self.timeout_s)
+        for resource, future in futures.items():
+            try:
+                future.result(timeout=self.timeout_s)
+            except (KafkaException, FutureTimeout) as exc:
+                raise self._wrap(f"altering configs of {resource.name}", exc) from None
+        return len(resources)
+
+    def list_offsets(
+        self, partitions: list[tuple[str, int]], which: str, read_committed: bool = False
+    ) -> dict[tuple[str, int], int]:
+        """Earliest or latest offset of each (topic, partition); latest is the LSO under read_committed."""
+        offsets, away = self._list_offsets(partitions, which, read_committed)
+        for (topic, partition), exc in away.items():
+            raise self._wrap(f"listing {which} offsets of {topic}-{partition}", exc) from None
+        return offsets
+
+    def list_offsets_of_available(
+        self, partitions: list[tuple[str, int]], which: str, read_committed: bool = False
+    ) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], str]]:
+        """Like ``list_offsets``, but a partition whose leader is away (a killed node, an election, or no answer
+        in time while other partitions answered) comes back with its reason instead of failing the call, so the
+        other partitions can still be copied; the call still fails when no partition answered (then the
+        cluster, not one leader, is the problem)."""
+        offsets, away = self._list_offsets(partitions, which, read_committed)
+        if away and not offsets:
+            (topic, partition), exc = next(iter(away.items()))
+            raise self._wrap(f"listing {which} offsets of {topic}-{partition}", exc) from None
+        if any(timed_out(exc) for exc in away.values()):
+            self._client = None  # as in _wrap: a new client forgets the dead node the timed-out request waited on
+        return offsets, {tp: reason_of(exc) for tp, exc in away.items()}
+
+    def _list_offsets(
+        self, partitions: list[tuple[str, int]], which: str, read_committed: bool
+    ) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], BaseException]]:
+        """The offsets that were answered, and the failure of each partition whose leader is away; any other
+        failure is raised at once."""
+        if not partitions:
+            return {}, {}
+        spec = OffsetSpec.earliest() if which == "earliest" else OffsetSpec.latest()  # type: ignore[no-untyped-call]
+        request = {TopicPartition(t, p): spec for t, p in partitions}
+        level = IsolationLevel.READ_COMMITTED if read_committed else IsolationLevel.READ_UNCOMMITTED
+        futures = self.client.list_offsets(request, isolation_level=level, request_timeout=self.timeout_s)
+        offsets: dict[tuple[str, int], int] = {}
+        away: dict[tuple[str, int], BaseException] = {}
+        deadline = time.monotonic() + self.timeout_s  # one bound for the call, however many partitions wait
+        for tp, future in futures.items():
+            try:
+                offsets[(tp.topic, tp.partition)] = future.result(timeout=max(0.0, deadline - time.monotonic())).offset
+            except (KafkaException, FutureTimeout) as exc:
+                if not leader_away(exc):
+                    raise self._wrap(f"listing {which} offsets of {tp.topic}-{tp.partition}", exc) from None
+                away[(tp.topic, tp.partition)] = exc
+        return offsets, away
+
+    def list_groups(self) -> list[str]:
+        """Ids of all consumer groups of the cluster."""
+        future = self.client.list_consumer_groups(request_timeout=self.timeout_s)
+        try:
+            result = future.result(timeout=self.timeout_s)
+        except (KafkaException, FutureTimeout) as exc:
+            raise self._wrap("listing consumer groups", exc) from None
+        return sorted(g.group_id for g in result.valid)
+
+    def group_state(self, group: str) -> str:
+        """The group's state as the broker names it (EMPTY, STABLE, DEAD, ...); DEAD for an unknown group."""
+        futures = self.client.describe_consumer_groups([group], request_timeout=self.timeout_s)
+        try:
+            description = futures[group].result(timeout=self.timeout_s)
+        except (KafkaException, FutureTimeout) as exc:
+            err = error_of(exc)
+            if err is not None and err.code() == KafkaError.GROUP_ID_NOT_FOUND:
+                return "DEAD"
+            raise self._wrap(f"describing consumer group {group}", exc) from None
+        return str(description.state.name)
+
+    def committed_offsets(self, group: str) -> dict[tuple[str, int], int]:
+        """The group's committed offsets per (topic, partition); partitions without a commit are left out."""
+        return {tp: offset for tp, (offset, _metadata) in self.committed(group).items()}
+
+    def committed(self, group: str) -> dict[tuple[str, int], tuple[int, str]]:
+        """The group's committed (offset, commit metadata) per (topic, partition); missing metadata is ""."""
+        futures = self.client.list_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions(group)], request_timeout=self.timeout_s
+        )
+        try:
+            result = futures[group].result(timeout=self.timeout_s)
+        except (KafkaException, FutureTimeout) as exc:
+            raise self._wrap(f"fetching committed offsets of group {group}", exc) from None
+        return {
+            (tp.topic, tp.partition): (tp.offset, tp.metadata or "")
+            for tp in result.topic_partitions or []
+            if tp.offset >= 0
+        }
+
+    def alter_group_offsets(
+        self, group: str, offsets: Mapping[tuple[str, int], int], metadata: Mapping[tuple[str, int], str] | None = None
+    ) -> None:
+        """Commit ``offsets`` (with their commit ``metadata``, when given) for ``group``; the broker refuses
+        this while the group has active members."""
+        if not offsets:
+            return
+        meta = metadata or {}
+        # Missing metadata is "" (what Kafka consumers normalise it to; the client takes no None here).
+        request = ConsumerGroupTopicPartitions(
+            group, [TopicPartition(t, p, o, meta.get((t, p), "")) for (t, p), o in offsets.items()]
+        )
+        futures = self.client.alter_consumer_group_offsets([request], request_timeout=self.timeout_s)
+        try:
+            result = futures[group].result(timeout=self.timeout_s)
+        except (KafkaException, FutureTimeout) as exc:
+            raise self._wrap(f"committing offsets of group {group}", exc) from None
+        failed = [tp for tp in result.topic_partitions or [] if tp.error is not None]
+        if failed:
+            raise KafkaOperationError(
+                self.alias,
+                f"committing offsets of group {group}",
+                f"{failed[0].topic}-{failed[0].partition}: {failed[0].error.str()}",
+            )
+
+    def describe_topic_acls(self) -> list[TopicAcl]:
+        """Every ACL binding on a topic resource, of any pattern type; SecurityDisabledError without an authorizer."""
+        operation = "describing topic ACLs"
+        # None matches any name, principal and host (the client's hints say str, its docs and code take None).
+        any_name: Any = None
+        acl_filter = AclBindingFilter(
+            ResourceType.TOPIC,
+            any_name,
+            ResourcePatternType.ANY,
+            any_name,
+            any_name,
+            AclOperation.ANY,
+            AclPermissionType.ANY,
+        )
+        future = self.client.describe_acls(acl_filter, request_timeout=self.timeout_s)
+        try:
+            bindings = future.result(timeout=self.timeout_s)
+        except (KafkaException, FutureTimeout) as exc:
+            raise self._acl_error(operation, exc) from None
+        return [
+            TopicAcl(
+                b.name, b.resource_pattern_type.name, b.principal, b.host, b.operation.name, b.permission_type.name
+            )
+            for b in bindings
+        ]
+
+    def create_topic_acls(self, acls: list[TopicAcl]) -> dict[TopicAcl, str | None]:
+        """Create ACL bindings (creating an existing one is a no-op in Kafka); returns acl -> None or the error.
+
+        Never call this against a broker that has no authorizer support at all: tansu aborts the client
+        process on CreateAcls. Callers describe first and skip when there is nothing to create.
+        """
+        if not acls:
+            return {}
+        bindings = [
+            AclBinding(
+                ResourceType.TOPIC,
+                a.topic,
+                ResourcePatternType[a.pattern_type],
+                a.principal,
+                a.host,
+                AclOperation[a.operation],
+                AclPermissionType[a.permission],
+            )
+            for a in acls
+        ]
+        futures = self.client.create_acls(bindings, request_timeout=self.timeout_s)
+        outcome: dict[TopicAcl, str | None] = {}
+        for acl, binding in zip(acls, bindings, strict=True):
+            try:
+                futures[binding].result(timeout=self.timeout_s)
+                outcome[acl] = None
+            except (KafkaException, FutureTimeout) as exc:
+                err = error_of(exc)
+                if isinstance(exc, FutureTimeout) or (
+                    err is not None and err.code() in (*UNREACHABLE, KafkaError.SECURITY_DISABLED)
+                ):
+                    raise self._acl_error(f"creating ACLs on topic {acl.topic}", exc) from None
+                outcome[acl] = err.str() if err is not None else str(exc)
+        return outcome
+
+    def _acl_error(self, operation: str, exc: BaseException) -> KafkaOperationError:
+        err = error_of(exc)
+        if err is not None and err.code() == KafkaError.SECURITY_DISABLED:
+            return SecurityDisabledError(self.alias, operation, "the cluster has no authorizer")
+        return self._wrap(operation, exc)

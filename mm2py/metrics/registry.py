@@ -1,0 +1,304 @@
+"""Prometheus metrics of one ``mm2py run``, served on ``/metrics`` while it runs.
+
+Dashboards and alerts written for MirrorMaker 2 should work on mm2py unchanged, so MM2's own metrics keep
+the names they get from Strimzi's JMX Prometheus Exporter rules for KafkaMirrorMaker2 (its
+``metrics-config.yml``). MM2 registers them in the JMX domain ``kafka.connect.mirror`` (``MirrorSourceMetrics``,
+``MirrorCheckpointMetrics``), and Strimzi's rules turn
+
+- ``kafka.connect.mirror<type=MirrorSourceConnector, target=(.+), topic=(.+), partition=(.+)><>([a-z-_]+)``
+  into ``kafka_connect_mirror_mirrorsourceconnector_$4`` with labels target, topic, partition, and
+- ``kafka.connect.mirror<type=MirrorCheckpointConnector, source=(.+), target=(.+), group=(.+), topic=(.+),
+  partition=(.+)><>([a-z-_]+)`` into ``kafka_connect_mirror_mirrorcheckpointconnector_$6`` with labels source,
+  target, group, topic, partition,
+
+with ``lowercaseOutputName`` and every ``-`` of the attribute name made ``_``, all typed GAUGE. Since Kafka 4.0
+(KIP-911, KAFKA-16769) every MirrorSourceConnector MBean also carries a ``source`` tag, which Strimzi's metrics
+reporter passes on as a label; mm2py always sets it. ``topic`` is the remote topic for the source connector
+and the downstream topic for checkpoints, as in MM2.
+
+What each value means follows MM2: counts are cumulative totals; ``record_age_ms`` (read time minus the record
+timestamp) and ``replication_latency_ms`` (target acknowledgement time minus the record timestamp) are the last
+value, and ``_min``/``_max``/``_avg`` and the rates are over Kafka's default metric window, two samples of 30 s
+(NaN when the window holds nothing, as Kafka reports it). Bytes are value bytes, as MM2 counts them.
+
+mm2py's own metrics share their names and labels with ``mm2py lag --prometheus`` where they overlap. Values are
+computed when scraped, so heartbeat ages and rates move even while nothing is recorded.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from mm2py.executor.contract import CopyPath
+from mm2py.metrics.measurement import CheckpointMeasurement, PartitionMeasurement
+from mm2py.metrics.sampled_stat import SampledStat
+from mm2py.metrics.server import MetricsEndpoint
+
+SOURCE_PREFIX = "kafka_connect_mirror_mirrorsourceconnector_"
+CHECKPOINT_PREFIX = "kafka_connect_mirror_mirrorcheckpointconnector_"
+SOURCE_LABELS = ("source", "target", "topic", "partition")
+CHECKPOINT_LABELS = ("source", "target", "group", "topic", "partition")
+LAG_LABELS = ("source", "target", "topic", "partition")  # as mm2py lag --prometheus labels them
+FLOW_LABELS = ("source", "target")
+
+JOB_SECONDS_BUCKETS = (0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, math.inf)
+
+_SOURCE_ATTRIBUTES = (
+    "record_count",
+    "record_rate",
+    "byte_count",
+    "byte_rate",
+    "record_age_ms",
+    "record_age_ms_min",
+    "record_age_ms_max",
+    "record_age_ms_avg",
+    "replication_latency_ms",
+    "replication_latency_ms_min",
+    "replication_latency_ms_max",
+    "replication_latency_ms_avg",
+)
+_CHECKPOINT_ATTRIBUTES = (
+    "checkpoint_latency_ms",
+    "checkpoint_latency_ms_min",
+    "checkpoint_latency_ms_max",
+    "checkpoint_latency_ms_avg",
+)
+
+# Every sample name a scrape can show (a histogram shows three per family, a counter its _total).
+METRIC_NAMES: tuple[str, ...] = (
+    *(SOURCE_PREFIX + a for a in _SOURCE_ATTRIBUTES),
+    *(CHECKPOINT_PREFIX + a for a in _CHECKPOINT_ATTRIBUTES),
+    "mm2py_replication_lag_records",
+    "mm2py_replication_lag_seconds",
+    "mm2py_heartbeat_age_seconds",
+    "mm2py_copy_job_duration_seconds_bucket",
+    "mm2py_copy_job_duration_seconds_count",
+    "mm2py_copy_job_duration_seconds_sum",
+    "mm2py_retries_total",
+    "mm2py_copy_path",
+)
+
+
+class LagRow(Protocol):
+    """A partition's replication lag; ``mm2py.tools.lag.PartitionLag`` is one."""
+
+    @property
+    def source(self) -> str: ...
+    @property
+    def target(self) -> str: ...
+    @property
+    def topic(self) -> str: ...
+    @property
+    def partition(self) -> int: ...
+    @property
+    def lag_records(self) -> int: ...
+    @property
+    def lag_seconds(self) -> float: ...
+
+
+@dataclass
+class _PartitionStats:
+    record_count: int = 0
+    byte_count: int = 0
+    age_last: float = math.nan
+    latency_last: float = math.nan
+    records: SampledStat = field(default_factory=SampledStat)
+    bytes: SampledStat = field(default_factory=SampledStat)
+    age: SampledStat = field(default_factory=SampledStat)
+    latency: SampledStat = field(default_factory=SampledStat)
+
+
+@dataclass
+class _Latency:
+    last: float = math.nan
+    window: SampledStat = field(default_factory=SampledStat)
+
+
+@dataclass
+class _Jobs:
+    buckets: list[int] = field(default_factory=lambda: [0] * len(JOB_SECONDS_BUCKETS))
+    count: int = 0
+    seconds: float = 0.0
+
+
+class RunMetrics(Collector):
+    """The metrics of one run in a registry of its own (two runs in one process never mix).
+
+    The driver calls the ``record_*``/``set_*`` methods from its flow threads; the HTTP server thread collects.
+    ``clock`` returns Unix seconds; tests pass their own.
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._partitions: dict[tuple[str, str, str, str], _PartitionStats] = {}
+        self._checkpoints: dict[tuple[str, str, str, str, str], _Latency] = {}
+        self._lag: dict[tuple[str, str], dict[tuple[str, str], tuple[float, float]]] = {}
+        self._heartbeats: dict[tuple[str, str], float] = {}
+        self._jobs: dict[tuple[str, str], _Jobs] = {}
+        self._retries: dict[tuple[str, str], int] = {}
+        self._paths: dict[tuple[str, str], str] = {}
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(self)
+
+    # -- what the driver reports -------------------------------------------------------------------------
+
+    def record_copy(self, measurements: Iterable[PartitionMeasurement]) -> None:
+        """Copied ranges; a partition appears (with zero counts) from its first measurement on."""
+        with self._lock:
+            now = self._clock()
+            for m in measurements:
+                key = (m.source, m.target, m.remote_topic, str(m.partition))
+                stats = self._partitions.setdefault(key, _PartitionStats())
+                stats.record_count += m.records
+                stats.byte_count += m.bytes
+                stats.records.record(now, m.records, m.records)
+                stats.bytes.record(now, m.records, m.bytes)
+                if m.records and not math.isnan(m.age_ms_min):
+                    stats.age_last = m.age_ms_last
+                    stats.age.record(now, m.records, m.age_ms_sum, m.age_ms_min, m.age_ms_max)
+                if m.records and not math.isnan(m.latency_ms_min):
+                    stats.latency_last = m.latency_ms_last
+                    stats.latency.record(now, m.records, m.latency_ms_sum, m.latency_ms_min, m.latency_ms_max)
+
+    def record_checkpoints(self, measurements: Iterable[CheckpointMeasurement]) -> None:
+        with self._lock:
+            now = self._clock()
+            for m in measurements:
+                entry = self._checkpoints.setdefault(
+                    (m.source, m.target, m.group, m.topic, str(m.partition)), _Latency()
+                )
+                entry.last = m.latency_ms
+                entry.window.record(now, 1, m.latency_ms, m.latency_ms, m.latency_ms)
+
+    def set_lag(self, source: str, target: str, rows: Iterable[LagRow]) -> None:
+        """The flow's lag now, replacing what it was (partitions no longer replicated disappear)."""
+        with self._lock:
+            self._lag[(source, target)] = {(r.topic, str(r.partition)): (r.lag_records, r.lag_seconds) for r in rows}
+
+    def heartbeat_written(self, source: str, target: str, at: float | None = None) -> None:
+        """A heartbeat reached the target; its age is measured from ``at`` (Unix seconds) when scraped."""
+        with self._lock:
+            self._heartbeats[(source, target)] = self._clock() if at is None else at
+
+    def copy_job_finished(self, source: str, target: str, seconds: float) -> None:
+        with self._lock:
+            jobs = self._jobs.setdefault((source, target), _Jobs())
+            jobs.count += 1
+            jobs.seconds += seconds
+            for i, bound in enumerate(JOB_SECONDS_BUCKETS):
+                if seconds <= bound:
+                    jobs.buckets[i] += 1
+
+    def retried(self, source: str, target: str, count: int = 1) -> None:
+        with self._lock:
+            self._retries[(source, target)] = self._retries.get((source, target), 0) + count
+
+    def set_copy_path(self, source: str, target: str, path: CopyPath) -> None:
+        with self._lock:
+            self._paths[(source, target)] = path.path
+
+    # -- what a scrape sees --------------------------------------------------------------------------------
+
+    def collect(self) -> Iterator[Metric]:
+        with self._lock:
+            now = self._clock()
+            yield from self._source_families(now)
+            yield from self._checkpoint_families(now)
+            yield from self._own_families(now)
+
+    def text(self) -> str:
+        """The exposition text a scrape would get."""
+        return generate_latest(self.registry).decode("utf-8")
+
+    def _source_families(self, now: float) -> Iterator[Metric]:
+        families = {
+            a: GaugeMetricFamily(
+                SOURCE_PREFIX + a, f"MirrorSourceConnector {a.replace('_', '-')}", labels=SOURCE_LABELS
+            )
+            for a in _SOURCE_ATTRIBUTES
+        }
+        for key, s in sorted(self._partitions.items()):
+            labels = list(key)
+            age_min, age_max, age_avg = s.age.stats(now)
+            lat_min, lat_max, lat_avg = s.latency.stats(now)
+            values = (
+                s.record_count,
+                s.records.rate(now),
+                s.byte_count,
+                s.bytes.rate(now),
+                s.age_last,
+                age_min,
+                age_max,
+                age_avg,
+                s.latency_last,
+                lat_min,
+                lat_max,
+                lat_avg,
+            )
+            for attribute, value in zip(_SOURCE_ATTRIBUTES, values, strict=True):
+                families[attribute].add_metric(labels, value)
+        yield from families.values()
+
+    def _checkpoint_families(self, now: float) -> Iterator[Metric]:
+        families = [
+            GaugeMetricFamily(
+                CHECKPOINT_PREFIX + a, f"MirrorCheckpointConnector {a.replace('_', '-')}", labels=CHECKPOINT_LABELS
+            )
+            for a in _CHECKPOINT_ATTRIBUTES
+        ]
+        for key, entry in sorted(self._checkpoints.items()):
+            for family, value in zip(families, (entry.last, *entry.window.stats(now)), strict=True):
+                family.add_metric(list(key), value)
+        yield from families
+
+    def _own_families(self, now: float) -> Iterator[Metric]:
+        records = GaugeMetricFamily(
+            "mm2py_replication_lag_records", "Source records not yet replicated", labels=LAG_LABELS
+        )
+        seconds = GaugeMetricFamily(
+            "mm2py_replication_lag_seconds", "Age of the oldest source record not yet replicated", labels=LAG_LABELS
+        )
+        for (source, target), rows in sorted(self._lag.items()):
+            for (topic, partition), (lag_records, lag_seconds) in sorted(rows.items()):
+                records.add_metric([source, target, topic, partition], lag_records)
+                seconds.add_metric([source, target, topic, partition], lag_seconds)
+        heartbeat = GaugeMetricFamily(
+            "mm2py_heartbeat_age_seconds",
+            "Seconds since this run's newest heartbeat reached the target",
+            labels=FLOW_LABELS,
+        )
+        for flow, at in sorted(self._heartbeats.items()):
+            heartbeat.add_metric(list(flow), max(0.0, now - at))
+        jobs = HistogramMetricFamily(
+            "mm2py_copy_job_duration_seconds", "Wall time of one copy job (one Spark job of a flow)", labels=FLOW_LABELS
+        )
+        for flow, j in sorted(self._jobs.items()):
+            bounds = ["+Inf" if math.isinf(b) else str(b) for b in JOB_SECONDS_BUCKETS]
+            jobs.add_metric(list(flow), list(zip(bounds, j.buckets, strict=True)), j.seconds)
+        retries = CounterMetricFamily(
+            "mm2py_retries", "Transient failures retried (copy jobs, admin steps)", labels=FLOW_LABELS
+        )
+        for flow, count in sorted(self._retries.items()):
+            retries.add_metric(list(flow), count)
+        path = GaugeMetricFamily(
+            "mm2py_copy_path", "1 for the copy path the flow uses (batch or record)", labels=(*FLOW_LABELS, "path")
+        )
+        for flow, name in sorted(self._paths.items()):
+            path.add_metric([*flow, name], 1)
+        yield from (records, seconds, heartbeat, jobs, retries, path)
+
+    # -- the endpoint ----------------------------------------------------------------------------------------
+
+    def serve(self, host: str, port: int) -> MetricsEndpoint:
+        """Start ``/metrics`` on ``host:port`` (0 = any free port); raises OSError if it cannot listen."""
+        return MetricsEndpoint(self.registry, host, port)

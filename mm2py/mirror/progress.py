@@ -1,0 +1,41 @@
+"""Replication progress, kept where MM2 keeps it: ``mm2-offsets.<source>.internal`` on the target.
+
+One record per source partition, in Kafka Connect's own format (docs/mm2-semantics.md, *Progress records*): key
+``["MirrorSourceConnector",{"cluster":"A","partition":0,"topic":"orders"}]`` and value ``{"offset":N}``,
+N being the offset of the last replicated record. Because the bytes are MM2's, a flow can move between MM2
+and mm2py, or between hosts, without copying anything twice. Reading and writing it on a cluster is
+:mod:`mm2py.control.progress_store`'s; copy tasks write it with their own producers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mm2py.mirror.record_formats import (
+    source_offset_key,
+    source_offset_value,
+)
+
+SOURCE_CONNECTOR_NAME = "MirrorSourceConnector"
+# Connect writes offsets with the Java client's murmur2 partitioner; a key must land where Connect's
+# reader expects it, so the progress producer uses librdkafka's Java-compatible partitioner.
+PROGRESS_PARTITIONER = "murmur2_random"
+
+
+def progress_topic(source_alias: str) -> str:
+    """``mm2-offsets.<source>.internal``: always with ``.``, whatever the replication policy (*Internal topics*)."""
+    return f"mm2-offsets.{source_alias}.internal"
+
+
+@dataclass(frozen=True)
+class ProgressRecord:
+    """The key and value bytes of one progress record, as Connect writes them."""
+
+    key: bytes
+    value: bytes
+
+
+def progress_record(source_alias: str, topic: str, partition: int, last_offset: int) -> ProgressRecord:
+    return ProgressRecord(
+        source_offset_key(source_alias, topic, partition, SOURCE_CONNECTOR_NAME), source_offset_value(last_offset)
+    )

@@ -1,0 +1,40 @@
+"""Running the real ``mm2py`` command from integration tests, and writing the properties files it reads."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.harness.kafka_harness import TansuBroker
+
+# Development-cluster settings every test file needs (tansu has one node; MM2 defaults to RF 2/3).
+SMALL_CLUSTER = """\
+replication.factor = 1
+checkpoints.topic.replication.factor = 1
+heartbeats.topic.replication.factor = 1
+offset-syncs.topic.replication.factor = 1
+offset.storage.replication.factor = 1
+offset.storage.partitions = 5
+mm2py.spark.master = local[2]
+# tansu holds every JoinGroup for session.timeout.ms / 2 (test-broker bug), which each run's lease join pays.
+mm2py.lease.session.timeout.ms = 3000
+# A continuous run stops after its job in flight, which follows its partitions for this long (10 s by default):
+# shorter, every test that stops a run is quicker; following itself is tested with its own durations.
+mm2py.continuous.follow.ms = 3000
+"""
+
+
+def write_config(path: Path, brokers: dict[str, TansuBroker], body: str, clusters: list[str] | None = None) -> Path:
+    aliases = clusters or list(brokers)
+    lines = [f"clusters = {', '.join(aliases)}"]
+    lines += [f"{alias}.bootstrap.servers = {brokers[alias].bootstrap}" for alias in aliases if alias in brokers]
+    path.write_text("\n".join(lines) + "\n" + SMALL_CLUSTER + body)
+    return path
+
+
+def mm2py(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m mm2py ARGS`` to completion; output captured as text."""
+    return subprocess.run(
+        [sys.executable, "-m", "mm2py", *args], capture_output=True, text=True, timeout=timeout, check=False
+    )

@@ -1,0 +1,59 @@
+"""mm2py against real Kafka clusters: properties files naming them, unique cluster aliases, MM2's internal topics.
+
+Why aliases are unique per test: the session-scoped real clusters outlive a test, and MM2 names internal
+topics after aliases (``mm2-offsets.<source>.internal``, ``<source>.checkpoints.internal``,
+``mm2-offset-syncs.<other>.internal``), so a fixed alias would make tests read each other's progress.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+
+from mm2py.mirror.record_formats import Checkpoint
+from tests.harness.kafka_harness import Record
+
+# Like tests/integration/mm2py_cli.SMALL_CLUSTER, for one-node real clusters (RF 1 everywhere). The lease
+# session is Kafka's group.min.session.timeout.ms: a real broker refuses a shorter one. Continuous runs follow
+# for 3 s per job, as there.
+REAL_SMALL_CLUSTER = """\
+replication.factor = 1
+checkpoints.topic.replication.factor = 1
+heartbeats.topic.replication.factor = 1
+offset-syncs.topic.replication.factor = 1
+offset.storage.replication.factor = 1
+offset.storage.partitions = 5
+mm2py.spark.master = local[2]
+mm2py.lease.session.timeout.ms = 6000
+mm2py.continuous.follow.ms = 3000
+"""
+IDENTITY = "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"
+
+
+def unique_alias(prefix: str) -> str:
+    """A cluster alias no other test uses: letters and digits only (aliases become parts of topic names)."""
+    return f"{prefix}{uuid.uuid4().hex[:6]}"
+
+
+def write_real_config(
+    path: Path, bootstraps: Mapping[str, str], body: str, cluster_settings: str = REAL_SMALL_CLUSTER
+) -> Path:
+    """An MM2 properties file: ``clusters``, one ``<alias>.bootstrap.servers`` per cluster, settings, ``body``."""
+    lines = [f"clusters = {', '.join(bootstraps)}"]
+    lines += [f"{alias}.bootstrap.servers = {bootstrap}" for alias, bootstrap in bootstraps.items()]
+    path.write_text("\n".join(lines) + "\n" + cluster_settings + body)
+    return path
+
+
+def latest_checkpoints(records: list[Record]) -> dict[tuple[str, str, int], Checkpoint]:
+    """The newest checkpoint per (group, topic, partition) of a read of ``<source>.checkpoints.internal``;
+    records that are not checkpoints (seal records of a compaction) are skipped, as MM2's readers skip them."""
+    latest: dict[tuple[str, str, int], Checkpoint] = {}
+    for r in records:
+        try:
+            cp = Checkpoint.from_record(r.key, r.value)
+        except ValueError:
+            continue
+        latest[(cp.consumer_group_id, cp.topic, cp.partition)] = cp
+    return latest
