@@ -16,7 +16,7 @@ from mm2py.config.flow import FlowConfig
 from mm2py.control.plan import AdminPool, FlowPlan
 from mm2py.control.progress_store import write_progress
 from mm2py.engine.ranges import follow_ranges, round_ranges
-from mm2py.engine.spark import SparkRunner
+from mm2py.engine.spark import SparkRunner, raise_failure
 from mm2py.engine.stats import FlowStats
 from mm2py.engine.unavailable import UnavailablePartitions
 from mm2py.errors import KafkaOperationError
@@ -169,6 +169,7 @@ class CopyRounds:
             self.metrics.copy_job_finished(self.flow.source, self.flow.target, seconds)
         self.stats.lag = self.lag()
         log.info("copied flow=%s ranges=%d records=%d", self.flow.name, len(results), sum(r.records for r in results))
+        raise_failure(self.flow.name, results)  # after what the failed ranges copied before their failure is counted
         return len(ranges)
 
     def copy_available(self, follow_s: float = 0.0) -> int:

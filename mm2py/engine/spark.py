@@ -142,9 +142,9 @@ class SparkRunner:
         return self.parallelism // self.flows
 
     def copy(self, spec: CopySpec, ranges: list[PartitionRange]) -> list[CopyResult]:
-        results = self._run(spec, ranges)
-        raise_failure(spec.flow, results)
-        return results
+        """Run one copy job; a range that stopped early says why in its result (``raise_failure`` raises it),
+        after what it copied before, which the caller counts first."""
+        return self._run(spec, ranges)
 
     def _run(self, spec: CopySpec, ranges: list[PartitionRange]) -> list[CopyResult]:
         """Run one copy job: at most ``parallelism`` tasks, each copying a group of ranges."""
@@ -212,7 +212,8 @@ def _copy_task(
 
 
 def raise_failure(flow: str, results: list[CopyResult]) -> None:
-    """Raise the failure the tasks reported, a permanent one first: retrying the job cannot help it."""
+    """Raise the failure the tasks reported, a permanent one first: retrying the job cannot help it. Call it
+    once the results' progress is counted: a failed range may still have copied part of itself."""
     failures = [r.error for r in results if r.error is not None]
     if failures:
         failure = next((f for f in failures if not f.retriable), failures[0])

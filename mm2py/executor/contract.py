@@ -88,7 +88,8 @@ class CopyResult:
     bytes: int
     syncs: int
     seconds: float
-    error: Failure | None = None  # why nothing of the range counts as copied; None when it was copied
+    # Why the range stopped before its end (records and next_offset count what it copied before); None: it did not.
+    error: Failure | None = None
     measurement: PartitionMeasurement | None = None  # MM2's per-partition metrics of what was copied
     source_end: int = -1  # the source partition's end offset when the task last fetched it; -1: not known
 

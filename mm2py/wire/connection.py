@@ -1,150 +1,76 @@
-"""Raw Kafka requests for the batch copy path: metadata, multi-partition Fetch, InitProducerId, raw Produce.
+"""One cluster's connections for the batch path, over kafka-python: the :class:`~mm2py.wire.cluster.Cluster`
+that the fetcher and the sender use on real brokers.
 
-Why a protocol library and not confluent-kafka: librdkafka hands out records, never the record batches a
-Fetch response carries, and cannot produce a batch as it is. kafka-python 3.0.12 can: its generated
-request classes keep a partition's record set as plain bytes in both directions, and its network client
-does TLS, SASL PLAIN, SCRAM-SHA-256/512 and OAUTHBEARER itself. Its 3.x network layer is being rewritten
-(a compatibility client over a new connection manager), so the version is pinned and this module (with
-:mod:`mm2py.wire.produce_request`, which it uses) is the only one that imports it; everything it returns is
-mm2py's own plain data. Errors come back as data (:class:`ErrorCode`: the Kafka error code, its name,
-whether waiting can fix it) and the copier decides.
+Why a protocol library and not confluent-kafka: librdkafka hands out records, never the record batches a Fetch
+response carries, and cannot produce a batch as it is. kafka-python 3.0.12 can: its generated request classes
+keep a partition's record set as plain bytes in both directions, and its network client does TLS, SASL PLAIN,
+SCRAM-SHA-256/512 and OAUTHBEARER itself. Its 3.x network layer is being rewritten (a compatibility client over a
+new connection manager), so the version is pinned and only this package imports it; everything crossing this
+module is mm2py's own plain data, and the library's failures are :class:`~mm2py.wire.errors.WireError` s:
+
+- a request to a broker that the last Metadata answer no longer lists (the library raises
+  ``UnknownBrokerIdError``, which it counts as permanent) is a lost connection, NETWORK_EXCEPTION: the broker
+  died or left, and a metadata refresh will name the new leaders;
+- the library closes a connection whose request went unanswered for ``request_timeout_ms`` and fails every
+  request on it (as Java's NetworkClient does): REQUEST_TIMED_OUT for the one that timed out, NETWORK_EXCEPTION
+  for the rest;
+- sending never waits for a connection: :meth:`KafkaConnection.ready` starts connecting and says whether a
+  request would go out now.
 
 Versions: Fetch v4 (aborted transactions) to v12, the last one that names topics (later ones use topic ids);
-Produce v3 (v2 record batches) to v8, the last one before the flexible encoding.
-
-Threads: one :class:`WireClient` per cluster and per thread; it is not shared.
+Produce v3 (v2 record batches) to v8, the last one before the flexible encoding; Metadata up to v9 (leader
+epochs from v7).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Generic, TypeVar
 
 import kafka.errors as kafka_errors  # type: ignore[import-untyped]
-import kafka.version  # type: ignore[import-untyped]
 from kafka.future import Future  # type: ignore[import-untyped]
 from kafka.net.compat import KafkaNetClient  # type: ignore[import-untyped]
 from kafka.net.sasl.oauth import AbstractTokenProvider  # type: ignore[import-untyped]
-from kafka.net.transport import KafkaTCPTransport  # type: ignore[import-untyped]
-from kafka.protocol.consumer import FetchRequest, FetchResponse  # type: ignore[import-untyped]
-from kafka.protocol.frame import KafkaBytes  # type: ignore[import-untyped]
+from kafka.protocol.consumer import FetchRequest  # type: ignore[import-untyped]
 from kafka.protocol.metadata import MetadataRequest  # type: ignore[import-untyped]
 from kafka.protocol.producer import InitProducerIdRequest  # type: ignore[import-untyped]
 
+from mm2py.errors import ReplicationError
+from mm2py.wire import library_patches
+from mm2py.wire.cluster import (
+    ClusterMetadata,
+    FetchedPartition,
+    FetchPosition,
+    PartitionLeader,
+    ProducedPartition,
+    ProducerIds,
+    RecordSetPieces,
+    TopicPartition,
+)
 from mm2py.wire.connection_settings import TokenSource, wire_config
-from mm2py.wire.produce_request import ForwardingProduceRequest, RecordSetPieces
+from mm2py.wire.errors import (
+    NETWORK_EXCEPTION,
+    REQUEST_TIMED_OUT,
+    UNSUPPORTED_VERSION,
+    WireError,
+    broker_error,
+    disconnected,
+)
+from mm2py.wire.produce_request import ForwardingProduceRequest
 
 log = logging.getLogger(__name__)
+library_patches.apply()
 
-TopicPartition = tuple[str, int]
+T = TypeVar("T")
 # A multi-partition fetch response is far larger than the library's 1 MB default receive limit.
 DEFAULT_MAX_RECEIVE_BYTES = 256 * 1024 * 1024
+# The library pauses a connection at its in-flight limit and refuses requests meanwhile; the fetcher and the
+# sender keep their own limits (one Fetch, five Produce requests per broker), plus Metadata now and then.
+_LIBRARY_IN_FLIGHT_LIMIT = 16
 _FETCH_VERSIONS = (4, 12)
 _METADATA_MAX_VERSION = 9
-
-
-# kafka-python 3.0.12 reads a plain TCP socket 4 KiB per recv() call (the chunk size is fixed), so a
-# multi-megabyte Fetch response took thousands of calls, each a Python-level loop turn. Measured in one
-# process copying 500k records of 1 KB: 18-22% of the copier's CPU. The transport's read is replaced by the
-# same loop with a larger chunk, for exactly the pinned version (any other keeps the library's own); TLS
-# transports keep theirs (a TLS record holds at most 16 KiB).
-RECV_CHUNK_BYTES = 256 * 1024
-_RECV_PATCHED_VERSION = "3.0.12"
-
-
-def _sock_recv(self: Any) -> tuple[bytes, Exception | None]:
-    """KafkaTCPTransport._sock_recv of kafka-python 3.0.12 with RECV_CHUNK_BYTES per call; errors as there."""
-    received: list[bytes] = []
-    error: Exception | None = None
-    while True:
-        try:
-            data = self._sock.recv(RECV_CHUNK_BYTES)
-        except (BlockingIOError, InterruptedError):
-            break
-        except BaseException as exc:
-            log.exception("%s: error receiving network data, closing socket", self)
-            error = kafka_errors.KafkaConnectionError(exc)
-            break
-        if not data:
-            log.error("%s: socket disconnected", self)
-            error = kafka_errors.KafkaConnectionError("socket disconnected")
-            break
-        received.append(data)
-    return b"".join(received), error
-
-
-_decode_fetch_response = FetchResponse.decode.__func__
-
-
-def _decode_fetch_in_place(cls: Any, data: Any, *args: Any, **kwargs: Any) -> Any:
-    """FetchResponse.decode over a view of the received frame instead of a copy of it.
-
-    The library hands decode its receive buffer (a bytearray) and decode takes ``read()`` of it: a slice and
-    then ``bytes()`` of the slice, two copies of every fetched byte before the record sets are cut out (a third
-    copy, which stays). A view of the unread rest is what decode makes of a ``bytes`` argument, and nothing
-    reads or writes the buffer after decode."""
-    if isinstance(data, KafkaBytes):
-        data = memoryview(data)[data.tell() :]
-    return _decode_fetch_response(cls, data, *args, **kwargs)
-
-
-if kafka.version.__version__ == _RECV_PATCHED_VERSION:
-    KafkaTCPTransport._sock_recv = _sock_recv
-    FetchResponse.decode = classmethod(_decode_fetch_in_place)
-
-
-@dataclass(frozen=True)
-class ErrorCode:
-    """A Kafka error code as data: 0 is never one of these."""
-
-    code: int
-    name: str
-    retriable: bool
-
-    def __str__(self) -> str:
-        return f"{self.name} ({self.code})"
-
-
-def error_for(code: int) -> ErrorCode | None:
-    if code == 0:
-        return None
-    cls = kafka_errors.for_code(code)
-    # The library marks a few errors that a new leader or a metadata refresh fixes as non-retriable.
-    retriable = bool(cls.retriable) or code in (6, 3)  # NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION
-    return ErrorCode(code, str(getattr(cls, "message", cls.__name__)), retriable)
-
-
-TRANSPORT_ERROR = ErrorCode(-1, "NETWORK_EXCEPTION (no response)", True)
-
-
-@dataclass(frozen=True)
-class FetchPosition:
-    topic: str
-    partition: int
-    offset: int
-    max_bytes: int
-
-
-@dataclass(frozen=True)
-class FetchedPartition:
-    topic: str
-    partition: int
-    error: ErrorCode | None
-    high_watermark: int
-    last_stable_offset: int
-    aborted_transactions: list[tuple[int, int]] | None  # (producer id, first offset); None: read_uncommitted
-    records: bytes
-
-
-@dataclass(frozen=True)
-class ProducedPartition:
-    topic: str
-    partition: int
-    error: ErrorCode | None
-    base_offset: int
 
 
 class _TokenProvider(AbstractTokenProvider):  # type: ignore[misc]
@@ -161,22 +87,43 @@ class _TokenProvider(AbstractTokenProvider):  # type: ignore[misc]
         return self.source.extensions()
 
 
-class Pending:
-    """A request in flight; :meth:`WireClient.wait` turns it into a result."""
+def wire_error(exc: BaseException, node: int) -> WireError:
+    """What a failed request means, from the library's exception (see the module docstring)."""
+    if isinstance(exc, kafka_errors.RequestTimedOutError | kafka_errors.KafkaTimeoutError):
+        return WireError(REQUEST_TIMED_OUT, f"node {node}: {exc}")
+    if isinstance(exc, kafka_errors.UnknownBrokerIdError):
+        return disconnected(node, "the cluster's metadata no longer lists this broker")
+    if isinstance(exc, kafka_errors.KafkaConnectionError | kafka_errors.NodeNotReadyError | OSError):
+        return disconnected(node, exc)
+    if isinstance(exc, kafka_errors.IncompatibleBrokerVersion):
+        return WireError(UNSUPPORTED_VERSION, f"node {node}: {exc}")
+    if isinstance(exc, kafka_errors.BrokerResponseError):
+        return WireError(type(exc), f"node {node}: {exc}")
+    retriable = bool(getattr(exc, "retriable", False))
+    return WireError(NETWORK_EXCEPTION if retriable else type(exc), f"node {node}: {type(exc).__name__}: {exc}")
 
-    def __init__(self, future: Any, node: int, kind: str) -> None:
-        self.future = future
+
+class _Pending(Generic[T]):
+    """A request in flight: the library's future, and how its response becomes mm2py's data."""
+
+    def __init__(self, node: int, future: Any, decode: Callable[[Any], T | WireError]) -> None:
         self.node = node
-        self.kind = kind
+        self._future = future
+        self._decode = decode
         self.sent_at = time.monotonic()
 
     @property
     def done(self) -> bool:
-        return bool(self.future.is_done)
+        return bool(self._future.is_done)
+
+    def result(self) -> T | WireError:
+        if self._future.failed():
+            return wire_error(self._future.exception, self.node)
+        return self._decode(self._future.value)
 
 
-class WireClient:
-    """One cluster's connections (created on the executor; never pickled)."""
+class KafkaConnection:
+    """One cluster's connections (created on the executor; never pickled; one thread)."""
 
     def __init__(
         self, alias: str, settings: Mapping[str, str], *, max_receive_bytes: int = DEFAULT_MAX_RECEIVE_BYTES
@@ -186,57 +133,85 @@ class WireClient:
         source = config.pop("sasl_oauth_token_source", None)
         if source is not None:
             config["sasl_oauth_token_provider"] = _TokenProvider(source)
-        self.request_timeout_ms = int(config.get("request_timeout_ms", 30_000))
-        self._client = KafkaNetClient(receive_message_max_bytes=max_receive_bytes, **config)
-        self._leaders: dict[TopicPartition, int] = {}
+        config.setdefault("request_timeout_ms", 30_000)
+        self.request_timeout_s = int(config["request_timeout_ms"]) / 1000
+        self._client = KafkaNetClient(
+            receive_message_max_bytes=max_receive_bytes,
+            max_in_flight_requests_per_connection=_LIBRARY_IN_FLIGHT_LIMIT,
+            **config,
+        )
 
     def close(self) -> None:
         self._client.close()
 
     def bootstrap(self, timeout_s: float) -> None:
-        """Connect to a bootstrap broker and learn the brokers; raises on timeout."""
-        self._client.check_version(timeout_ms=int(timeout_s * 1000))
+        """Connect to a bootstrap broker and learn the brokers from a first Metadata answer."""
+        deadline = time.monotonic() + timeout_s
+        try:
+            self._client.check_version(timeout_ms=int(timeout_s * 1000))
+        except kafka_errors.KafkaError as exc:
+            raise ReplicationError(f"no broker of {self.alias} answers: {type(exc).__name__}: {exc}") from None
+        node = self._client.least_loaded_node(bootstrap_fallback=True)
+        pending = self.metadata(node, ())
+        while not pending.done and time.monotonic() < deadline:
+            self.poll(min(0.1, max(0.0, deadline - time.monotonic())))
+        answer = pending.result() if pending.done else WireError(REQUEST_TIMED_OUT, "first metadata request")
+        if isinstance(answer, WireError):
+            raise ReplicationError(f"no broker of {self.alias} answers: {answer}")
 
-    # -- metadata ------------------------------------------------------------------------------------------
-    def refresh_leaders(self, topics: Iterable[str], timeout_s: float) -> dict[TopicPartition, ErrorCode]:
-        """Learn each partition's leader; returns the partitions (or topics, as partition -1) in error."""
+    def brokers(self) -> frozenset[int]:
+        return frozenset(b.node_id for b in self._client.cluster.brokers() if isinstance(b.node_id, int))
+
+    def ready(self, node: int) -> bool:
+        try:
+            return bool(self._client.ready(node))
+        except kafka_errors.KafkaError:
+            return False  # no longer listed, or its connection failed: the caller looks the leader up again
+
+    def in_flight(self, node: int) -> int:
+        return int(self._client.in_flight_request_count(node))
+
+    def poll(self, timeout_s: float) -> None:
+        self._client.poll(timeout_ms=int(max(0.0, timeout_s) * 1000))
+
+    def _send(self, node: Any, request: Any, decode: Callable[[Any], T | WireError]) -> _Pending[T]:
+        try:
+            future = self._client.send(node, request)
+        except kafka_errors.KafkaError as exc:  # e.g. UnknownBrokerIdError: raised, not returned, by the library
+            future = Future().failure(exc)
+        return _Pending(node, future, decode)
+
+    # -- requests -------------------------------------------------------------------------------------------
+
+    def metadata(self, node: int, topics: Iterable[str]) -> _Pending[ClusterMetadata]:
         topic_type = MetadataRequest.MetadataRequestTopic
         request = MetadataRequest(
             topics=[topic_type(name=t) for t in sorted(set(topics))],
             allow_auto_topic_creation=False,
             max_version=_METADATA_MAX_VERSION,
         )
-        node = self._client.least_loaded_node(bootstrap_fallback=True)
-        response = self._call(node, request, timeout_s)
-        self._client.cluster.update_metadata(response)  # so the client can connect to every broker named
-        errors: dict[TopicPartition, ErrorCode] = {}
-        for topic in response.topics:
-            topic_error = error_for(topic.error_code)
-            if topic_error is not None:
-                errors[(topic.name, -1)] = topic_error
-                continue
-            for partition in topic.partitions:
-                partition_error = error_for(partition.error_code)
-                if partition_error is not None or partition.leader_id < 0:
-                    errors[(topic.name, partition.partition_index)] = partition_error or error_for(5)  # type: ignore[assignment]
-                else:
-                    self._leaders[(topic.name, partition.partition_index)] = partition.leader_id
-        return errors
 
-    def leader(self, tp: TopicPartition) -> int | None:
-        return self._leaders.get(tp)
+        def decode(response: Any) -> ClusterMetadata:
+            self._client.cluster.update_metadata(response)  # so the client can connect to every broker named
+            partitions: dict[TopicPartition, PartitionLeader] = {}
+            topic_errors: dict[str, WireError] = {}
+            for topic in response.topics:
+                error = broker_error(topic.error_code)
+                if error is not None:
+                    topic_errors[topic.name] = error
+                    continue
+                for p in topic.partitions:
+                    epoch = getattr(p, "leader_epoch", -1)
+                    partitions[(topic.name, p.partition_index)] = PartitionLeader(
+                        p.leader_id, -1 if epoch is None else epoch, broker_error(p.error_code)
+                    )
+            return ClusterMetadata(frozenset(b.node_id for b in response.brokers), partitions, topic_errors)
 
-    # -- requests ------------------------------------------------------------------------------------------
-    def send_fetch(
-        self,
-        node: int,
-        positions: Iterable[FetchPosition],
-        *,
-        read_committed: bool,
-        max_wait_ms: int = 100,
-        max_bytes: int = 64 * 1024 * 1024,
-    ) -> Pending:
-        """One Fetch carrying every given partition (they must share ``node`` as leader)."""
+        return self._send(node, request, decode)
+
+    def fetch(
+        self, node: int, positions: Sequence[FetchPosition], *, read_committed: bool, max_wait_ms: int, max_bytes: int
+    ) -> _Pending[list[FetchedPartition]]:
         by_topic: dict[str, list[Any]] = {}
         partition_type = FetchRequest.FetchTopic.FetchPartition
         for p in positions:
@@ -246,7 +221,7 @@ class WireClient:
                     fetch_offset=p.offset,
                     partition_max_bytes=p.max_bytes,
                     log_start_offset=-1,
-                    current_leader_epoch=-1,
+                    current_leader_epoch=p.leader_epoch,
                 )
             )
         request = FetchRequest(
@@ -263,91 +238,71 @@ class WireClient:
             min_version=_FETCH_VERSIONS[0],
             max_version=_FETCH_VERSIONS[1],
         )
-        return self._send(node, request, "fetch")
+        return self._send(node, request, lambda response: _fetched(node, response))
 
-    def fetch_result(self, pending: Pending, timeout_s: float) -> list[FetchedPartition] | ErrorCode:
-        response = self.wait(pending, timeout_s)
-        if isinstance(response, ErrorCode):
-            return response
-        top = error_for(getattr(response, "error_code", 0) or 0)
-        if top is not None:
-            return top
-        result = []
-        for topic in response.responses:
-            for p in topic.partitions:
-                aborted = None
-                if p.aborted_transactions is not None:
-                    aborted = [(a.producer_id, a.first_offset) for a in p.aborted_transactions]
-                result.append(
-                    FetchedPartition(
-                        topic.topic,
-                        p.partition_index,
-                        error_for(p.error_code),
-                        p.high_watermark,
-                        p.last_stable_offset,
-                        aborted,
-                        p.records or b"",
-                    )
+    def produce(
+        self,
+        node: int,
+        record_sets: Mapping[TopicPartition, RecordSetPieces],
+        *,
+        timeout_ms: int,
+        transactional_id: str | None = None,
+    ) -> _Pending[list[ProducedPartition]]:
+        request = ForwardingProduceRequest(record_sets, acks=-1, timeout_ms=timeout_ms)
+
+        def decode(response: Any) -> list[ProducedPartition]:
+            return [
+                ProducedPartition(
+                    topic.name,
+                    p.index,
+                    broker_error(p.error_code, f"node {node}"),
+                    p.base_offset,
+                    getattr(p, "log_start_offset", -1),
                 )
-        return result
+                for topic in response.responses
+                for p in topic.partition_responses
+            ]
 
-    def init_producer_id(self, timeout_s: float) -> tuple[int, int] | ErrorCode:
-        """A producer id and epoch for an idempotent (non-transactional) producer."""
+        return self._send(node, request, decode)
+
+    def init_producer_id(
+        self, node: int, *, transactional_id: str | None = None, transaction_timeout_ms: int = -1
+    ) -> _Pending[ProducerIds]:
         request = InitProducerIdRequest(
-            transactional_id=None, transaction_timeout_ms=-1, producer_id=-1, producer_epoch=-1, max_version=4
+            transactional_id=transactional_id,
+            transaction_timeout_ms=transaction_timeout_ms,
+            producer_id=-1,
+            producer_epoch=-1,
+            max_version=4,
         )
-        node = self._client.least_loaded_node(bootstrap_fallback=True)
-        try:
-            response = self._call(node, request, timeout_s)
-        except kafka_errors.KafkaError as exc:
-            return ErrorCode(-1, f"{type(exc).__name__}: {exc}", True)
-        error = error_for(response.error_code)
-        return error if error is not None else (response.producer_id, response.producer_epoch)
 
-    def send_produce(
-        self, node: int, record_sets: Mapping[TopicPartition, RecordSetPieces], *, timeout_ms: int = 30_000
-    ) -> Pending:
-        """One Produce with acks=-1 carrying one record set per partition (all led by ``node``), each given as
-        the pieces it is sent in (:mod:`mm2py.wire.produce_request`)."""
-        return self._send(node, ForwardingProduceRequest(record_sets, acks=-1, timeout_ms=timeout_ms), "produce")
+        def decode(response: Any) -> ProducerIds | WireError:
+            error = broker_error(response.error_code, f"InitProducerId at node {node}")
+            return error if error is not None else ProducerIds(response.producer_id, response.producer_epoch)
 
-    def produce_result(self, pending: Pending, timeout_s: float) -> list[ProducedPartition] | ErrorCode:
-        response = self.wait(pending, timeout_s)
-        if isinstance(response, ErrorCode):
-            return response
-        return [
-            ProducedPartition(topic.name, p.index, error_for(p.error_code), p.base_offset)
-            for topic in response.responses
-            for p in topic.partition_responses
-        ]
+        return self._send(node, request, decode)
 
-    # -- plumbing ------------------------------------------------------------------------------------------
-    def _send(self, node: int, request: Any, kind: str) -> Pending:
-        try:
-            self._client.await_ready(node, timeout_ms=self.request_timeout_ms)
-        except kafka_errors.KafkaError as exc:
-            return Pending(Future().failure(exc), node, kind)
-        return Pending(self._client.send(node, request), node, kind)
 
-    def poll(self, timeout_s: float) -> None:
-        """Serve the connections (send queued bytes, read answers) for up to ``timeout_s``."""
-        self._client.poll(timeout_ms=int(timeout_s * 1000))
-
-    def wait(self, pending: Pending, timeout_s: float) -> Any:
-        """The response, or an ErrorCode when the request failed in transport or timed out."""
-        self._client.poll(timeout_ms=int(timeout_s * 1000), future=pending.future)
-        if not pending.future.is_done:
-            return ErrorCode(7, f"REQUEST_TIMED_OUT ({pending.kind} to node {pending.node})", True)
-        if pending.future.failed():
-            exc = pending.future.exception
-            retriable = bool(getattr(exc, "retriable", True)) or isinstance(exc, kafka_errors.KafkaConnectionError)
-            return ErrorCode(getattr(exc, "errno", -1) or -1, f"{type(exc).__name__}: {exc}", retriable)
-        return pending.future.value
-
-    def _call(self, node: int, request: Any, timeout_s: float) -> Any:
-        if node is None:
-            raise kafka_errors.NoBrokersAvailable(f"no broker of {self.alias} is reachable")
-        response = self.wait(self._send(node, request, type(request).__name__), timeout_s)
-        if isinstance(response, ErrorCode):
-            raise kafka_errors.KafkaError(str(response))
-        return response
+def _fetched(node: int, response: Any) -> list[FetchedPartition] | WireError:
+    top = broker_error(getattr(response, "error_code", 0) or 0, f"Fetch at node {node}")
+    if top is not None:
+        return top
+    result = []
+    for topic in response.responses:
+        for p in topic.partitions:
+            aborted = None
+            if p.aborted_transactions is not None:
+                aborted = [(a.producer_id, a.first_offset) for a in p.aborted_transactions]
+            result.append(
+                FetchedPartition(
+                    topic.topic,
+                    p.partition_index,
+                    broker_error(p.error_code, f"node {node}"),
+                    p.high_watermark,
+                    p.last_stable_offset,
+                    getattr(p, "log_start_offset", -1),
+                    aborted,
+                    p.records or b"",
+                )
+            )
+    return result

@@ -1,17 +1,37 @@
-"""The produce side of the batch copy task (runs on executors): forwarded batches to the target, pipelined.
+"""The produce side of the batch path: forwarded batches to the target, pipelined, idempotent, and kept going
+through whatever a Kafka cluster goes through in normal operation (a leader lost, a rolling restart, a stalled
+broker, leader elections).
 
-Why pipelined: one Produce round trip per request would bound the copy by the target's latency, not by its
-ingest. So, like Kafka's idempotent producer (``max.in.flight.requests.per.connection`` <= 5), up to
-:data:`MAX_IN_FLIGHT` Produce requests are outstanding per target leader; each carries at most one batch per
-partition (a broker takes one v2 batch per partition per request), so at most five batches of a partition
-are in flight, which is what the broker's duplicate detection remembers per producer and partition.
+It follows Kafka's Java producer (``clients/producer/internals``: Sender, RecordAccumulator, TransactionManager)
+rule for rule where they apply to batches that are already built:
 
-Why a retried batch is not written twice: a batch gets the target producer's id, epoch and the partition's
-next sequence number once, when it is first sent, and is resent with exactly those bytes. When a batch fails,
-the batches after it fail too (the broker refuses a sequence that does not follow the last one it wrote, with
-OUT_OF_ORDER_SEQUENCE); once every request holding the partition has answered, all its unacknowledged batches
-go back to the front of its queue in sequence order and are sent again. A batch the broker already wrote is
-answered with its original offset (the broker's idempotence), never appended again.
+- up to ``max.in.flight.requests.per.connection`` (5) Produce requests per broker, each with at most one batch
+  per partition (``RecordAccumulator.drain``), so at most five batches of a partition are in flight: what a
+  broker's duplicate detection remembers per producer and partition;
+- a partition's batches in flight are all at one broker: after its leader moves, nothing more goes to the new
+  leader until every request at the old one is answered or timed out (stricter than Java, which lets a new
+  batch go and fails it with OUT_OF_ORDER_SEQUENCE_NUMBER; never a sequence at two brokers at once);
+- a retriable error, a lost connection or a timed-out request returns the partition's unacknowledged batches
+  for a resend, in sequence order, with the same producer id, epoch and sequence, one batch at a time until
+  they are acknowledged (``Sender.completeBatch`` -> ``reenqueueBatch``; ``shouldStopDrainBatchesForPartition``),
+  after ``retry.backoff.ms`` doubling up to ``retry.backoff.max.ms`` (KIP-580);
+- an error that means stale metadata, and any disconnect, requests a metadata refresh
+  (:mod:`mm2py.wire.metadata`);
+- DUPLICATE_SEQUENCE_NUMBER counts as acknowledged (``Sender.completeBatch``: the broker wrote it before and no
+  longer knows where);
+- OUT_OF_ORDER_SEQUENCE_NUMBER for the batch that follows the last acknowledged one (a gap: the broker lost our
+  sequence), UNKNOWN_PRODUCER_ID and INVALID_PRODUCER_EPOCH bump the epoch for that partition and renumber its
+  unacknowledged batches from 0 (KIP-360; ``TransactionManager.canRetry``, ``handleFailedBatch``,
+  ``bumpIdempotentProducerEpoch``: an idempotent producer bumps its epoch itself, and asks InitProducerId for a
+  new id only when the epoch is exhausted); an OUT_OF_ORDER_SEQUENCE_NUMBER for a later batch is only the echo
+  of an earlier failure and is resent as it is;
+- the Produce request's timeout is the request timeout (``request.timeout.ms``), which is also how long its answer
+  is awaited; ``delivery.timeout.ms`` bounds how long a batch may stay unacknowledged, after which its partition
+  stops (its range is retried later from what was acknowledged);
+- MESSAGE_TOO_LARGE and other non-retriable errors stop the partition with the error.
+
+Nothing here raises for a partition's failure: a partition that stops says why in
+:attr:`PartitionQueue.failure`, and the others go on.
 """
 
 from __future__ import annotations
@@ -19,26 +39,311 @@ from __future__ import annotations
 import collections
 import logging
 import time
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
-from mm2py.errors import ReplicationError
-from mm2py.metrics.measurement import RangeMeasurer
-from mm2py.mirror.offset_syncs import Run, extend_runs
 from mm2py.wire.batch_codec import merge
-from mm2py.wire.batches import RecordBatch, producer_parts
-from mm2py.wire.connection import TRANSPORT_ERROR, ErrorCode, Pending, TopicPartition, WireClient
+from mm2py.wire.batches import RecordBatch
+from mm2py.wire.cluster import Cluster, Pending, ProducedPartition, ProducerIds, RecordSetPieces, TopicPartition
+from mm2py.wire.errors import (
+    DUPLICATE_SEQUENCE_NUMBER,
+    INVALID_PRODUCER_EPOCH,
+    MESSAGE_TOO_LARGE,
+    OUT_OF_ORDER_SEQUENCE_NUMBER,
+    RECORD_LIST_TOO_LARGE,
+    REQUEST_TIMED_OUT,
+    UNKNOWN_PRODUCER_ID,
+    WireError,
+)
+from mm2py.wire.metadata import Leaders
+from mm2py.wire.partition_queue import OFFSET_UNKNOWN, PartitionQueue, ProducerBatch, State
 
 log = logging.getLogger(__name__)
 
-MAX_IN_FLIGHT = 5
-_REQUEST_BYTES = 16 * 1024 * 1024  # a Produce request stops taking partitions here (brokers cap requests at 100 MB)
-_RETRY_BACKOFF_S = 0.1  # the Java producer's retry.backoff.ms
-_SEQUENCE_MODULO = 2**31
-_OUT_OF_ORDER_SEQUENCE = 45
-_OUT_OF_ORDER_RESENDS = 3  # the first unacknowledged batch refused this often: the broker lost our producer state
-# Errors a new producer id fixes (the broker forgot or fenced ours): the task fails and Spark retries it.
-_PRODUCER_STATE_ERRORS = {46, 47, 59}  # DUPLICATE_SEQUENCE, INVALID_PRODUCER_EPOCH, UNKNOWN_PRODUCER_ID
-_TOO_LARGE = {10, 18}  # MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE
+MAX_EPOCH = 32767  # Short.MAX_VALUE: past it, an idempotent producer needs a new id
+
+
+@dataclass(frozen=True)
+class SenderSettings:
+    """The target producer's settings that the sender honours, with the Java producer's defaults."""
+
+    flow: str
+    target: str
+    request_timeout_s: float = 30.0  # request.timeout.ms
+    delivery_timeout_s: float = 120.0  # delivery.timeout.ms
+    retry_backoff_s: float = 0.1  # retry.backoff.ms
+    retry_backoff_max_s: float = 1.0  # retry.backoff.max.ms
+    max_in_flight: int = 5  # max.in.flight.requests.per.connection (at most 5 with idempotence)
+    request_bytes: int = 16 * 1024 * 1024  # a Produce request stops taking partitions here
+    merge_below: int = 0  # small unsent batches of one partition are merged (0: never) ...
+    merge_up_to: int = 0  # ... into one of at most this many bytes
+
+
+@dataclass(eq=False)
+class _Request:
+    node: int
+    pending: Pending[list[ProducedPartition]]
+    batches: dict[TopicPartition, ProducerBatch]
+
+
+class Sender:
+    """Moves the partition queues' batches to the target (one thread; the cluster is not shared)."""
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        queues: Iterable[PartitionQueue],
+        settings: SenderSettings,
+        producer: ProducerIds,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.cluster = cluster
+        self.settings = settings
+        self.queues = {q.key: q for q in queues}
+        self.producer = producer
+        self.clock = clock
+        self.leaders = Leaders(cluster, {q.topic for q in self.queues.values()}, clock)
+        self.requests: dict[int, collections.deque[_Request]] = collections.defaultdict(collections.deque)
+        self.epoch_bumps = 0  # how often the epoch was bumped, for logs and tests
+
+    def add(self, key: TopicPartition, batches: Iterable[ProducerBatch]) -> None:
+        """Batches to send to partition ``key``, in order; their delivery timeout starts now."""
+        q = self.queues[key]
+        if q.failure is not None:
+            return  # the partition stopped: its range is copied again from what was acknowledged
+        now = self.clock()
+        for batch in batches:
+            batch.created = now
+            q.unsent.append(batch)
+
+    def busy(self) -> bool:
+        """A partition still has batches to send or answers to wait for."""
+        return any(q.busy for q in self.queues.values())
+
+    def in_flight(self) -> int:
+        return sum(len(r) for r in self.requests.values())
+
+    def step(self, wait_s: float = 0.05) -> None:
+        """One turn: take in metadata, send what may go, wait up to ``wait_s`` for answers, handle them."""
+        now = self.clock()
+        self.leaders.poll()
+        self._expire(now)
+        self._bump_epochs()
+        sent = self._drain(now)
+        self.cluster.poll(0.0 if sent else self._wait(now, wait_s))
+        self._complete()
+
+    def _wait(self, now: float, wait_s: float) -> float:
+        """How long to wait for answers when nothing was sent: until a backoff ends, at most ``wait_s``."""
+        due = [q.retry_at - now for q in self.queues.values() if q.busy and q.retry_at > now]
+        return max(0.0, min([wait_s, *due]))
+
+    # -- sending --------------------------------------------------------------------------------------------
+
+    def _drain(self, now: float) -> bool:
+        by_node: dict[int, list[PartitionQueue]] = collections.defaultdict(list)
+        for q in self.queues.values():
+            node = self._destination(q, now)
+            if node is not None:
+                by_node[node].append(q)
+        sent = False
+        for node, waiting in by_node.items():
+            while waiting and len(self.requests[node]) < self.settings.max_in_flight:
+                record_sets: dict[TopicPartition, RecordSetPieces] = {}
+                batches: dict[TopicPartition, ProducerBatch] = {}
+                size = 0
+                for q in list(waiting):  # at most one batch per partition per request
+                    batch = self._peek(q)
+                    if batch is None:
+                        waiting.remove(q)
+                        continue
+                    if batches and size + batch.batch.size > self.settings.request_bytes:
+                        continue  # first in the next request
+                    self._commit(q, batch, node)
+                    assert batch.wire is not None
+                    record_sets[q.key], batches[q.key] = batch.wire, batch
+                    size += batch.batch.size
+                if not batches:
+                    break
+                timeout_ms = int(self.settings.request_timeout_s * 1000)
+                pending = self.cluster.produce(node, record_sets, timeout_ms=timeout_ms)
+                self.requests[node].append(_Request(node, pending, batches))
+                sent = True
+        return sent
+
+    def _destination(self, q: PartitionQueue, now: float) -> int | None:
+        """The broker the partition's next batch goes to now, or None (nothing to send, or not yet)."""
+        if not q.busy or q.bump_epoch or now < q.retry_at:
+            return None
+        if not q.unsent and q.first_returned() is None:
+            return None  # everything sent; waiting for answers
+        leader = self.leaders.leader(q.key)
+        if leader is None:
+            self.leaders.request_update()
+            return None
+        if q.in_flight and q.node != leader:
+            return None  # its batches in flight are at the old leader: one broker at a time
+        if not self.cluster.ready(leader):
+            # Connecting, or the leader is gone: Java's NetworkClient requests a metadata update on every
+            # disconnect, including a connection attempt that failed (DefaultMetadataUpdater.handleServerDisconnect).
+            self.leaders.request_update()
+            return None
+        return leader
+
+    def _peek(self, q: PartitionQueue) -> ProducerBatch | None:
+        """The partition's next batch to send, if it may go now."""
+        returned = q.first_returned()
+        if returned is not None:
+            return None if q.in_flight else returned  # one at a time while earlier batches are resent
+        if not q.unsent or q.in_flight >= self.settings.max_in_flight:
+            return None
+        if q.producer != self.producer and q.sent:
+            # The producer's epoch moved on (another partition bumped it): this partition switches to it, at
+            # sequence 0, once none of its batches is unacknowledged (TransactionManager.maybeUpdateProducerIdAndEpoch;
+            # the accumulator drains no new batch while in-flight ones have another epoch).
+            return None
+        if self.settings.merge_below and len(q.unsent) > 1:
+            self._merge_head(q)
+        return q.unsent[0]
+
+    def _commit(self, q: PartitionQueue, batch: ProducerBatch, node: int) -> None:
+        """``batch`` goes into a request to ``node``: a new one gets its sequence now, once."""
+        if batch.base_sequence < 0:
+            if q.producer != self.producer:
+                q.producer, q.next_sequence, q.last_acked_sequence = self.producer, 0, -1
+            q.unsent.popleft()
+            q.assign_next(batch, self.producer)
+            q.sent.append(batch)
+        batch.state = State.IN_FLIGHT
+        q.node = node
+
+    def _merge_head(self, q: PartitionQueue) -> None:
+        """Replace the small never-sent batches at the head of ``q`` that share a codec by one batch holding
+        their records (see :func:`mm2py.wire.batch_codec.merge` for why)."""
+        first = q.unsent[0]
+        codec = first.batch.codec
+        run: list[ProducerBatch] = []
+        size = 0
+        for item in q.unsent:
+            batch = item.batch
+            if batch.size >= self.settings.merge_below or batch.codec != codec:
+                break
+            if size + batch.size > self.settings.merge_up_to:
+                break
+            run.append(item)
+            size += batch.size
+        if len(run) < 2:
+            return
+        for _ in run:
+            q.unsent.popleft()
+        upstream = [offset for item in run for offset in item.upstream]
+        merged = RecordBatch(memoryview(merge([item.batch for item in run])))
+        q.unsent.appendleft(ProducerBatch(merged, upstream, created=min(item.created for item in run)))
+
+    # -- answers --------------------------------------------------------------------------------------------
+
+    def _complete(self) -> None:
+        for node, requests in self.requests.items():
+            for request in [r for r in requests if r.pending.done]:
+                requests.remove(request)
+                self._answered(node, request)
+
+    def _answered(self, node: int, request: _Request) -> None:
+        now = self.clock()
+        answer = request.pending.result()
+        if isinstance(answer, WireError):
+            # No answer at all (a lost connection, a timeout): the batches' fate is unknown, so they are resent
+            # with the same sequences, and the broker's partitions are looked up again.
+            self.leaders.node_failed(node)
+            for key, batch in request.batches.items():
+                self._failed(self.queues[key], batch, answer, now, -1)
+            return
+        parts = {(p.topic, p.partition): p for p in answer}
+        for key, batch in request.batches.items():
+            q = self.queues[key]
+            part = parts.get(key)
+            if part is None:
+                self._failed(q, batch, WireError(REQUEST_TIMED_OUT, f"no answer for {key} from node {node}"), now, -1)
+            elif part.error is None:
+                self._acknowledged(q, batch, part.base_offset)
+            else:
+                self._failed(q, batch, part.error, now, part.log_start_offset)
+
+    def _acknowledged(self, q: PartitionQueue, batch: ProducerBatch, base_offset: int) -> None:
+        if batch.state is not State.IN_FLIGHT or q.failure is not None:
+            return  # answered after its partition stopped: it stays uncounted (the range is copied again)
+        latency_now = time.time() * 1000
+        for done in q.acknowledged(batch, base_offset):
+            q.measurer.acknowledged(latency_now, *batch_timestamps(done.batch))
+
+    def _failed(self, q: PartitionQueue, batch: ProducerBatch, error: WireError, now: float, log_start: int) -> None:
+        if q.failure is not None or batch.state is not State.IN_FLIGHT:
+            return
+        kind = error.kind
+        if kind is DUPLICATE_SEQUENCE_NUMBER:
+            self._acknowledged(q, batch, OFFSET_UNKNOWN)  # written before; the broker no longer knows where
+            return
+        if kind is MESSAGE_TOO_LARGE or kind is RECORD_LIST_TOO_LARGE:
+            q.stop(error)
+            return
+        if kind is OUT_OF_ORDER_SEQUENCE_NUMBER:
+            if batch.producer == q.producer and q.is_next_sequence(batch):
+                q.bump_epoch = True  # a gap: the broker does not have what we count as acknowledged before it
+        elif kind is UNKNOWN_PRODUCER_ID or kind is INVALID_PRODUCER_EPOCH:
+            if batch.producer == q.producer:
+                q.bump_epoch = True  # the broker has no (or another) state for our epoch on this partition
+        elif not error.retriable:
+            q.stop(error)
+            return
+        elif error.invalid_metadata:
+            self.leaders.request_update()
+        if q.failing_since is None:
+            log.warning(
+                "flow=%s %s: producing to %s failed (%s); resending its unacknowledged batches in order",
+                self.settings.flow,
+                q.where,
+                self.settings.target,
+                error,
+            )
+        batch.attempts += 1
+        backoff = min(self.settings.retry_backoff_s * 2 ** (batch.attempts - 1), self.settings.retry_backoff_max_s)
+        q.returned(batch, now, backoff)
+
+    def _expire(self, now: float) -> None:
+        """delivery.timeout.ms: a partition whose oldest unacknowledged batch is older stops (Java:
+        ``RecordAccumulator.expiredBatches`` and ``Sender.getExpiredInflightBatches``)."""
+        for q in self.queues.values():
+            oldest = q.oldest_unacknowledged() if q.busy else None
+            if oldest is not None and now - oldest.created > self.settings.delivery_timeout_s:
+                q.stop(
+                    WireError(
+                        REQUEST_TIMED_OUT,
+                        f"not acknowledged by {self.settings.target} within delivery.timeout.ms "
+                        f"({self.settings.delivery_timeout_s:.0f} s)",
+                    )
+                )
+
+    def _bump_epochs(self) -> None:
+        """Renumber, under a bumped epoch, the partitions that asked for it and have nothing in flight any more
+        (TransactionManager.bumpIdempotentProducerEpoch: the epoch is bumped by the producer itself)."""
+        due = [q for q in self.queues.values() if q.bump_epoch and not q.in_flight and q.failure is None]
+        if not due:
+            return
+        if self.producer.epoch >= MAX_EPOCH:
+            for q in due:  # a new producer id is a task's business: the range is copied again from its progress
+                q.stop(WireError(INVALID_PRODUCER_EPOCH, "the producer epoch is exhausted"))
+            return
+        self.producer = ProducerIds(self.producer.producer_id, self.producer.epoch + 1)
+        self.epoch_bumps += 1
+        for q in due:
+            log.warning(
+                "flow=%s %s: %s lost this producer's sequence; resending its unacknowledged batches under epoch %d",
+                self.settings.flow,
+                q.where,
+                self.settings.target,
+                self.producer.epoch,
+            )
+            q.renumber(self.producer)
 
 
 def batch_timestamps(batch: RecordBatch) -> tuple[int, float, float, float, float]:
@@ -49,304 +354,3 @@ def batch_timestamps(batch: RecordBatch) -> tuple[int, float, float, float, floa
     if batch.has_delete_horizon or low > high:  # base_timestamp then holds the cleaner's delete horizon
         low = high
     return count, low, high, count * (low + high) / 2, high
-
-
-@dataclass(frozen=True)
-class SenderSettings:
-    """What the sender needs of a flow: names for its messages and its time limits."""
-
-    flow: str
-    target: str
-    request_timeout_s: float  # how long a Produce may take at the broker, and how long its answer is awaited
-    stall_timeout_s: float  # how long one partition may keep failing before the copy gives up
-
-
-@dataclass(eq=False)
-class Outgoing:
-    """One batch to send (its header still the source producer's) and its records' source offsets."""
-
-    batch: RecordBatch
-    upstream: range | list[int]
-    # What is sent (the target producer's header, then the rest of the batch as it came); fixed once, so a resent
-    # batch keeps its sequence.
-    wire: tuple[bytes, memoryview] | None = None
-    resends: int = 0
-
-
-@dataclass(eq=False)
-class Lane:
-    """One target partition: batches to send, batches in flight (in sequence order), what was acknowledged."""
-
-    topic: str
-    partition: int
-    where: str
-    pending: collections.deque[Outgoing] = field(default_factory=collections.deque)
-    in_flight: collections.deque[Outgoing] = field(default_factory=collections.deque)
-    requests: int = 0  # requests in flight that hold one of this lane's batches
-    sequence: int = 0
-    blocked: bool = False  # a batch failed: nothing new is sent until every request holding the lane answered
-    retry_at: float = 0.0
-    failing_since: float | None = None
-    # Every acknowledged record, as runs (source offset, target offset, length) in the order they were
-    # acknowledged: what the offset syncs, the progress record and the task's result are computed from.
-    runs: list[Run] = field(default_factory=list)
-    bytes: int = 0
-    measurer: RangeMeasurer = field(default_factory=RangeMeasurer)  # metrics: ages at fetch, latency at ack
-
-    @property
-    def key(self) -> TopicPartition:
-        return (self.topic, self.partition)
-
-    @property
-    def busy(self) -> bool:
-        return bool(self.pending or self.in_flight)
-
-    @property
-    def records(self) -> int:
-        """How many records the target acknowledged."""
-        return sum(length for _up, _down, length in self.runs)
-
-    @property
-    def last_upstream(self) -> int:
-        """The source offset of the last record acknowledged; -1 before the first."""
-        if not self.runs:
-            return -1
-        upstream, _down, length = self.runs[-1]
-        return upstream + length - 1
-
-
-@dataclass
-class _Flight:
-    node: int
-    pending: Pending
-    items: dict[TopicPartition, Outgoing]
-
-
-class PipelinedProducer:
-    """Moves the lanes' batches to the target (the task's thread only; the client is not shared)."""
-
-    def __init__(
-        self,
-        spec: SenderSettings,
-        client: WireClient,
-        lanes: list[Lane],
-        producer_id: int,
-        epoch: int,
-        merge_below: int = 0,
-        merge_up_to: int = 0,
-    ) -> None:
-        self.spec = spec
-        # Batches smaller than merge_below that wait in the same lane are sent as one of at most merge_up_to
-        # bytes (0: never); see mm2py.wire.batch_codec.merge for why.
-        self.merge_below = merge_below
-        self.merge_up_to = merge_up_to
-        self.client = client
-        self.lanes = {lane.key: lane for lane in lanes}
-        self.producer_id = producer_id
-        self.epoch = epoch
-        self.flights: dict[int, collections.deque[_Flight]] = collections.defaultdict(collections.deque)
-        self._stale: set[str] = set()  # topics whose leaders must be looked up again
-
-    def busy(self) -> bool:
-        return any(lane.busy for lane in self.lanes.values())
-
-    def step(self) -> None:
-        """Send what may be sent, then take answers: those already there, or the oldest one when nothing more
-        could be sent (every leader has MAX_IN_FLIGHT requests out, or every queue waits on an answer)."""
-        sent = self._send()
-        if not any(self.flights.values()):
-            if not sent:
-                self._wait_for_backoff()
-            return
-        full = all(len(q) >= MAX_IN_FLIGHT for q in self.flights.values() if q)
-        if sent and not full:
-            self.client.poll(0)
-            for queue in self.flights.values():
-                while queue and queue[0].pending.done:
-                    self._complete(queue.popleft())
-        else:
-            oldest = min((q for q in self.flights.values() if q), key=lambda q: q[0].pending.sent_at)
-            self._complete(oldest.popleft())
-        self._requeue()
-
-    # -- sending -------------------------------------------------------------------------------------------
-    def _send(self) -> bool:
-        now = time.monotonic()
-        by_node: dict[int, collections.deque[Lane]] = collections.defaultdict(collections.deque)
-        for lane in self.lanes.values():
-            if not lane.pending or lane.blocked or lane.retry_at > now:
-                continue
-            node = self.client.leader(lane.key)
-            if node is None:
-                self._stale.add(lane.topic)
-                self._note_failure(lane, ErrorCode(5, "LEADER_NOT_AVAILABLE", True), now)
-                continue
-            by_node[node].append(lane)
-        sent = False
-        timeout_ms = int(self.spec.request_timeout_s * 1000)
-        for node, waiting in by_node.items():
-            queue = self.flights[node]
-            while waiting and len(queue) < MAX_IN_FLIGHT:
-                record_sets: dict[TopicPartition, tuple[bytes, memoryview]] = {}
-                items: dict[TopicPartition, Outgoing] = {}
-                size = 0
-                for _ in range(len(waiting)):
-                    lane = waiting.popleft()
-                    if self.merge_below and len(lane.pending) > 1 and lane.pending[0].wire is None:
-                        self._merge_head(lane)
-                    wire = self._wire(lane, lane.pending[0])
-                    wire_bytes = len(wire[0]) + len(wire[1])
-                    if record_sets and size + wire_bytes > _REQUEST_BYTES:
-                        waiting.append(lane)  # first in the next request
-                        continue
-                    item = lane.pending.popleft()
-                    record_sets[lane.key], items[lane.key] = wire, item
-                    size += wire_bytes
-                    lane.in_flight.append(item)
-                    lane.requests += 1
-                    if lane.pending:
-                        waiting.append(lane)
-                queue.append(_Flight(node, self.client.send_produce(node, record_sets, timeout_ms=timeout_ms), items))
-                sent = True
-        if self._stale:
-            self._refresh()
-        return sent
-
-    def _merge_head(self, lane: Lane) -> None:
-        """Replace the small batches at the head of ``lane`` that were never sent (a resent batch keeps its
-        bytes and sequence) and share a codec by one batch holding their records."""
-        codec = lane.pending[0].batch.codec
-        run: list[Outgoing] = []
-        size = 0
-        for item in lane.pending:
-            batch = item.batch
-            if (
-                item.wire is not None
-                or batch.size >= self.merge_below
-                or batch.codec != codec
-                or size + batch.size > self.merge_up_to
-            ):
-                break
-            run.append(item)
-            size += batch.size
-        if len(run) < 2:
-            return
-        for _ in run:
-            lane.pending.popleft()
-        upstream = [offset for item in run for offset in item.upstream]
-        lane.pending.appendleft(Outgoing(RecordBatch(memoryview(merge([item.batch for item in run]))), upstream))
-
-    def _wire(self, lane: Lane, item: Outgoing) -> tuple[bytes, memoryview]:
-        if item.wire is None:
-            item.wire = producer_parts(item.batch, self.producer_id, self.epoch, lane.sequence)
-            lane.sequence = (lane.sequence + item.batch.record_count) % _SEQUENCE_MODULO
-        return item.wire
-
-    def _wait_for_backoff(self) -> None:
-        """Nothing in flight and nothing sendable: the only work left waits for a retry backoff to pass."""
-        waits = [lane.retry_at for lane in self.lanes.values() if lane.pending and not lane.blocked]
-        if waits:
-            time.sleep(max(0.0, min(min(waits) - time.monotonic(), _RETRY_BACKOFF_S)))
-
-    # -- answers -------------------------------------------------------------------------------------------
-    def _complete(self, flight: _Flight) -> None:
-        answer = self.client.produce_result(flight.pending, self.spec.request_timeout_s)
-        errors: dict[TopicPartition, ErrorCode] = {}
-        offsets: dict[TopicPartition, int] = {}
-        if isinstance(answer, ErrorCode):
-            errors = dict.fromkeys(flight.items, answer)
-        else:
-            for part in answer:
-                key = (part.topic, part.partition)
-                if part.error is None:
-                    offsets[key] = part.base_offset
-                else:
-                    errors[key] = part.error
-        now = time.monotonic()
-        for key, item in flight.items.items():
-            lane = self.lanes[key]
-            lane.requests -= 1
-            if key in offsets:
-                self._acknowledged(lane, item, offsets[key])
-            else:
-                self._failed(lane, item, errors.get(key, TRANSPORT_ERROR), now)
-
-    def _acknowledged(self, lane: Lane, item: Outgoing, base_offset: int) -> None:
-        if not lane.in_flight or lane.in_flight[0] is not item:
-            if lane.blocked:
-                # An earlier batch's answer was lost, yet the broker took this one, so it wrote that one too;
-                # both are resent, and the broker answers each with the offset it gave it.
-                return
-            raise ReplicationError(
-                f"flow={self.spec.flow} {lane.where}: {self.spec.target} acknowledged a batch "
-                "before an earlier one of the same partition"
-            )
-        lane.in_flight.popleft()
-        extend_runs(lane.runs, item.upstream, base_offset)
-        lane.bytes += item.batch.size
-        lane.failing_since = None
-        lane.measurer.acknowledged(time.time() * 1000, *batch_timestamps(item.batch))
-
-    def _failed(self, lane: Lane, item: Outgoing, error: ErrorCode, now: float) -> None:
-        where = f"flow={self.spec.flow} {lane.where}"
-        if error.code in _TOO_LARGE:
-            batch = item.batch
-            raise ReplicationError(
-                f"{where}: {self.spec.target} refused a record batch of {batch.size} bytes ({batch.record_count} "
-                f"records, source offsets {batch.base_offset}..{batch.last_offset}) as too large ({error}); raise "
-                f"the max.message.bytes of topic {lane.topic} on {self.spec.target} (or the brokers' "
-                f"message.max.bytes) to at least {batch.size}, or set mm2py.copy.mode=record to re-batch the "
-                f"records",
-                code=error.name,
-                retriable=False,
-            )
-        head = bool(lane.in_flight) and lane.in_flight[0] is item
-        if error.code == _OUT_OF_ORDER_SEQUENCE and head and not lane.blocked:
-            item.resends += 1  # no earlier batch failed: the broker does not know our sequence
-            if item.resends > _OUT_OF_ORDER_RESENDS:
-                raise ReplicationError(f"{where}: producing to {self.spec.target} failed: {error}")
-        elif error.code in _PRODUCER_STATE_ERRORS:
-            raise ReplicationError(f"{where}: producing to {self.spec.target} failed: {error}")
-        elif not error.retriable and error.code != _OUT_OF_ORDER_SEQUENCE:
-            raise ReplicationError(
-                f"{where}: producing to {self.spec.target} failed: {error}", code=error.name, retriable=False
-            )
-        if not lane.blocked:
-            log.warning(
-                "%s: produce to %s failed (%s); resending its unacknowledged batches in order",
-                where,
-                self.spec.target,
-                error,
-            )
-        lane.blocked = True
-        self._stale.add(lane.topic)
-        self._note_failure(lane, error, now)
-
-    def _note_failure(self, lane: Lane, error: ErrorCode, now: float) -> None:
-        if lane.failing_since is None:
-            lane.failing_since = now
-        elif now - lane.failing_since > self.spec.stall_timeout_s:
-            raise ReplicationError(
-                f"flow={self.spec.flow} {lane.where}: producing to {self.spec.target} kept "
-                f"failing for {self.spec.stall_timeout_s:.0f} s: {error}"
-            )
-        lane.retry_at = now + _RETRY_BACKOFF_S
-
-    def _requeue(self) -> None:
-        """Lanes whose every request answered get their unacknowledged batches back, in sequence order."""
-        for lane in self.lanes.values():
-            if lane.blocked and lane.requests == 0:
-                lane.pending.extendleft(reversed(lane.in_flight))
-                lane.in_flight.clear()
-                lane.blocked = False
-        if self._stale:
-            self._refresh()
-
-    def _refresh(self) -> None:
-        """Look the leaders up again; a failed look-up is tried again on the next failure or step."""
-        topics, self._stale = self._stale, set()
-        try:
-            self.client.refresh_leaders(topics, self.spec.stall_timeout_s)
-        except Exception as exc:  # the wire library's own errors: the lanes' deadlines decide when to give up
-            log.warning("flow=%s: looking up leaders on %s failed: %s", self.spec.flow, self.spec.target, exc)
-            self._stale |= topics

@@ -1,11 +1,14 @@
-"""The batch path's socket reads: large chunks on plain TCP, with kafka-python's own error handling."""
+"""The batch path's socket reads: large chunks on plain TCP, with kafka-python's own error handling
+(mm2py.wire.library_patches, applied when mm2py.wire.connection is imported)."""
 
 from __future__ import annotations
 
 import kafka.errors as kafka_errors  # type: ignore[import-untyped]
 from kafka.net.transport import KafkaSSLTransport, KafkaTCPTransport  # type: ignore[import-untyped]
 
-from mm2py.wire import connection as wire
+from mm2py.wire import library_patches as wire
+from mm2py.wire.connection import wire_error  # importing the connection applies the patches
+from mm2py.wire.errors import NETWORK_EXCEPTION, REQUEST_TIMED_OUT, UNSUPPORTED_VERSION
 
 
 class FakeSocket:
@@ -81,3 +84,17 @@ def test_a_fetch_response_decodes_from_a_view_of_the_receive_buffer_as_from_byte
     from_buffer = FetchResponse.decode(received, version=12)
     assert from_buffer == FetchResponse.decode(encoded, version=12)
     assert [p.records for p in from_buffer.responses[0].partitions] == [bytes([p]) * (1000 + p) for p in range(3)]
+
+
+def test_the_library_s_failures_become_retriable_lost_connections_where_a_new_leader_fixes_them() -> None:
+    """A request to a broker that a Metadata answer no longer lists raises UnknownBrokerIdError in the library,
+    which counts it as permanent; for the batch path it is a broker that died or left: retriable, and a metadata
+    refresh names the new leader. A request timeout and a closed connection are retriable too."""
+    gone = wire_error(kafka_errors.UnknownBrokerIdError(2), 2)
+    assert gone.kind is NETWORK_EXCEPTION and gone.retriable and gone.invalid_metadata
+    timeout = wire_error(kafka_errors.RequestTimedOutError("after 30000 ms"), 1)
+    assert timeout.kind is REQUEST_TIMED_OUT and timeout.retriable
+    closed = wire_error(kafka_errors.KafkaConnectionError("socket disconnected"), 1)
+    assert closed.kind is NETWORK_EXCEPTION and closed.retriable
+    assert not wire_error(kafka_errors.IncompatibleBrokerVersion("no Produce v3"), 1).retriable
+    assert wire_error(kafka_errors.IncompatibleBrokerVersion("x"), 1).kind is UNSUPPORTED_VERSION

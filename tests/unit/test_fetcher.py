@@ -1,0 +1,198 @@
+"""The batch path's fetcher against a fake cluster of three brokers (tests/harness/fake_cluster.py), in virtual
+time: every record is fetched once and in order through leader moves, a killed leader and a stall; a partition
+that cannot go on stops alone; each partition waits its turn (KIP-74)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from mm2py.wire.batch_codec import Record, decode_records, encode_batch
+from mm2py.wire.errors import OFFSET_OUT_OF_RANGE, REQUEST_TIMED_OUT, UNKNOWN_LEADER_EPOCH, WireError
+from mm2py.wire.fetcher import Fetcher, FetcherSettings, FetchPartition
+from mm2py.wire.forwarding import batches_to_send
+from tests.harness.fake_cluster import FakeCluster
+
+TOPIC = "orders"
+BATCH = 10
+
+
+def source(cluster: FakeCluster, partitions: int, batches: int, replication: int = 3) -> None:
+    cluster.create(TOPIC, partitions, replication)
+    for p in range(partitions):
+        cluster.partitions[(TOPIC, p)].load(
+            bytes(encode_batch([Record(b * BATCH + i, 1_000, b"k", str(b * BATCH + i).encode()) for i in range(BATCH)]))
+            for b in range(batches)
+        )
+
+
+def fetcher(cluster: FakeCluster, partitions: int, end: int, stall_timeout_s: float = 120.0) -> Fetcher:
+    states = [FetchPartition(TOPIC, p, 0, end, fetch_bytes=3 * 200) for p in range(partitions)]
+    return Fetcher(cluster, states, FetcherSettings(False, stall_timeout_s=stall_timeout_s), clock=cluster.clock)
+
+
+def drain(f: Fetcher, on_step: object = None, steps: int = 100_000) -> dict[int, list[int]]:
+    """Fetch until every partition is done or stopped; the source offsets of every record fetched, per partition
+    (what the copier would hand to the sender)."""
+    got: dict[int, list[int]] = {p.partition: [] for p in f.partitions.values()}
+    for _ in range(steps):
+        if not f.active():
+            return got
+        for state, part in f.step():
+            for batch in batches_to_send(state, part.records, None, 1_000_000, "target") or []:
+                got[state.partition].extend(int(r.value or b"") for r in decode_records(batch.batch))
+        if callable(on_step):
+            on_step()
+    raise AssertionError("the fetcher did not finish")
+
+
+def assert_once_in_order(got: list[int], records: int) -> None:
+    assert not [o for o, n in Counter(got).items() if n > 1], "a record fetched twice"
+    assert got == list(range(records))
+
+
+def test_each_answer_serves_the_partition_that_waited_longest() -> None:
+    cluster = FakeCluster(brokers=1)
+    cluster.fill_limit = 1  # tansu, and a broker at its size limit: data for the first partitions only
+    source(cluster, 4, 30, replication=1)
+    f = fetcher(cluster, 4, 300)
+    served = []
+    for _ in range(200):
+        for state, part in f.step():
+            if part.records:
+                served.append(state.partition)
+            batches_to_send(state, part.records, None, 1_000_000, "target")
+        if len(served) == 12:
+            break
+    assert served == [0, 1, 2, 3] * 3  # round robin, in a stable order
+
+
+def test_a_source_leader_killed_mid_copy_is_fetched_again_at_the_same_offset_from_the_new_one() -> None:
+    cluster = FakeCluster()
+    source(cluster, 3, 100)
+    f = fetcher(cluster, 3, 1_000)
+    old = cluster.partitions[(TOPIC, 0)].leader
+    cluster.at(0.02, lambda: cluster.kill(old))
+    got = drain(f)
+    for p in range(3):
+        assert_once_in_order(got[p], 1_000)
+        assert f.partitions[(TOPIC, p)].failure is None
+    assert cluster.partitions[(TOPIC, 0)].leader != old
+
+
+def test_leader_elections_during_a_copy_skip_nothing_and_read_nothing_twice() -> None:
+    cluster = FakeCluster()
+    source(cluster, 2, 100)
+    f = fetcher(cluster, 2, 1_000)
+    for i in range(1, 30):
+        for p in range(2):
+            key = (TOPIC, p)
+            cluster.at(i * 0.003, lambda key=key, i=i: cluster.elect(key, cluster.partitions[key].replicas[i % 3]))
+    got = drain(f)
+    for p in range(2):
+        assert_once_in_order(got[p], 1_000)
+    errors = [r for r in cluster.requests if r[1] == "fetch"]
+    assert len(errors) > 2 * 100 // 3  # it did move between brokers, not finish in one answer
+
+
+def test_a_partition_is_in_one_fetch_at_a_time_and_a_broker_has_one_fetch_in_flight() -> None:
+    cluster = FakeCluster()
+    source(cluster, 3, 60)
+    sent: list[tuple[int, list[tuple[str, int]], object]] = []
+    fetch = cluster.fetch
+    violations = []
+
+    def watched(node, positions, **kwargs):  # type: ignore[no-untyped-def]
+        outstanding = [(n, keys) for n, keys, pending in sent if not pending.done]  # type: ignore[attr-defined]
+        keys = [(p.topic, p.partition) for p in positions]
+        if any(n == node for n, _keys in outstanding):
+            violations.append(f"a second fetch to node {node}")
+        if {k for _n, ks in outstanding for k in ks} & set(keys):
+            violations.append(f"{keys} fetched twice at once")
+        pending = fetch(node, positions, **kwargs)
+        sent.append((node, keys, pending))
+        return pending
+
+    cluster.fetch = watched  # type: ignore[method-assign]
+    cluster.latency[1] = 0.5  # a slow broker: partition 0's fetch is in flight there for a second
+    assert [cluster.partitions[(TOPIC, p)].leader for p in range(3)] == [1, 2, 3]
+    f = fetcher(cluster, 3, 600)
+    cluster.at(0.01, lambda: cluster.elect((TOPIC, 1), 1))  # partition 1 moves to the slow broker meanwhile
+    cluster.at(0.02, lambda: cluster.elect((TOPIC, 2), 2))  # and partition 2 to where partition 1 was
+    cluster.at(0.02, lambda: cluster.elect((TOPIC, 0), 3))  # partition 0 moves away while its fetch is out
+    got = drain(f)
+    assert violations == []
+    for p in range(3):
+        assert_once_in_order(got[p], 600)
+
+
+def test_every_fetch_carries_the_leader_epoch_metadata_names() -> None:
+    cluster = FakeCluster()
+    source(cluster, 1, 10)
+    cluster.elect((TOPIC, 0), cluster.partitions[(TOPIC, 0)].replicas[1])  # epoch 1
+    epochs = []
+    fetch = cluster.fetch
+
+    def watched(node, positions, **kwargs):  # type: ignore[no-untyped-def]
+        epochs.extend(p.leader_epoch for p in positions)
+        return fetch(node, positions, **kwargs)
+
+    cluster.fetch = watched  # type: ignore[method-assign]
+    assert_once_in_order(drain(fetcher(cluster, 1, 100))[0], 100)
+    assert epochs and set(epochs) == {1}
+
+
+def test_records_deleted_before_they_were_copied_stop_that_partition_alone() -> None:
+    cluster = FakeCluster()
+    source(cluster, 2, 20)
+    cluster.inject = lambda kind, node, key: WireError(OFFSET_OUT_OF_RANGE) if key[1] == 1 else None
+    f = fetcher(cluster, 2, 200)
+    got = drain(f)
+    assert_once_in_order(got[0], 200)
+    failure = f.partitions[(TOPIC, 1)].failure
+    assert failure is not None and failure.kind is OFFSET_OUT_OF_RANGE and not failure.retriable
+
+
+def test_a_partition_whose_leader_stays_away_stops_after_the_stall_timeout_with_a_retriable_error() -> None:
+    cluster = FakeCluster()
+    source(cluster, 2, 40, replication=1)
+    f = fetcher(cluster, 2, 400, stall_timeout_s=30.0)
+    dead = cluster.partitions[(TOPIC, 1)].leader
+    if dead == cluster.partitions[(TOPIC, 0)].leader:
+        cluster.elect((TOPIC, 1), 3 if dead != 3 else 2)
+        dead = cluster.partitions[(TOPIC, 1)].leader
+    cluster.at(0.005, lambda: cluster.kill(dead))
+    got = drain(f)
+    assert_once_in_order(got[0], 400)
+    failure = f.partitions[(TOPIC, 1)].failure
+    assert failure is not None and failure.kind is REQUEST_TIMED_OUT and failure.retriable
+    assert got[1] == list(range(len(got[1])))  # what it fetched before is exact
+    assert cluster.now >= 30.0
+
+
+def test_a_partition_whose_leader_comes_back_before_the_stall_timeout_finishes() -> None:
+    cluster = FakeCluster()
+    source(cluster, 2, 40, replication=1)
+    f = fetcher(cluster, 2, 400)
+    dead = cluster.partitions[(TOPIC, 1)].leader
+    cluster.at(0.005, lambda: cluster.kill(dead))
+    cluster.at(60.0, lambda: (cluster.resume(dead), cluster.elect((TOPIC, 1), dead)))
+    got = drain(f)
+    for p in range(2):
+        assert_once_in_order(got[p], 400)
+
+
+def test_an_unknown_leader_epoch_is_fetched_again_after_a_backoff() -> None:
+    cluster = FakeCluster()
+    source(cluster, 1, 10)
+    answers = []
+
+    def lagging(kind: str, node: int, key: tuple[str, int]) -> WireError | None:
+        if kind == "fetch" and len(answers) < 3:
+            answers.append(cluster.now)
+            return WireError(UNKNOWN_LEADER_EPOCH)  # the broker has not caught up with the new epoch yet
+        return None
+
+    cluster.inject = lagging
+    got = drain(fetcher(cluster, 1, 100))
+    assert_once_in_order(got[0], 100)
+    assert len(answers) == 3
