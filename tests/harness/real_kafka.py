@@ -40,7 +40,7 @@ from tests.harness.polling import poll_until
 from tests.harness.real_kafka_compaction import COMPACTED_TOPIC_CONFIG
 from tests.harness.real_kafka_security import CLIENT_LISTENERS, Security
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 LIBS_DIR = REPO_ROOT / ".kafka-libs"
 JARS_DIR = LIBS_DIR / "jars"
 LIBS_STAMP = LIBS_DIR / ".resolved"

@@ -208,16 +208,8 @@ def test_restart_after_kill_keeps_the_port_and_loses_the_data(
 
 
 def test_fixture_stops_brokers_and_reports_their_logs_when_the_test_fails(tmp_path: Path) -> None:
-    # The suite's conftest and every module it imports (the tansu and the real-Kafka harnesses).
-    for name in (
-        "conftest.py",
-        "kafka_harness.py",
-        "real_kafka.py",
-        "real_kafka_security.py",
-        "real_kafka_compaction.py",
-        "keystore_files.py",
-    ):
-        shutil.copy(TESTS_DIR / name, tmp_path / name)
+    # The suite's conftest; the harness it imports (tests.harness) comes from the repository, on PYTHONPATH.
+    shutil.copy(TESTS_DIR / "conftest.py", tmp_path / "conftest.py")
     pid_file = tmp_path / "pids"
     (tmp_path / "test_inner.py").write_text(
         textwrap.dedent(f"""
@@ -233,6 +225,7 @@ def test_fixture_stops_brokers_and_reports_their_logs_when_the_test_fails(tmp_pa
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
         cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(TESTS_DIR.parent)},
         capture_output=True,
         text=True,
         timeout=120,
