@@ -22,10 +22,6 @@ def record_only_reasons(flow: FlowConfig) -> list[tuple[str, str]]:
     reasons: list[tuple[str, str]] = []
     if flow.provenance_header_enabled:
         reasons.append(("mm2py.provenance.header.enabled", "a provenance header is added to every record"))
-    if flow.exactly_once:
-        reasons.append(
-            (f"{flow.target}.exactly.once.source.support", "exactly-once copies inside producer transactions")
-        )
     # The Java producer (and so MM2) re-compresses with the producer's compression.type; forwarding keeps
     # the source batches' codec, which is only the same when the user did not ask for a codec.
     codec = dict(flow.target_producer.java).get("compression.type")

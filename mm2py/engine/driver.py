@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import functools
 import threading
+from dataclasses import replace
 
 from mm2py.config.flow import FlowConfig
+from mm2py.control.fencing import fence
 from mm2py.control.group_sync import GroupSyncCoordinator
 from mm2py.control.plan import AdminPool, FlowPlan
 from mm2py.control.progress_store import read_progress
@@ -61,13 +63,34 @@ class FlowRunner:
         ensure_remote_topics(f, self.rounds.plan, admins[f.source], admins[f.target])
 
     def prepare(self) -> None:
-        """Once this run holds the flow: sync configs, and resume every partition from the stored progress."""
+        """Once this run holds the flow: sync configs, fence earlier exactly-once producers, and resume every
+        partition from the stored progress."""
         f = self.flow
         self.sync.start()
+        self._fence_earlier_transactions()
         self.rounds.positions = {}
         self.rounds.place(read_progress(f.target, f.target_consumer.settings(), f.source))
         if self.metrics is not None:
             self.metrics.set_copy_path(f.source, f.target, self.spec.copy_path)
+
+    def _fence_earlier_transactions(self) -> None:
+        """Exactly-once on the batch path: one transactional producer per task slot, every earlier one fenced
+        first (:mod:`mm2py.control.fencing`), before any task of this run reads progress or copies."""
+        spark = self.rounds.spark
+        if not (self.spec.exactly_once and self.spec.copy_path.batch) or spark is None:
+            return
+        f, slots = self.flow, spark.exactly_once_slots
+        fence(
+            f.target,
+            self.spec.producer_settings,
+            f.target_consumer.settings(),
+            self.spec.progress_topic,
+            f.name,
+            f.source,
+            slots,
+            tasks_max=f.tasks_max,
+        )
+        self.spec = self.rounds.spec = replace(self.spec, exactly_once_slots=slots)
 
     def run_once(self, stop: threading.Event) -> None:
         """Copy up to the end offsets the source had when the run started; a signal stops after the job in

@@ -136,6 +136,11 @@ class SparkRunner:
         return int(self.sc.defaultParallelism)
 
     @property
+    def exactly_once_slots(self) -> int:
+        """Task slots of an exactly-once flow on the batch path: one transactional producer each."""
+        return max(1, self.parallelism // self.flows)
+
+    @property
     def follow_tasks(self) -> int:
         """Tasks per job of a flow whose tasks follow their partitions: every flow's job must run at once
         (0: there are fewer task slots than flows, so the flows copy in rounds)."""
@@ -150,7 +155,10 @@ class SparkRunner:
         """Run one copy job: at most ``parallelism`` tasks, each copying a group of ranges."""
         if not ranges:
             return []
-        groups = group_ranges(ranges, max(1, self.follow_tasks) if spec.follow_s else self.parallelism)
+        if spec.exactly_once_slots:
+            groups = group_by_slot(ranges, spec)
+        else:
+            groups = group_ranges(ranges, max(1, self.follow_tasks) if spec.follow_s else self.parallelism)
         self.sc.setLocalProperty(
             "spark.job.description", f"mm2py {spec.flow}: {len(ranges)} partition ranges in {len(groups)} tasks"
         )
@@ -189,6 +197,15 @@ def group_ranges(ranges: list[PartitionRange], tasks: int) -> list[list[Partitio
         groups[slot].extend(members)
         load[slot] += sum(r.end - r.start for r in members)
     return [g for g in groups if g]
+
+
+def group_by_slot(ranges: list[PartitionRange], spec: CopySpec) -> list[list[PartitionRange]]:
+    """Exactly-once on the batch path: one group per task slot (:meth:`CopySpec.slot_of`), so each task writes
+    under its slot's transactional.id, whichever job, host or run copies the partitions."""
+    by_slot: dict[int, list[PartitionRange]] = {}
+    for rng in ranges:
+        by_slot.setdefault(spec.slot_of(rng.topic, rng.partition), []).append(rng)
+    return [by_slot[slot] for slot in sorted(by_slot)]
 
 
 def _relay_jvm_output(stream: Any) -> None:

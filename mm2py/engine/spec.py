@@ -13,6 +13,7 @@ from mm2py.mirror.progress import progress_topic
 def copy_spec(f: FlowConfig, copy_path: CopyPath) -> CopySpec:
     """What every copy task of flow ``f`` needs (plain and picklable); ``copy_path`` as the plan decided it."""
     exactly_once = f.exactly_once
+    producer_settings = copy_producer_settings(f.target_producer.settings(), exactly_once=exactly_once)
     return CopySpec(
         flow=f.name,
         source=f.source,
@@ -20,7 +21,7 @@ def copy_spec(f: FlowConfig, copy_path: CopyPath) -> CopySpec:
         consumer_settings=copy_consumer_settings(
             f.source_consumer.settings(), f"mm2py-{f.source}-{f.target}", exactly_once=exactly_once
         ),
-        producer_settings=copy_producer_settings(f.target_producer.settings(), exactly_once=exactly_once),
+        producer_settings=producer_settings,
         syncs_producer_settings=(
             syncs_producer_settings(f.offset_syncs_producer.settings()) if f.emit_offset_syncs_enabled else None
         ),
@@ -35,4 +36,6 @@ def copy_spec(f: FlowConfig, copy_path: CopyPath) -> CopySpec:
         exactly_once=exactly_once,
         copy_path=copy_path,
         poll_timeout_s=max(f.consumer_poll_timeout_ms / 1000, 0.1),
+        transaction_timeout_ms=int(producer_settings.get("transaction.timeout.ms", "60000")),
+        syncs_on_target=f.offset_syncs_cluster == f.target,
     )

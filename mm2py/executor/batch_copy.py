@@ -42,6 +42,7 @@ from mm2py.executor.allocator import tune_for_large_buffers
 from mm2py.executor.batch_results import BatchRange, finish
 from mm2py.executor.contract import CopyResult, CopySpec, PartitionRange
 from mm2py.executor.task_logging import executor_logging
+from mm2py.executor.transactional_copy import TransactionalCopy
 from mm2py.librdkafka.clients import cached_producer
 from mm2py.wire.cluster import Cluster, FetchedPartition, ProducerIds
 from mm2py.wire.connection import KafkaConnection
@@ -50,6 +51,7 @@ from mm2py.wire.fetcher import Fetcher, FetcherSettings, FetchPartition
 from mm2py.wire.forwarding import ForwardingError, batches_to_send
 from mm2py.wire.partition_queue import PartitionQueue, ProducerBatch
 from mm2py.wire.sender import Sender, SenderSettings, batch_timestamps
+from mm2py.wire.transactions import TransactionError
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +73,7 @@ def copy_partitions(
     raises only when it cannot record progress, and then Spark runs it again.
     """
     todo = [rng for rng in ranges if rng.start < rng.end]
-    if spec.exactly_once or spec.provenance:
+    if spec.provenance:
         yield from record_copy.copy_partitions(spec, iter(todo), last_attempt=last_attempt)
         return
     executor_logging(spec)
@@ -80,7 +82,7 @@ def copy_partitions(
         yield from _BatchCopier(spec, todo).run()
 
 
-def sender_settings(spec: CopySpec, max_batch_bytes: int) -> SenderSettings:
+def sender_settings(spec: CopySpec, max_batch_bytes: int, transactional_id: str | None = None) -> SenderSettings:
     """The target producer's settings the sender honours, with the Java producer's defaults."""
     settings = spec.producer_settings
 
@@ -100,6 +102,7 @@ def sender_settings(spec: CopySpec, max_batch_bytes: int) -> SenderSettings:
         retry_backoff_max_s=seconds(1_000, "retry.backoff.max.ms"),
         merge_below=_MERGE_BELOW,
         merge_up_to=min(_MERGE_UP_TO, max_batch_bytes // 2),
+        transactional_id=transactional_id,
     )
 
 
@@ -132,22 +135,23 @@ class _BatchCopier:
         fetcher = threading.Thread(target=self._fetch_loop, name="mm2py-batch-fetch", daemon=True)
         failure: Failure | None = None
         target = KafkaConnection(self.spec.target, self.spec.producer_settings)
+        eos: TransactionalCopy | None = None
+        sender: Sender | None = None
         try:
             target.bootstrap(self.spec.stall_timeout_s)
-            producer = self._producer_ids(target)
-            sender = Sender(
-                target,
-                [r.queue for r in self.ranges.values()],
-                sender_settings(self.spec, self.max_batch_bytes),
-                producer,
-            )
+            queues = [r.queue for r in self.ranges.values()]
+            if self.spec.exactly_once:
+                eos = TransactionalCopy(self.spec, target, self.ranges.values())
+                producer = eos.initialize(self.spec.stall_timeout_s)
+                queues += eos.queues()
+            else:
+                producer = self._producer_ids(target)
+            settings = sender_settings(self.spec, self.max_batch_bytes, eos.transactional_id if eos else None)
+            sender = Sender(target, queues, settings, producer)
             fetcher.start()
-            fetching = True
-            while fetching or sender.busy():
-                fetching = self._take_fetched(sender, block=not sender.busy(), fetching=fetching)
-                self._stop_fetching_stopped_queues()
-                if sender.busy():
-                    sender.step()
+            self._copy(sender, eos)
+        except TransactionError as exc:
+            failure = _transaction_failure(self.spec, exc)
         except ReplicationError as exc:
             failure = exc.failure
         except Exception as exc:  # a bug or the library's: the acknowledged records still count
@@ -155,10 +159,37 @@ class _BatchCopier:
             failure = Failure(f"flow={self.spec.flow}: copying failed: {type(exc).__name__}: {exc}")
         finally:
             self.stop.set()
+            if eos is not None and eos.txn.in_transaction:
+                _abort_quietly(eos, sender, self.spec)
             if fetcher.is_alive():
                 fetcher.join(timeout=self.spec.stall_timeout_s)
             target.close()
-        return finish(self.spec, self.ranges.values(), failure, time.monotonic() - self.started)
+        seconds = time.monotonic() - self.started
+        return finish(self.spec, self.ranges.values(), failure, seconds, eos.committed if eos else None)
+
+    def _copy(self, sender: Sender, eos: TransactionalCopy | None) -> None:
+        """Hand fetched batches to the sender until the fetcher is done and everything is acknowledged;
+        exactly-once, commit a transaction whenever one is due, once the sender is drained."""
+        fetching = True
+        while fetching or sender.busy() or (eos is not None and eos.txn.in_transaction):
+            if eos is None or not eos.committing:
+                fetching = self._take_fetched(sender, block=not sender.busy(), fetching=fetching)
+                self._stop_fetching_stopped_queues()
+            if eos is not None:
+                stopped = next((r.queue for r in self.ranges.values() if r.queue.failure is not None), None)
+                if stopped is not None:
+                    raise ReplicationError(  # the open transaction is aborted: only committed ones count
+                        f"flow={self.spec.flow} {stopped.where}: producing to {self.spec.target} failed "
+                        f"({stopped.failure}); the task's open transaction is aborted",
+                        retriable=bool(stopped.failure and stopped.failure.retriable),
+                    )
+                eos.before_step(sender, self.spec.stall_timeout_s)
+                eos.committing = eos.committing or eos.due(copying_done=not fetching)
+                if eos.committing and not sender.busy():
+                    eos.commit(sender, self.spec.stall_timeout_s)
+                    continue
+            if sender.busy():
+                sender.step()
 
     def _producer_ids(self, target: Cluster) -> ProducerIds:
         """InitProducerId (idempotent), from any broker, retried until the stall timeout."""
@@ -260,6 +291,31 @@ class _BatchCopier:
                 return
             except queue.Full:
                 continue
+
+
+def _transaction_failure(spec: CopySpec, exc: TransactionError) -> Failure:
+    if exc.fenced:
+        return Failure(
+            f"flow={spec.flow}: fenced: another producer with this task's transactional.id took over (another mm2py "
+            f"run, or MirrorMaker 2, copies {spec.flow} exactly-once): {exc.error}",
+            exc.error.name,
+            retriable=False,
+        )
+    return Failure(
+        f"flow={spec.flow}: the transaction on {spec.target} failed: {exc.error}", exc.error.name, exc.retriable
+    )
+
+
+def _abort_quietly(eos: TransactionalCopy, sender: Sender | None, spec: CopySpec) -> None:
+    """Abort the task's open transaction on the way out; if that fails too, the transaction timeout or the next
+    task's InitProducerId aborts it (nothing of it is ever read as committed)."""
+    try:
+        if sender is not None:
+            eos.abort(sender, min(spec.stall_timeout_s, 30.0))
+        else:
+            eos.txn.abort(min(spec.stall_timeout_s, 30.0))
+    except (TransactionError, ReplicationError) as exc:
+        log.warning("flow=%s: aborting the open transaction failed (%s); it ends with its timeout", spec.flow, exc)
 
 
 def _cycle(cluster: Cluster, deadline: float) -> Iterator[int]:

@@ -1,16 +1,18 @@
-"""The end of a batch copy task (executor side): progress and offset syncs for what the target acknowledged,
-and one CopyResult per range.
+"""The end of a batch copy task (executor side): what counts as copied, its progress and offset syncs, and one
+CopyResult per range.
 
 Why here and not in the copy loop: what counts as copied is only known once the sender has nothing in flight
-any more. A range that stopped early (its partition's leader stayed away, a batch was not acknowledged within
-``delivery.timeout.ms``, its records were deleted first) still gets progress for what the target acknowledged,
-so the driver's retry copies only the rest: a broker failure copies nothing twice.
+any more. At-least-once, that is what the target acknowledged: a range that stopped early (its partition's leader
+stayed away, a batch was not acknowledged within ``delivery.timeout.ms``, its records were deleted first) still
+gets progress for it, so the driver's retry copies only the rest and a broker failure copies nothing twice.
+Exactly-once, it is what committed transactions hold (:mod:`mm2py.executor.transactional_copy`), whose progress
+was written inside them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 
 from confluent_kafka import KafkaError
 
@@ -18,9 +20,21 @@ from mm2py.errors import Failure
 from mm2py.executor.contract import CopyResult, CopySpec, PartitionRange
 from mm2py.executor.delivery import flush_offset_syncs, flush_producer, queue_offset_syncs
 from mm2py.librdkafka.clients import cached_producer
+from mm2py.mirror.offset_syncs import Run
 from mm2py.mirror.progress import progress_record
 from mm2py.wire.fetcher import FetchPartition
 from mm2py.wire.partition_queue import PartitionQueue
+
+
+@dataclass
+class Counted:
+    """What of a range counts as copied: acknowledged (at-least-once) or committed (exactly-once)."""
+
+    upstream: int = -1  # the last source offset copied
+    records: int = 0
+    bytes: int = 0
+    runs: list[Run] = field(default_factory=list)
+    next_offset: int = -1  # where the range goes on; -1: after ``upstream`` (or its start)
 
 
 @dataclass(eq=False)
@@ -38,15 +52,14 @@ class BatchRange:
         """Something fetched was not acknowledged: only what was counts."""
         return self.queue.failure is not None or bool(self.queue.unsent or self.queue.sent)
 
-    @property
-    def next_offset(self) -> int:
-        """Where the range's next copy starts: after the last acknowledged record, or, when everything fetched
-        was acknowledged, after what was fetched (control batches and aborted transactions included)."""
-        if not self.unfinished and self.fetched_to >= self.rng.start:
-            return self.fetched_to
-        return self.queue.acked_upstream + 1 if self.queue.acked_records else self.rng.start
+    def acknowledged(self) -> Counted:
+        """At-least-once: the acknowledged records count; when everything fetched was acknowledged, the range
+        goes on after what was fetched (control batches and aborted transactions included)."""
+        q = self.queue
+        whole = not self.unfinished and self.fetched_to >= self.rng.start
+        return Counted(q.acked_upstream, q.acked_records, q.bytes, list(q.runs), self.fetched_to if whole else -1)
 
-    def failure(self, spec: CopySpec, task_failure: Failure | None) -> Failure | None:
+    def failure(self, spec: CopySpec, task_failure: Failure | None, counted: Counted) -> Failure | None:
         """Why the range stopped before its end, if it did."""
         where = f"flow={spec.flow} {self.queue.where}"
         if self.queue.failure is not None:
@@ -55,56 +68,73 @@ class BatchRange:
         if self.fetch.failure is not None:
             error = self.fetch.failure
             return Failure(f"{where}: fetching from {spec.source} failed: {error}", error.name, error.retriable)
-        if task_failure is not None and (self.unfinished or not self.fetch.done):
+        copied_all = self.fetch.done and counted.next_offset >= self.rng.end
+        if (
+            task_failure is not None
+            and not copied_all
+            and (self.unfinished or not self.fetch.done or spec.exactly_once)
+        ):
             return task_failure
         return None
 
 
 def finish(
-    spec: CopySpec, ranges: Iterable[BatchRange], task_failure: Failure | None, seconds: float
+    spec: CopySpec,
+    batch_ranges: Iterable[BatchRange],
+    task_failure: Failure | None,
+    seconds: float,
+    committed: Mapping[int, Counted] | None = None,
 ) -> list[CopyResult]:
-    """Record progress and offset syncs of what was acknowledged, then the ranges' results."""
-    ranges = list(ranges)
+    """Record progress (at-least-once) and offset syncs of what counts as copied, then the ranges' results;
+    ``committed`` (exactly-once: by ``id`` of the range) is what committed transactions hold."""
+    ranges = list(batch_ranges)
+    counted = {id(r): committed[id(r)] if committed is not None else r.acknowledged() for r in ranges}
     producer = cached_producer(spec.producer_settings)
     failures: list[KafkaError] = []
-    for r in ranges:
-        if r.queue.acked_records:
-            record = progress_record(spec.source, r.rng.topic, r.rng.partition, r.queue.acked_upstream)
-            producer.produce(
-                spec.progress_topic,
-                record.value,
-                record.key,
-                on_delivery=lambda err, _m: failures.append(err) if err else None,
-            )
+    if committed is None:  # at-least-once (exactly-once wrote the progress inside its transactions)
+        for r in ranges:
+            if counted[id(r)].records:
+                record = progress_record(spec.source, r.rng.topic, r.rng.partition, counted[id(r)].upstream)
+                producer.produce(
+                    spec.progress_topic,
+                    record.value,
+                    record.key,
+                    on_delivery=lambda err, _m: failures.append(err) if err else None,
+                )
     # Every range's offset syncs are queued too before anything is waited for: progress (target cluster) and
     # syncs (source cluster) are then acknowledged in one round trip, not two. Either may be lost if the task
     # dies now, as when they are written one after the other; the copied records are acknowledged already.
-    syncs_of: dict[tuple[str, int], int] = {}
+    syncs_of: dict[int, int] = {}
     sync_failures: list[KafkaError] = []
+    outside_transactions = committed is None or not spec.syncs_on_target
     for r in ranges:
-        if spec.syncs_topic is not None and r.queue.runs:
-            syncs_of[(r.rng.topic, r.rng.partition)] = queue_offset_syncs(spec, r.rng, r.queue.runs, sync_failures)
+        if spec.syncs_topic is not None and counted[id(r)].runs and outside_transactions:
+            syncs_of[id(r)] = queue_offset_syncs(spec, r.rng, counted[id(r)].runs, sync_failures)
     flush_producer(spec, producer, spec.producer_settings, failures, f"flow={spec.flow} (progress)")
     if syncs_of:
         flush_offset_syncs(spec, sync_failures, f"flow={spec.flow} ({len(syncs_of)} partitions)")
-    results = []
-    for r in ranges:
-        rng, q = r.rng, r.queue
-        measurement = q.measurer.measurement(spec.source, spec.target, rng.topic, rng.remote_topic, rng.partition)
-        results.append(
-            CopyResult(
-                rng.topic,
-                rng.partition,
-                rng.start,
-                r.next_offset,
-                q.acked_upstream,
-                q.acked_records,
-                q.bytes,
-                syncs_of.get((rng.topic, rng.partition), 0),
-                seconds,
-                error=r.failure(spec, task_failure),
-                measurement=measurement,
-                source_end=r.source_end,
-            )
-        )
-    return results
+    return [_result(spec, r, counted[id(r)], syncs_of.get(id(r), 0), task_failure, seconds) for r in ranges]
+
+
+def _result(
+    spec: CopySpec, r: BatchRange, counted: Counted, syncs: int, task_failure: Failure | None, seconds: float
+) -> CopyResult:
+    rng = r.rng
+    next_offset = counted.next_offset
+    if next_offset < rng.start:
+        next_offset = counted.upstream + 1 if counted.records else rng.start
+    measurement = r.queue.measurer.measurement(spec.source, spec.target, rng.topic, rng.remote_topic, rng.partition)
+    return CopyResult(
+        rng.topic,
+        rng.partition,
+        rng.start,
+        next_offset,
+        counted.upstream,
+        counted.records,
+        counted.bytes,
+        syncs,
+        seconds,
+        error=r.failure(spec, task_failure, counted),
+        measurement=measurement,
+        source_end=r.source_end,
+    )

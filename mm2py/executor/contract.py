@@ -10,6 +10,7 @@ May import: ``mm2py.errors`` and ``mm2py.metrics.measurement`` only (both sides 
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
@@ -37,6 +38,13 @@ class CopyPath:
         return self.path if not self.reason else f"{self.path} ({self.reason})"
 
 
+def slot_transactional_id(source: str, slot: int) -> str:
+    """The transactional.id of exactly-once task slot ``slot`` of a flow from ``source``: MM2's own naming for a
+    source task, ``<group.id>-<connector>-<task>`` (KIP-618) with a dedicated MM2's group.id ``<source>-mm2``, so an
+    MM2 and an mm2py taking a flow over from each other fence each other's producers."""
+    return f"{source}-mm2-MirrorSourceConnector-{slot}"
+
+
 @dataclass(frozen=True)
 class CopySpec:
     """What every task of one flow needs; small, plain and picklable (shipped with each task)."""
@@ -61,9 +69,24 @@ class CopySpec:
     # Continuous mode on the batch path: a task keeps copying what arrives for this long, its ranges' ends being
     # caps rather than targets, so a trickle costs a fetch and a produce instead of a Spark job. 0: copy the ranges.
     follow_s: float = 0.0
+    # Exactly-once on the batch path: partitions are spread over this many transactional producers (task slots),
+    # each slot one Spark task with one transactional.id (0: not exactly-once on the batch path).
+    exactly_once_slots: int = 0
+    transaction_timeout_ms: int = 60_000
+    syncs_on_target: bool = False  # offset-syncs.topic.location = target: the syncs join the transactions
 
-    def transactional_id(self, topic: str, partition: int) -> str:
+    def record_transactional_id(self, topic: str, partition: int) -> str:
+        """The record path's transactional.id: one per flow, topic and partition (a producer per range)."""
         return f"mm2py|{self.source}->{self.target}|{topic}-{partition}"
+
+    def slot_transactional_id(self, slot: int) -> str:
+        """The batch path's transactional.id of task slot ``slot`` (:func:`slot_transactional_id`)."""
+        return slot_transactional_id(self.source, slot)
+
+    def slot_of(self, topic: str, partition: int) -> int:
+        """The task slot (and so the transactional.id) a source partition is copied under: a stable hash, the
+        same on every host and in every run with the same slot count."""
+        return zlib.crc32(f"{topic}\0{partition}".encode()) % max(1, self.exactly_once_slots)
 
 
 @dataclass(frozen=True)

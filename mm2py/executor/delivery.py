@@ -12,7 +12,14 @@ from confluent_kafka import KafkaError
 from mm2py.errors import ReplicationError
 from mm2py.executor.contract import CopySpec, PartitionRange
 from mm2py.librdkafka.clients import cached_producer, drop_producer
-from mm2py.mirror.offset_syncs import DENSE_SYNC_HEADER, DENSE_SYNC_VALUE, Run, offset_syncs_for_runs, runs_of
+from mm2py.mirror.offset_syncs import (
+    DENSE_SYNC_HEADER,
+    DENSE_SYNC_VALUE,
+    PartitionOffsetSyncState,
+    Run,
+    offset_syncs_for_runs,
+    runs_of,
+)
 
 # librdkafka drops a message it cannot deliver within message.timeout.ms; after that the idempotent
 # producer's epoch must be bumped, which some brokers refuse, so a producer that timed out is replaced.
@@ -57,37 +64,54 @@ def write_offset_syncs(
     return written
 
 
-def queue_offset_syncs(spec: CopySpec, rng: PartitionRange, runs: list[Run], failures: list[KafkaError]) -> int:
-    """Hand one range's offset syncs (its copied records as runs, ``mm2py.mirror.offset_syncs``) to the syncs producer
-    without waiting for them: a task that copied many ranges flushes once for all of them
-    (``flush_offset_syncs``). Returns how many syncs were queued."""
-    assert spec.syncs_producer_settings is not None and spec.syncs_topic is not None
-    producer = cached_producer(spec.syncs_producer_settings)
-    written = 0
+SyncRecord = tuple[str, bytes, bytes, list[tuple[str, str | bytes | None]] | None]  # topic, key, value, headers
+
+
+def offset_sync_records(
+    spec: CopySpec,
+    rng: PartitionRange,
+    runs: list[Run],
+    states: dict[bool, PartitionOffsetSyncState] | None = None,
+) -> list[SyncRecord]:
+    """One range's offset syncs (its copied records as runs, ``mm2py.mirror.offset_syncs``) as records: MM2's
+    syncs topic gets exactly what MM2's rule makes due; mm2py's dense topic those plus the run boundaries.
+    ``states`` (per topic: dense or not) carries MM2's rule across calls for the same partition."""
+    assert spec.syncs_topic is not None
     targets: list[tuple[str, bool]] = [(spec.syncs_topic, False)]
     if spec.dense_syncs_topic is not None:
         targets.append((spec.dense_syncs_topic, True))
+    records: list[SyncRecord] = []
     for topic, dense in targets:
-        syncs = offset_syncs_for_runs(rng.topic, rng.partition, runs, spec.offset_lag_max, dense=dense)
         headers: list[tuple[str, str | bytes | None]] | None = (
             [(DENSE_SYNC_HEADER, DENSE_SYNC_VALUE)] if dense else None
         )
-        for sync in syncs:
-            while True:
-                try:
-                    producer.produce(
-                        topic,
-                        sync.record_value(),
-                        sync.record_key(),
-                        0,
-                        headers=headers,
-                        on_delivery=lambda err, _m: failures.append(err) if err else None,
-                    )
-                    break
-                except BufferError:
-                    producer.poll(0.05)
-        written += len(syncs)
-    return written
+        state = states.setdefault(dense, PartitionOffsetSyncState()) if states is not None else None
+        for sync in offset_syncs_for_runs(rng.topic, rng.partition, runs, spec.offset_lag_max, state, dense=dense):
+            records.append((topic, sync.record_key(), sync.record_value(), headers))
+    return records
+
+
+def queue_offset_syncs(spec: CopySpec, rng: PartitionRange, runs: list[Run], failures: list[KafkaError]) -> int:
+    """Hand one range's offset syncs to the syncs producer without waiting for them: a task that copied many
+    ranges flushes once for all of them (``flush_offset_syncs``). Returns how many syncs were queued."""
+    assert spec.syncs_producer_settings is not None
+    producer = cached_producer(spec.syncs_producer_settings)
+    records = offset_sync_records(spec, rng, runs)
+    for topic, key, value, headers in records:
+        while True:
+            try:
+                producer.produce(
+                    topic,
+                    value,
+                    key,
+                    0,
+                    headers=headers,
+                    on_delivery=lambda err, _m: failures.append(err) if err else None,
+                )
+                break
+            except BufferError:
+                producer.poll(0.05)
+    return len(records)
 
 
 def flush_offset_syncs(spec: CopySpec, failures: list[KafkaError], where: str) -> None:

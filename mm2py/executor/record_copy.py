@@ -152,7 +152,7 @@ def copy_range(spec: CopySpec, rng: PartitionRange) -> CopyResult:
 def _producer_settings(spec: CopySpec, rng: PartitionRange) -> Mapping[str, str]:
     if not spec.exactly_once:
         return spec.producer_settings
-    return {**spec.producer_settings, "transactional.id": spec.transactional_id(rng.topic, rng.partition)}
+    return {**spec.producer_settings, "transactional.id": spec.record_transactional_id(rng.topic, rng.partition)}
 
 
 def _failures_to(batch: _Batch) -> Any:

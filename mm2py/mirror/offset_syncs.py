@@ -113,6 +113,18 @@ def extend_runs(runs: list[Run], upstream: Sequence[int], downstream_start: int)
         runs.append((first_up, first_down, length))
 
 
+def runs_after(runs: Sequence[Run], skip: int) -> list[Run]:
+    """The runs of the records after the first ``skip`` ones (what was copied since an earlier count)."""
+    out: list[Run] = []
+    for first_up, first_down, length in runs:
+        if skip >= length:
+            skip -= length
+            continue
+        out.append((first_up + skip, first_down + skip, length - skip))
+        skip = 0
+    return out
+
+
 def offset_syncs_for_runs(
     topic: str,
     partition: int,

@@ -142,7 +142,22 @@ class Cluster(Protocol):
     def init_producer_id(
         self, node: int, *, transactional_id: str | None = None, transaction_timeout_ms: int = -1
     ) -> Pending[ProducerIds]:
-        """InitProducerId: a producer id and epoch (for an idempotent producer when ``transactional_id`` is None)."""
+        """InitProducerId: a producer id and epoch (for an idempotent producer when ``transactional_id`` is None;
+        for a transactional one, sent to its coordinator, it fences every earlier epoch of that id)."""
+        ...
+
+    def find_coordinator(self, node: int, transactional_id: str) -> Pending[int]:
+        """FindCoordinator(TRANSACTION): the broker that coordinates ``transactional_id``'s transactions."""
+        ...
+
+    def add_partitions_to_txn(
+        self, node: int, transactional_id: str, producer: ProducerIds, partitions: Sequence[TopicPartition]
+    ) -> Pending[dict[TopicPartition, WireError | None]]:
+        """AddPartitionsToTxn: ``partitions`` join the producer's open transaction (an error per partition)."""
+        ...
+
+    def end_txn(self, node: int, transactional_id: str, producer: ProducerIds, *, commit: bool) -> Pending[None]:
+        """EndTxn: commit or abort the producer's open transaction."""
         ...
 
     def poll(self, timeout_s: float) -> None:

@@ -34,8 +34,8 @@ from kafka.future import Future  # type: ignore[import-untyped]
 from kafka.net.compat import KafkaNetClient  # type: ignore[import-untyped]
 from kafka.net.sasl.oauth import AbstractTokenProvider  # type: ignore[import-untyped]
 from kafka.protocol.consumer import FetchRequest  # type: ignore[import-untyped]
-from kafka.protocol.metadata import MetadataRequest  # type: ignore[import-untyped]
-from kafka.protocol.producer import InitProducerIdRequest  # type: ignore[import-untyped]
+from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest  # type: ignore[import-untyped]
+from kafka.protocol.producer import AddPartitionsToTxnRequest, EndTxnRequest, InitProducerIdRequest  # type: ignore[import-untyped]
 
 from mm2py.errors import ReplicationError
 from mm2py.wire import library_patches
@@ -248,7 +248,9 @@ class KafkaConnection:
         timeout_ms: int,
         transactional_id: str | None = None,
     ) -> _Pending[list[ProducedPartition]]:
-        request = ForwardingProduceRequest(record_sets, acks=-1, timeout_ms=timeout_ms)
+        request = ForwardingProduceRequest(
+            record_sets, acks=-1, timeout_ms=timeout_ms, transactional_id=transactional_id
+        )
 
         def decode(response: Any) -> list[ProducedPartition]:
             return [
@@ -281,6 +283,53 @@ class KafkaConnection:
             return error if error is not None else ProducerIds(response.producer_id, response.producer_epoch)
 
         return self._send(node, request, decode)
+
+    # -- transactions (the Java producer's TransactionManager requests, at the versions of transaction protocol v1:
+    # FindCoordinator with one key, AddPartitionsToTxn from the client up to v3, EndTxn up to v4; later versions
+    # bump the epoch at every EndTxn, KIP-890, which the sender would then have to follow) --------------------
+
+    def find_coordinator(self, node: int, transactional_id: str) -> _Pending[int]:
+        request = FindCoordinatorRequest(key=transactional_id, key_type=1, max_version=3)
+
+        def decode(response: Any) -> int | WireError:
+            error = broker_error(response.error_code, f"FindCoordinator at node {node}")
+            return error if error is not None else int(response.node_id)
+
+        return self._send(node, request, decode)
+
+    def add_partitions_to_txn(
+        self, node: int, transactional_id: str, producer: ProducerIds, partitions: Sequence[TopicPartition]
+    ) -> _Pending[dict[TopicPartition, WireError | None]]:
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in partitions:
+            by_topic.setdefault(topic, []).append(partition)
+        topic_type = AddPartitionsToTxnRequest.AddPartitionsToTxnTopic
+        request = AddPartitionsToTxnRequest(
+            v3_and_below_transactional_id=transactional_id,
+            v3_and_below_producer_id=producer.producer_id,
+            v3_and_below_producer_epoch=producer.epoch,
+            v3_and_below_topics=[topic_type(name=t, partitions=ps) for t, ps in by_topic.items()],
+            max_version=3,
+        )
+
+        def decode(response: Any) -> dict[TopicPartition, WireError | None]:
+            return {
+                (topic.name, p.partition_index): broker_error(p.partition_error_code, f"AddPartitionsToTxn at {node}")
+                for topic in response.results_by_topic_v3_and_below
+                for p in topic.results_by_partition
+            }
+
+        return self._send(node, request, decode)
+
+    def end_txn(self, node: int, transactional_id: str, producer: ProducerIds, *, commit: bool) -> _Pending[None]:
+        request = EndTxnRequest(
+            transactional_id=transactional_id,
+            producer_id=producer.producer_id,
+            producer_epoch=producer.epoch,
+            committed=commit,
+            max_version=4,
+        )
+        return self._send(node, request, lambda response: broker_error(response.error_code, f"EndTxn at {node}"))
 
 
 def _fetched(node: int, response: Any) -> list[FetchedPartition] | WireError:

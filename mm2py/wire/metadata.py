@@ -22,6 +22,7 @@ import random
 import time
 from collections.abc import Callable, Iterable
 
+from mm2py.errors import ReplicationError
 from mm2py.wire.cluster import Cluster, ClusterMetadata, Pending, TopicPartition
 from mm2py.wire.errors import WireError
 
@@ -145,3 +146,25 @@ class Leaders:
             self._failed_nodes.pop(node, None)  # a fresh answer names it leader: it is back
         if missing_leader or answer.topic_errors:
             self._retry_later()  # keep looking until every partition has a leader
+
+
+def partition_count(cluster: Cluster, topic: str, timeout_s: float) -> int:
+    """How many partitions ``topic`` has (a Metadata request from any answering broker, retried until
+    ``timeout_s``); raises ``mm2py.errors.ReplicationError`` if no answer names it."""
+    deadline = time.monotonic() + timeout_s
+    last: object = "no broker answered"
+    while time.monotonic() < deadline:
+        for node in sorted(cluster.brokers()):
+            pending = cluster.metadata(node, [topic])
+            while not pending.done and time.monotonic() < deadline:
+                cluster.poll(0.05)
+            answer = pending.result() if pending.done else None
+            if isinstance(answer, ClusterMetadata):
+                count = sum(1 for t, _p in answer.partitions if t == topic)
+                if count:
+                    return count
+                last = answer.topic_errors.get(topic, "no partitions")
+            elif answer is not None:
+                last = answer
+        cluster.poll(RETRY_BACKOFF_S)
+    raise ReplicationError(f"the partitions of {topic} on {cluster.alias} are not known: {last}")

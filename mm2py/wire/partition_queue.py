@@ -151,7 +151,7 @@ class PartitionQueue:
         """Whether ``batch`` follows the last acknowledged one (TransactionManager.isNextSequence)."""
         return batch.base_sequence == (self.last_acked_sequence + 1) % SEQUENCE_MODULO
 
-    def renumber(self, producer: ProducerIds) -> None:
+    def renumber(self, producer: ProducerIds) -> None:  # idempotent producers only (a transaction is aborted)
         """Start this partition's sequences again at 0 under ``producer`` (a bumped epoch, or a new id): every
         batch sent and not acknowledged, in order, then those never sent
         (``TxnPartitionMap.startSequencesAtBeginning``). Only when nothing is in flight, so no answer for the old

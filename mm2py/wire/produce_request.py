@@ -31,13 +31,21 @@ _NULL_STRING = _INT16.pack(-1)
 
 # init=False: the class has no protocol schema of its own (the library would look for one by its name).
 class ForwardingProduceRequest(ProduceRequest, init=False):  # type: ignore[misc,call-arg]
-    """Produce (non-transactional) of ``record_sets``: {(topic, partition): pieces}, in the mapping's order."""
+    """Produce of ``record_sets``: {(topic, partition): pieces}, in the mapping's order; inside the transaction of
+    ``transactional_id`` when one is given (its batches carry the transactional bit)."""
 
     __slots__ = ("record_sets",)
 
-    def __init__(self, record_sets: Mapping[tuple[str, int], RecordSetPieces], *, acks: int, timeout_ms: int) -> None:
+    def __init__(
+        self,
+        record_sets: Mapping[tuple[str, int], RecordSetPieces],
+        *,
+        acks: int,
+        timeout_ms: int,
+        transactional_id: str | None = None,
+    ) -> None:
         super().__init__(
-            transactional_id=None,
+            transactional_id=transactional_id,
             acks=acks,
             timeout_ms=timeout_ms,
             topic_data=[],  # the library's view of the body; encode() below writes the real one
@@ -61,7 +69,12 @@ class ForwardingProduceRequest(ProduceRequest, init=False):  # type: ignore[misc
         parts: list[Buffer] = [b""] if framed else []  # the frame's size goes first, once it is known
         if header:
             parts.append(self.encode_header(flexible=False))
-        parts.append(_NULL_STRING + _INT16.pack(self.acks) + _INT32.pack(self.timeout_ms) + _INT32.pack(len(by_topic)))
+        parts.append(
+            _string(self.transactional_id)
+            + _INT16.pack(self.acks)
+            + _INT32.pack(self.timeout_ms)
+            + _INT32.pack(len(by_topic))
+        )
         for topic, partitions in by_topic.items():
             name = topic.encode()
             parts.append(_INT16.pack(len(name)) + name + _INT32.pack(len(partitions)))
@@ -71,3 +84,11 @@ class ForwardingProduceRequest(ProduceRequest, init=False):  # type: ignore[misc
         if framed:
             parts[0] = _INT32.pack(sum(len(part) for part in parts))
         return b"".join(parts)
+
+
+def _string(value: str | None) -> bytes:
+    """A nullable STRING: int16 length (-1: null), then UTF-8."""
+    if value is None:
+        return _NULL_STRING
+    encoded = value.encode()
+    return _INT16.pack(len(encoded)) + encoded

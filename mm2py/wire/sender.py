@@ -77,6 +77,7 @@ class SenderSettings:
     request_bytes: int = 16 * 1024 * 1024  # a Produce request stops taking partitions here
     merge_below: int = 0  # small unsent batches of one partition are merged (0: never) ...
     merge_up_to: int = 0  # ... into one of at most this many bytes
+    transactional_id: str | None = None  # batches go inside this id's transactions (mm2py.wire.transactions)
 
 
 @dataclass(eq=False)
@@ -166,7 +167,9 @@ class Sender:
                 if not batches:
                     break
                 timeout_ms = int(self.settings.request_timeout_s * 1000)
-                pending = self.cluster.produce(node, record_sets, timeout_ms=timeout_ms)
+                pending = self.cluster.produce(
+                    node, record_sets, timeout_ms=timeout_ms, transactional_id=self.settings.transactional_id
+                )
                 self.requests[node].append(_Request(node, pending, batches))
                 sent = True
         return sent
@@ -212,7 +215,7 @@ class Sender:
             if q.producer != self.producer:
                 q.producer, q.next_sequence, q.last_acked_sequence = self.producer, 0, -1
             q.unsent.popleft()
-            q.assign_next(batch, self.producer)
+            q.assign_next(batch, self.producer, transactional=self.settings.transactional_id is not None)
             q.sent.append(batch)
         batch.state = State.IN_FLIGHT
         q.node = node
@@ -286,12 +289,20 @@ class Sender:
         if kind is MESSAGE_TOO_LARGE or kind is RECORD_LIST_TOO_LARGE:
             q.stop(error)
             return
-        if kind is OUT_OF_ORDER_SEQUENCE_NUMBER:
-            if batch.producer == q.producer and q.is_next_sequence(batch):
-                q.bump_epoch = True  # a gap: the broker does not have what we count as acknowledged before it
-        elif kind is UNKNOWN_PRODUCER_ID or kind is INVALID_PRODUCER_EPOCH:
-            if batch.producer == q.producer:
-                q.bump_epoch = True  # the broker has no (or another) state for our epoch on this partition
+        lost_state = (kind is OUT_OF_ORDER_SEQUENCE_NUMBER and q.is_next_sequence(batch)) or (
+            kind is UNKNOWN_PRODUCER_ID or kind is INVALID_PRODUCER_EPOCH
+        )
+        if lost_state and self.settings.transactional_id is not None:
+            # A transactional producer cannot renumber inside its transaction: the error is abortable (Java:
+            # TransactionManager.maybeTransitionToErrorState), and the transaction is aborted by its owner.
+            q.stop(error)
+            return
+        if lost_state and batch.producer == q.producer:
+            # OUT_OF_ORDER_SEQUENCE_NUMBER for the next sequence: a gap, the broker lacks what we count as
+            # acknowledged; UNKNOWN_PRODUCER_ID / INVALID_PRODUCER_EPOCH: it has no (or another) state for our epoch.
+            q.bump_epoch = True
+        elif kind is OUT_OF_ORDER_SEQUENCE_NUMBER or lost_state:
+            pass  # the echo of an earlier failure, or a batch already renumbered: resent as it is
         elif not error.retriable:
             q.stop(error)
             return

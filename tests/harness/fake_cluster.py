@@ -44,11 +44,15 @@ from mm2py.wire.cluster import (
     TopicPartition,
 )
 from mm2py.wire.errors import (
+    COORDINATOR_NOT_AVAILABLE,
     DUPLICATE_SEQUENCE_NUMBER,
     FENCED_LEADER_EPOCH,
     INVALID_PRODUCER_EPOCH,
+    INVALID_TXN_STATE,
+    NOT_COORDINATOR,
     NOT_LEADER_OR_FOLLOWER,
     OUT_OF_ORDER_SEQUENCE_NUMBER,
+    PRODUCER_FENCED,
     UNKNOWN_LEADER_EPOCH,
     UNKNOWN_TOPIC_OR_PARTITION,
     WireError,
@@ -71,6 +75,16 @@ class Appended:
     first_seq: int
     last_seq: int
     acknowledged: bool = False
+    transaction: str = "none"  # "open", "committed" or "aborted" for a transactional batch
+
+
+@dataclass
+class _Transaction:
+    """A transactional.id at its coordinator: the producer id, epoch and the open transaction's partitions."""
+
+    producer_id: int
+    epoch: int
+    partitions: set[TopicPartition] = field(default_factory=set)
 
 
 @dataclass
@@ -160,6 +174,8 @@ class FakeCluster:
         self._events: list[tuple[float, int, Callable[[], None]]] = []
         self._sequence = itertools.count()
         self.next_producer_id = 1000
+        self.transactions: dict[str, _Transaction] = {}
+        self.coordinator_key: TopicPartition = ("__transaction_state", 0)  # its leader coordinates every id
         self.keep_unacknowledged = False
         # inject(request kind, node, key) -> an error to answer for that partition instead of handling it;
         # after_append(node, key) -> an error to answer for a batch the leader did append (acks=all not met)
@@ -273,11 +289,82 @@ class FakeCluster:
     def init_producer_id(
         self, node: int, *, transactional_id: str | None = None, transaction_timeout_ms: int = -1
     ) -> FakePending:
-        def arrive() -> ProducerIds:
-            self.next_producer_id += 1
-            return ProducerIds(self.next_producer_id, 0)
+        def arrive() -> ProducerIds | WireError:
+            if transactional_id is None:
+                self.next_producer_id += 1
+                return ProducerIds(self.next_producer_id, 0)
+            if not self._coordinates(node):
+                return WireError(NOT_COORDINATOR)
+            txn = self.transactions.get(transactional_id)
+            if txn is None:
+                self.next_producer_id += 1
+                txn = self.transactions[transactional_id] = _Transaction(self.next_producer_id, -1)
+            self._complete(txn, commit=False)  # a predecessor's open transaction is aborted
+            txn.epoch += 1  # and every earlier epoch fenced
+            return ProducerIds(txn.producer_id, txn.epoch)
 
         return self._send(node, "init_producer_id", (), arrive)
+
+    # -- transactions ---------------------------------------------------------------------------------------
+
+    def find_coordinator(self, node: int, transactional_id: str) -> FakePending:
+        def arrive() -> int | WireError:
+            leader = self.partitions[self.coordinator_key].leader if self.coordinator_key in self.partitions else 1
+            return leader if self._serving(leader) else WireError(COORDINATOR_NOT_AVAILABLE)
+
+        return self._send(node, "find_coordinator", (), arrive)
+
+    def add_partitions_to_txn(
+        self, node: int, transactional_id: str, producer: ProducerIds, partitions: Sequence[TopicPartition]
+    ) -> FakePending:
+        def arrive() -> dict[TopicPartition, WireError | None] | WireError:
+            error = self._check_transaction(node, transactional_id, producer)
+            if error is not None:
+                return error
+            injected = self.inject("add_partitions_to_txn", node, partitions[0])
+            if injected is not None:
+                return dict.fromkeys(partitions, injected)
+            self.transactions[transactional_id].partitions.update(partitions)
+            return dict.fromkeys(partitions)
+
+        return self._send(node, "add_partitions_to_txn", partitions, arrive)
+
+    def end_txn(self, node: int, transactional_id: str, producer: ProducerIds, *, commit: bool) -> FakePending:
+        def arrive() -> WireError | None:
+            error = self._check_transaction(node, transactional_id, producer)
+            if error is not None:
+                return error
+            injected = self.inject("end_txn", node, ("", 0))
+            if injected is not None:
+                return injected
+            self._complete(self.transactions[transactional_id], commit=commit)
+            return None
+
+        return self._send(node, "end_txn", (), arrive)
+
+    def _coordinates(self, node: int) -> bool:
+        leader = self.partitions[self.coordinator_key].leader if self.coordinator_key in self.partitions else 1
+        return node == leader
+
+    def _check_transaction(self, node: int, transactional_id: str, producer: ProducerIds) -> WireError | None:
+        if not self._coordinates(node):
+            return WireError(NOT_COORDINATOR)
+        txn = self.transactions.get(transactional_id)
+        if txn is None or txn.producer_id != producer.producer_id or txn.epoch != producer.epoch:
+            return WireError(PRODUCER_FENCED)
+        return None
+
+    def _complete(self, txn: _Transaction, *, commit: bool) -> None:
+        """Write the transaction's markers: its batches become visible to read_committed, or aborted."""
+        for key in txn.partitions:
+            for appended in self.partitions[key].log:
+                if appended.producer_id == txn.producer_id and appended.transaction == "open":
+                    appended.transaction = "committed" if commit else "aborted"
+        txn.partitions = set()
+
+    def committed(self, key: TopicPartition) -> list[tuple[int, bytes]]:
+        """(offset, batch) of what a read_committed consumer reads: no open or aborted transaction's batches."""
+        return [(a.base_offset, a.raw) for a in self.partitions[key].log if a.transaction in ("none", "committed")]
 
     def produce(
         self,
@@ -400,6 +487,12 @@ class FakeCluster:
         assert batch.crc_ok(), "a produced batch with a bad CRC"
         pid, epoch, seq = batch.producer_id, batch.producer_epoch, batch.base_sequence
         self.produced_batches.append((key, pid, epoch, seq))
+        txn = next((x for x in self.transactions.values() if x.producer_id == pid), None)
+        if batch.is_transactional:
+            if txn is None or epoch < txn.epoch:
+                return ProducedPartition(topic, partition, WireError(INVALID_PRODUCER_EPOCH), -1)
+            if key not in txn.partitions:
+                return ProducedPartition(topic, partition, WireError(INVALID_TXN_STATE), -1)
         last_seq = seq + batch.record_count - 1
         state = part.producers.get(pid)
         if state is not None and epoch < state.epoch:
@@ -419,7 +512,11 @@ class FakeCluster:
         base = part.end
         stored = bytearray(raw)
         stored[0:8] = base.to_bytes(8, "big", signed=True)
-        part.log.append(Appended(base, bytes(stored), pid, epoch, seq, last_seq))
+        part.log.append(
+            Appended(
+                base, bytes(stored), pid, epoch, seq, last_seq, transaction="open" if batch.is_transactional else "none"
+            )
+        )
         state.batches.append((seq, last_seq, base))
         late = self.after_append(node, key)
         if late is not None:

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
 
+from mm2py.executor.contract import slot_transactional_id
 from tests.harness.flows_helpers import config_for, copied, start_run
 from tests.harness.kafka_harness import (
     TansuBroker,
@@ -53,8 +54,10 @@ def test_a_predecessor_with_the_same_transactional_id_is_fenced(pair: dict[str, 
     records = make_records(100, partitions=2, seed=6)
     produce(pair["dc1"].bootstrap, "orders", records)
     create_topic(pair["target"].bootstrap, "dc1.orders", 2)
-    # A predecessor that died mid-transaction on partition 0, holding mm2py's transactional.id for it.
-    zombie = Producer(client_config(pair["target"].bootstrap, **{"transactional.id": "mm2py|dc1->target|orders-0"}))
+    # A predecessor that died mid-transaction on partition 0, holding the transactional.id of the task slot that
+    # copies it: MM2's naming for task 0 of flow dc1->target, which an MM2 with exactly-once would use too.
+    zombie_id = slot_transactional_id("dc1", 0)
+    zombie = Producer(client_config(pair["target"].bootstrap, **{"transactional.id": zombie_id}))
     zombie.init_transactions(10)
     zombie.begin_transaction()
     zombie.produce("dc1.orders", b"zombie", partition=0)

@@ -28,11 +28,16 @@ def test_auto_is_the_default_and_forwards_batches() -> None:
     assert choose_copy_path(flow()).describe() == "batch"
 
 
+def test_exactly_once_forwards_batches_inside_transactions() -> None:
+    assert choose_copy_path(flow("b.exactly.once.source.support = enabled\n")).describe() == "batch"
+    both = choose_copy_path(flow("b.exactly.once.source.support = enabled\nb.producer.compression.type = lz4\n"))
+    assert both.path == "record"  # re-compressing is per-record work, exactly-once or not
+
+
 @pytest.mark.parametrize(
     ("extra", "reason"),
     [
         ("mm2py.provenance.header.enabled = true\n", "provenance header"),
-        ("b.exactly.once.source.support = enabled\n", "exactly-once"),
         ("b.producer.compression.type = zstd\n", "compression.type=zstd"),
         # Key stores reach both clients as PEM now; a TLS curve list is something the batch path's client cannot set.
         ("a.consumer.ssl.curves.list = P-256\na.consumer.security.protocol = SSL\n", "cannot connect to a"),

@@ -1,0 +1,166 @@
+"""Exactly-once on the batch path (executor side): a task's forwarded batches, the progress of its ranges and,
+when the syncs topic is on the target, their offset syncs, committed in one transaction at a time.
+
+Why whole batches in transactions: MirrorMaker 2 (KIP-618) writes records and source offsets in one transaction
+but decodes and re-encodes every record; the batch path forwards the source's batches as they are, with the
+transactional bit and the task's own producer id, epoch and sequences in their headers, so exactly-once costs a
+few requests per transaction instead of work per record.
+
+A transaction is committed every ``COMMIT_INTERVAL_S`` and when the task has copied everything: the sender is
+first drained (every batch acknowledged), then each range's progress record goes into the transaction (and its
+offset syncs, on the target), then EndTxn. Only what a committed transaction holds counts as copied
+(:class:`~mm2py.executor.batch_results.Counted`): a task that fails, is fenced or is killed leaves an
+open transaction that is aborted — by itself, by the transaction timeout, or by its successor's InitProducerId —
+and the range is copied again from the last committed progress, which a read_committed consumer of the target
+sees together with the records.
+
+One transactional.id per task slot (:meth:`CopySpec.slot_transactional_id`); the driver fences the ids of every
+slot count a flow ran with before it starts (:mod:`mm2py.control.fencing`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable
+
+from kafka.partitioner.default import murmur2  # type: ignore[import-untyped]
+
+from mm2py.executor.batch_results import BatchRange, Counted
+from mm2py.executor.contract import CopySpec
+from mm2py.executor.delivery import offset_sync_records
+from mm2py.mirror.offset_syncs import PartitionOffsetSyncState, runs_after
+from mm2py.mirror.progress import progress_record
+from mm2py.wire.batch_codec import Record, encode_batch
+from mm2py.wire.batches import RecordBatch
+from mm2py.wire.cluster import Cluster, ProducerIds, TopicPartition
+from mm2py.wire.metadata import partition_count
+from mm2py.wire.partition_queue import PartitionQueue, ProducerBatch
+from mm2py.wire.sender import Sender
+from mm2py.wire.transactions import TransactionManager
+
+log = logging.getLogger(__name__)
+
+COMMIT_INTERVAL_S = 1.0  # how long a transaction stays open at most while a task copies (MM2: a poll's worth)
+
+
+class TransactionalCopy:
+    """The transactions of one batch copy task (its thread only)."""
+
+    def __init__(
+        self, spec: CopySpec, target: Cluster, ranges: Iterable[BatchRange], clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.spec = spec
+        self.target = target
+        self.ranges = list(ranges)
+        self.clock = clock
+        slots = {spec.slot_of(r.rng.topic, r.rng.partition) for r in self.ranges}
+        assert len(slots) == 1, f"one task copies one slot's partitions, not {sorted(slots)}"
+        self.transactional_id = spec.slot_transactional_id(slots.pop())
+        self.txn = TransactionManager(
+            target, self.transactional_id, transaction_timeout_ms=spec.transaction_timeout_ms, clock=clock
+        )
+        self.committed = {id(r): Counted() for r in self.ranges}
+        self.sync_states: dict[int, dict[bool, PartitionOffsetSyncState]] = {}  # MM2's rule across commits
+        self.control_queues: dict[TopicPartition, PartitionQueue] = {}  # progress and offset-sync partitions
+        self.committing = False
+        self.opened_at: float | None = None
+
+    def initialize(self, timeout_s: float) -> ProducerIds:
+        """InitProducerId for this task's transactional.id, fencing every predecessor; learn where progress goes."""
+        producer = self.txn.initialize(timeout_s)
+        self._progress_partitions = partition_count(self.target, self.spec.progress_topic, timeout_s)
+        return producer
+
+    def queues(self) -> list[PartitionQueue]:
+        """The partitions a transaction writes besides the copied ones: progress (and syncs on the target)."""
+        keys = {(self.spec.progress_topic, self._progress_partition(r)) for r in self.ranges}
+        if self.spec.syncs_on_target and self.spec.syncs_topic is not None:
+            keys.add((self.spec.syncs_topic, 0))
+            if self.spec.dense_syncs_topic is not None:
+                keys.add((self.spec.dense_syncs_topic, 0))
+        for topic, partition in sorted(keys):
+            self.control_queues[(topic, partition)] = PartitionQueue(topic, partition, f"topic={topic} (progress)")
+        return list(self.control_queues.values())
+
+    def _progress_partition(self, r: BatchRange) -> int:
+        """Where Connect (and librdkafka's murmur2_random) puts the range's progress key: Java's murmur2."""
+        key = progress_record(self.spec.source, r.rng.topic, r.rng.partition, 0).key
+        return int((murmur2(key) & 0x7FFFFFFF) % self._progress_partitions)
+
+    # -- the copy loop's hooks -----------------------------------------------------------------------------
+
+    def before_step(self, sender: Sender, timeout_s: float) -> None:
+        """Add the partitions that have batches to send to the open transaction (which this opens)."""
+        waiting = {q.key for q in sender.queues.values() if q.failure is None and (q.unsent or q.sent)}
+        new = waiting - self.txn.partitions
+        if new:
+            self.txn.add(new, timeout_s)
+            if self.opened_at is None:
+                self.opened_at = self.clock()
+
+    def due(self, copying_done: bool) -> bool:
+        """Whether the open transaction should be committed now (the caller then drains the sender)."""
+        if not self.txn.in_transaction:
+            return False
+        return copying_done or self.clock() - (self.opened_at or 0.0) >= COMMIT_INTERVAL_S
+
+    def commit(self, sender: Sender, timeout_s: float) -> None:
+        """The sender is drained: put progress (and syncs) in, drain again, commit, count what was committed."""
+        batches: dict[TopicPartition, list[ProducerBatch]] = {}
+        for r in self.ranges:
+            done = self.committed[id(r)]
+            q = r.queue
+            if q.acked_upstream > done.upstream:
+                record = progress_record(self.spec.source, r.rng.topic, r.rng.partition, q.acked_upstream)
+                key = (self.spec.progress_topic, self._progress_partition(r))
+                batches.setdefault(key, []).append(_batch([(record.key, record.value, None)]))
+                if self.spec.syncs_on_target and self.spec.syncs_topic is not None:
+                    new_runs = runs_after(q.runs, sum(length for _u, _d, length in done.runs))
+                    states = self.sync_states.setdefault(id(r), {})
+                    for topic, sync_key, value, headers in offset_sync_records(self.spec, r.rng, new_runs, states):
+                        batches.setdefault((topic, 0), []).append(_batch([(sync_key, value, headers)]))
+        for key, items in batches.items():
+            sender.add(key, items)
+        self.txn.add(batches, timeout_s)
+        while sender.busy():
+            sender.step()
+        stopped = [q for q in self.control_queues.values() if q.failure is not None]
+        if stopped:
+            raise _ControlWriteFailed(stopped[0])
+        self.txn.commit(timeout_s)
+        for r in self.ranges:
+            q, done = r.queue, self.committed[id(r)]
+            done.upstream, done.records, done.bytes = q.acked_upstream, q.acked_records, q.bytes
+            done.runs = list(q.runs)
+            if r.fetched_to >= r.rng.start:
+                done.next_offset = r.fetched_to  # the sender was drained: everything handed over is in
+        self.opened_at = None
+        self.committing = False
+
+    def abort(self, sender: Sender, timeout_s: float) -> None:
+        """Abort the open transaction once no request of it is in flight any more (a late append after the
+        abort marker would open a transaction nobody ends)."""
+        deadline = self.clock() + timeout_s
+        while sender.in_flight() and self.clock() < deadline:
+            sender.step(0.05)
+        if self.txn.in_transaction:
+            self.txn.abort(max(1.0, deadline - self.clock()))
+        self.opened_at = None
+
+
+class _ControlWriteFailed(Exception):
+    def __init__(self, queue: PartitionQueue) -> None:
+        self.queue = queue
+        super().__init__(f"writing {queue.topic}-{queue.partition} in the transaction failed: {queue.failure}")
+
+
+def _batch(records: list[tuple[bytes, bytes, list[tuple[str, str | bytes | None]] | None]]) -> ProducerBatch:
+    now = int(time.time() * 1000)
+    encoded = encode_batch(
+        [
+            Record(i, now, key, value, tuple((h, v.encode() if isinstance(v, str) else v) for h, v in headers or ()))
+            for i, (key, value, headers) in enumerate(records)
+        ]
+    )
+    return ProducerBatch(RecordBatch(memoryview(encoded)), [])
