@@ -27,21 +27,33 @@ MAX_BACKOFF_S = 30.0
 class Retrier:
     """Runs a flow's steps, counting every retry in the flow's stats and metrics."""
 
-    def __init__(self, flow: FlowConfig, stats: FlowStats, metrics: RunMetrics | None = None) -> None:
+    def __init__(
+        self,
+        flow: FlowConfig,
+        stats: FlowStats,
+        metrics: RunMetrics | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.flow = flow
         self.stats = stats
         self.metrics = metrics
+        self.clock = clock
 
     def __call__(self, step: Callable[[], T], stop: threading.Event) -> T:
-        """Run ``step``; a stop request ends the retries (the last failure is raised)."""
-        deadline = time.monotonic() + self.flow.retry_timeout_seconds
+        """Run ``step``; a stop request ends the retries (the last failure is raised).
+
+        The retry timeout counts from the first failure, not from the start: a step may run for hours (a
+        generation of following tasks) before it fails, and it deserves its retries then too."""
+        deadline: float | None = None
         backoff = FIRST_BACKOFF_S
         while True:
             try:
                 return step()
             except (ReplicationError, KafkaOperationError) as exc:
+                if deadline is None:
+                    deadline = self.clock() + self.flow.retry_timeout_seconds
                 retriable = exc.retriable if isinstance(exc, ReplicationError) else True
-                if not retriable or time.monotonic() + backoff > deadline or stop.is_set():
+                if not retriable or self.clock() + backoff > deadline or stop.is_set():
                     raise
                 self.stats.retries += 1
                 if self.metrics is not None:

@@ -19,6 +19,8 @@ from mm2py.config.properties import parse_properties
 from mm2py.control.copy_path import choose_copy_path
 from mm2py.control.plan import AdminPool, FlowPlan, TopicPlan
 from mm2py.engine.driver import FlowRunner
+from mm2py.engine.retry import Retrier
+from mm2py.engine.stats import FlowStats
 from mm2py.errors import KafkaOperationError, ReplicationError
 from mm2py.executor.contract import CopyResult, CopySpec, PartitionRange
 from mm2py.librdkafka.admin import ClusterAdmin
@@ -238,3 +240,43 @@ def test_continuous_rounds_copy_around_a_partition_whose_leader_is_away(
         and r.rounds.positions[("orders", 1)] == 70
         and not r.rounds.unavailable
     )
+
+
+def test_a_step_that_ran_for_hours_before_failing_still_gets_its_retries() -> None:
+    """A generation of following tasks may run for hours and then fail (a broker lost for good, an executor):
+    the retry timeout counts from that failure, not from when the step started."""
+    now = [0.0]
+    f = flow("mm2py.retry.timeout.seconds = 20\n")
+    retrier = Retrier(f, FlowStats(f.name), clock=lambda: now[0])
+    attempts: list[float] = []
+
+    def generation() -> str:
+        attempts.append(now[0])
+        if len(attempts) == 1:
+            now[0] += 3 * 3600  # it followed its partitions for three hours, then failed
+        if len(attempts) < 4:
+            raise ReplicationError("the leader of orders-0 stayed away", retriable=True)
+        return "following again"
+
+    stop = InstantStop()
+    assert retrier(generation, stop) == "following again"
+    assert stop.waits == [1.0, 2.0, 4.0] and retrier.stats.retries == 3  # three failures, three retries
+
+
+def test_retries_end_when_the_retry_timeout_has_passed_since_the_first_failure() -> None:
+    now = [0.0]
+    f = flow("mm2py.retry.timeout.seconds = 20\n")
+    retrier = Retrier(f, FlowStats(f.name), clock=lambda: now[0])
+
+    class AdvancingStop(InstantStop):
+        def wait(self, timeout: float | None = None) -> bool:
+            now[0] += timeout or 0.0
+            return super().wait(timeout)
+
+    def always_failing() -> None:
+        raise ReplicationError("the target is away", retriable=True)
+
+    stop = AdvancingStop()
+    with pytest.raises(ReplicationError, match="the target is away"):
+        retrier(always_failing, stop)
+    assert stop.waits == [1.0, 2.0, 4.0, 8.0]  # 15 s waited; a 16-s wait would end past the 20 s
