@@ -49,6 +49,7 @@ def spec_for(source: str, target: str) -> CopySpec:
             "queue.buffering.max.messages": "1000000",
         },
         syncs_producer_settings={"bootstrap.servers": source, "acks": "all"},
+        target_consumer_settings={"bootstrap.servers": target},
         syncs_topic="mm2-offset-syncs.bench",
         progress_topic="mm2-offsets.source.internal",
         offset_lag_max=100,

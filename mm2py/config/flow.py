@@ -105,7 +105,7 @@ class FlowConfig:
     offset_storage_partitions: int = _key("offset.storage.partitions")  # worker key of the target
     offset_storage_replication_factor: int = _key("offset.storage.replication.factor")
     batch_max_records: int = _key("mm2py.batch.max.records")
-    continuous_follow_ms: int = _key("mm2py.continuous.follow.ms")
+    continuous_tasks: str = _key("mm2py.continuous.tasks")
     provenance_header_enabled: bool = _key("mm2py.provenance.header.enabled")
     copy_mode: str = _key("mm2py.copy.mode")
     dense_offset_syncs: bool = _key("mm2py.offset-syncs.dense.enabled")

@@ -22,13 +22,14 @@ MM2PY_KEYS: dict[str, KeyDef] = {
             minimum=1,
         ),
         k(
-            "mm2py.continuous.follow.ms",
-            INT,
-            "10000",
-            "continuous mode on the batch path: how long each copy task keeps copying new records as they arrive "
-            "before it reports its progress (a stop waits for it); 0 copies in rounds, one Spark job each",
+            "mm2py.continuous.tasks",
+            S,
+            "follow",
+            "continuous mode on the batch path: follow = copy tasks follow their partitions until the run stops or "
+            "the flow's assignment changes, the periodic work running beside them; rounds = one Spark job per "
+            "round, the periodic work between them",
             "M",
-            minimum=0,
+            choices=("follow", "rounds"),
         ),
         k(
             "mm2py.retry.timeout.seconds",

@@ -9,7 +9,7 @@ from __future__ import annotations
 # MM2 keys mm2py accepts (so a file MM2 runs with is valid here) but does not act on, and what it does instead.
 NOT_ACTED_ON: dict[str, str] = {
     "tasks.max": "mm2py runs as many copy tasks as Spark's parallelism allows (spark.default.parallelism, "
-    "--master local[N])",
+    "--master local[N]); exactly-once, it fences MM2's tasks.max transactional ids before it copies",
     "tasks.max.enforce": "mm2py runs as many copy tasks as Spark's parallelism allows",
     "transforms": "mm2py copies records unchanged; Connect transforms (SMTs) are not run",
     "predicates": "mm2py runs no Connect transforms, so their predicates do nothing",
@@ -29,12 +29,16 @@ NOT_ACTED_ON: dict[str, str] = {
     "metric.reporters": "mm2py serves Prometheus metrics (run --metrics-port, mm2py.metrics.port)",
     "forwarding.admin.class": "mm2py uses its own admin client",
     "exactly.once.support": "mm2py's exactly-once is switched by <target>.exactly.once.source.support",
-    "transaction.boundary": "mm2py commits one transaction per copied range",
-    "offset.flush.interval.ms": "mm2py records progress after every copied range",
-    "offset.flush.timeout.ms": "mm2py records progress after every copied range",
+    "transaction.boundary": "mm2py commits each copy task's transaction about every second and when the task "
+    "ends (MM2's default, poll, commits every poll's worth)",
+    "offset.flush.timeout.ms": "mm2py waits up to 300 s for its progress records to be acknowledged; one that "
+    "is not fails the copy task, and Spark runs it again",
     "dedicated.mode.enable.internal.rest": "mm2py nodes coordinate through a lease on the target, "
     "no REST (mm2py.lease.*)",
     "listeners": "mm2py has no REST server",
+    # mm2py's own key of earlier releases: tasks followed for this long, then a new Spark job started.
+    "mm2py.continuous.follow.ms": "copy tasks follow their partitions until the run stops "
+    "(mm2py.continuous.tasks = follow); mm2py.continuous.tasks = rounds copies in rounds of jobs",
     "config.storage.topic": "mm2py keeps no Connect configs topic",
     "config.storage.replication.factor": "mm2py keeps no Connect configs topic",
     "status.storage.topic": "mm2py keeps no Connect status topic",

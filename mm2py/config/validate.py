@@ -278,8 +278,17 @@ class _Validator:
 
     def unknown(self, key: str, candidates: list[str]) -> None:
         alias = _alias_prefix(key, self.mm.clusters)
-        if (key[len(alias) + 1 :] if alias else key) in CONNECT_WORKER_KEYS:
+        name = key[len(alias) + 1 :] if alias else key
+        if name in CONNECT_WORKER_KEYS or not_acted_on(name) is not None:
             return  # check_acted_on said what it is
+        if alias is None and key in WORKER_KEYS:
+            self.problem(
+                "warning",
+                key,
+                "is a worker key MM2 reads from the target cluster's settings; at the top level it has no effect",
+                f"<target alias>.{key}",
+            )
+            return
         close = difflib.get_close_matches(key, candidates, n=1, cutoff=0.8)
         # A misspelt secret key is not recognised as secret by its name: judge it by what it resembles.
         secretish = (bool(close) and is_secret_key(close[0])) or any(

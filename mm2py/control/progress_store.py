@@ -13,8 +13,7 @@ from confluent_kafka import KafkaError
 from mm2py.errors import KafkaOperationError
 from mm2py.librdkafka.clients import new_producer
 from mm2py.librdkafka.partition_reader import read_topic
-from mm2py.mirror.progress import PROGRESS_PARTITIONER, progress_record, progress_topic
-from mm2py.mirror.record_formats import parse_source_offset_key, parse_source_offset_value
+from mm2py.mirror.progress import PROGRESS_PARTITIONER, progress_of, progress_record, progress_topic
 
 
 def read_progress(
@@ -24,26 +23,14 @@ def read_progress(
 
     Tombstones remove a partition's progress (KIP-875 resets); keys of other connectors or clusters are ignored.
     """
-    result: dict[tuple[str, int], int] = {}
-    for msg in read_topic(
+    messages = read_topic(
         target_alias,
         consumer_settings,
         progress_topic(source_alias),
         purpose="reading replication progress",
         timeout_s=timeout_s,
-    ):
-        parsed = parse_source_offset_key(msg.key() or b"")
-        if parsed is None:
-            continue
-        _connector, cluster, topic, partition = parsed
-        if cluster != source_alias:
-            continue
-        offset = parse_source_offset_value(msg.value())
-        if offset is None:
-            result.pop((topic, partition), None)
-        else:
-            result[(topic, partition)] = offset
-    return result
+    )
+    return progress_of(((msg.key(), msg.value()) for msg in messages), source_alias)
 
 
 def write_progress(

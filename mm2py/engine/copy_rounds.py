@@ -9,8 +9,10 @@ placed again by the resume rule; a partition whose leader is away is left out, a
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from dataclasses import replace
+from typing import Any
 
 from mm2py.config.flow import FlowConfig
 from mm2py.control.plan import AdminPool, FlowPlan
@@ -18,9 +20,11 @@ from mm2py.control.progress_store import write_progress
 from mm2py.engine.ranges import follow_ranges, round_ranges
 from mm2py.engine.spark import SparkRunner, raise_failure
 from mm2py.engine.stats import FlowStats
+from mm2py.engine.task_control import FlowChannel
 from mm2py.engine.unavailable import UnavailablePartitions
 from mm2py.errors import KafkaOperationError
-from mm2py.executor.contract import CopySpec
+from mm2py.executor.contract import CopyResult, CopySpec
+from mm2py.metrics.measurement import PartitionMeasurement
 from mm2py.metrics.registry import RunMetrics
 from mm2py.mirror.resume import resume_position
 
@@ -51,6 +55,9 @@ class CopyRounds:
         self.positions: dict[TopicPartition, int] = {}  # where the next range of each partition starts
         self.ends: dict[TopicPartition, int] = {}  # the source end offsets the last copy round saw
         self.away = UnavailablePartitions(flow.name)
+        # The flow's thread, the periodic jobs' thread and the task-control endpoint all read and move positions.
+        self.lock = threading.RLock()
+        self.channel: FlowChannel | None = None  # continuous mode on the batch path: the following generations
 
     # -- positions -------------------------------------------------------------------------------------------
 
@@ -86,10 +93,14 @@ class CopyRounds:
         write_progress(self.flow.target, self.spec.producer_settings, self.flow.source, record)
 
     def replan(self, plan: FlowPlan) -> None:
-        """A refreshed plan (new topics or partitions): the new partitions are placed, the others keep going."""
-        self.plan = plan
-        self.remote = {t.topic: t.remote_topic for t in plan.topics}
-        self.place({})
+        """A refreshed plan (new topics or partitions): the new partitions are placed, the others keep going; a
+        following generation ends, so that the next one takes them too."""
+        with self.lock:
+            self.plan = plan
+            self.remote = {t.topic: t.remote_topic for t in plan.topics}
+            self.place({})
+        if self.channel is not None:
+            self.channel.end()
 
     # -- end offsets ---------------------------------------------------------------------------------------------
 
@@ -125,11 +136,11 @@ class CopyRounds:
 
     # -- copy jobs -----------------------------------------------------------------------------------------------
 
-    def follow_seconds(self) -> float:
-        """How long a continuous run's copy tasks follow their partitions; 0 copies in rounds (the record path,
-        ``mm2py.continuous.follow.ms = 0``, or fewer Spark task slots than flows)."""
-        if not self.spec.copy_path.batch or self.flow.continuous_follow_ms == 0 or self.spark is None:
-            return 0.0
+    def follows(self) -> bool:
+        """Whether a continuous run's copy tasks follow their partitions (the batch path, unless
+        ``mm2py.continuous.tasks = rounds`` or there are fewer Spark task slots than flows); else rounds of jobs."""
+        if not self.spec.copy_path.batch or self.flow.continuous_tasks == "rounds" or self.spark is None:
+            return False
         if self.spark.follow_tasks == 0:
             log.warning(
                 "flow=%s copies in rounds, one Spark job each: its tasks cannot follow their partitions while %d "
@@ -138,43 +149,96 @@ class CopyRounds:
                 self.spark.flows,
                 self.spark.parallelism,
             )
-            return 0.0
-        return self.flow.continuous_follow_ms / 1000
+            return False
+        return True
 
-    def copy_round(self, ends: dict[TopicPartition, int], follow_s: float = 0.0) -> int:
-        """One Spark job; returns how many ranges it copied (0 = nothing left below ``ends``). With ``follow_s``
-        its tasks also copy what arrives for that long (``mm2py.engine.ranges``)."""
+    def copy_round(self, ends: dict[TopicPartition, int]) -> int:
+        """One Spark job up to ``ends``; returns how many ranges it copied (0 = nothing left below them)."""
         self._check_truncation(ends)
-        # A partition of the plan that this listing left out (its leader is away; or --once copying only the
-        # partitions that were away) keeps the end last seen, so its lag is still reported.
-        planned = set(self.partitions())
-        self.ends = {tp: end for tp, end in self.ends.items() if tp in planned} | ends
-        choose = follow_ranges if follow_s else round_ranges
-        ranges = choose(ends, self.positions, self.remote, self.flow.batch_max_records)
-        self.stats.lag = self.lag()
+        with self.lock:
+            # A partition of the plan that this listing left out (its leader is away; or --once copying only the
+            # partitions that were away) keeps the end last seen, so its lag is still reported.
+            planned = set(self.partitions())
+            self.ends = {tp: end for tp, end in self.ends.items() if tp in planned} | ends
+            ranges = round_ranges(ends, self.positions, self.remote, self.flow.batch_max_records)
+            self.stats.lag = self.lag()
         if not ranges:
             return 0
         started = time.monotonic()
         if self.spark is None:
             raise RuntimeError(f"flow {self.flow.name}: copy round before Spark was started")
-        results = self.spark.copy(replace(self.spec, follow_s=follow_s) if follow_s else self.spec, ranges)
-        for r in results:
-            self.positions[(r.topic, r.partition)] = max(self.positions.get((r.topic, r.partition), 0), r.next_offset)
-            if r.source_end >= 0 and (r.topic, r.partition) in self.ends:
-                self.ends[(r.topic, r.partition)] = r.source_end  # newer than the listing: the lag stays true
+        results = self.spark.copy(self.spec, ranges)
+        self._take_results(results, counts=True)
         seconds = time.monotonic() - started
         self.stats.add(results, seconds)
         if self.metrics is not None:
             self.metrics.record_copy(r.measurement for r in results if r.measurement is not None)
             self.metrics.copy_job_finished(self.flow.source, self.flow.target, seconds)
-        self.stats.lag = self.lag()
         log.info("copied flow=%s ranges=%d records=%d", self.flow.name, len(results), sum(r.records for r in results))
         raise_failure(self.flow.name, results)  # after what the failed ranges copied before their failure is counted
         return len(ranges)
 
-    def copy_available(self, follow_s: float = 0.0) -> int:
-        """A round up to the ends the source has now (continuous mode)."""
-        return self.copy_round(self.end_offsets(), follow_s)
+    def follow(self, channel: FlowChannel) -> bool:
+        """Continuous mode on the batch path: one generation of the flow, a Spark job whose tasks follow every
+        partition from its position until the channel ends the generation (a stop, a lost lease, new topics or
+        partitions, a partition that failed). Their reports keep positions, lag, stats and metrics current
+        meanwhile (:meth:`on_report`); the job's results only close the generation. False when the flow has no
+        partitions to follow (yet)."""
+        if self.spark is None:
+            raise RuntimeError(f"flow {self.flow.name}: following before Spark was started")
+        self._check_truncation(self.end_offsets())
+        with self.lock:
+            ranges = follow_ranges(self.partitions(), self.positions, self.remote)
+        if not ranges:
+            return False
+        started = time.monotonic()
+        spec = replace(self.spec, control=channel.next_generation())
+        results = self.spark.copy(spec, ranges)
+        self._take_results(results, counts=False)
+        if self.metrics is not None:
+            self.metrics.copy_job_finished(self.flow.source, self.flow.target, time.monotonic() - started)
+        raise_failure(self.flow.name, results)
+        return True
+
+    def on_report(self, generation: int, rows: list[dict[str, Any]], final: bool) -> None:
+        """A following task's report (the task-control endpoint's thread): where its partitions are, and what it
+        copied since its last report."""
+        measurements = []
+        records = bytes_ = 0
+        failed = False
+        with self.lock:
+            planned = set(self.partitions())
+            for row in rows:
+                tp = (str(row["topic"]), int(row["partition"]))
+                if tp not in planned:
+                    continue
+                self.positions[tp] = max(self.positions.get(tp, 0), int(row["position"]))
+                if int(row["source_end"]) >= 0:
+                    self.ends[tp] = int(row["source_end"])
+                records += int(row["records"])
+                bytes_ += int(row["bytes"])
+                if row.get("measurement"):
+                    measurements.append(PartitionMeasurement(**row["measurement"]))
+                failed = failed or bool(row.get("failure"))
+            self.stats.reported(records, bytes_)
+            self.stats.lag = self.lag()
+        if self.metrics is not None and measurements:
+            self.metrics.record_copy(measurements)
+        if failed and self.channel is not None and generation == self.channel.generation:
+            self.channel.end()  # the next generation starts the partition again from its position
+
+    def _take_results(self, results: list[CopyResult], *, counts: bool) -> None:
+        with self.lock:
+            for r in results:
+                tp = (r.topic, r.partition)
+                self.positions[tp] = max(self.positions.get(tp, 0), r.next_offset)
+                if r.source_end >= 0 and tp in self.ends:
+                    self.ends[tp] = r.source_end  # newer than the listing: the lag stays true
+            self.stats.lag = self.lag()
+
+    def copy_available(self) -> int:
+        """A round up to the ends the source has now (continuous mode in rounds)."""
+        return self.copy_round(self.end_offsets())
 
     def lag(self) -> int:
         """Records between each partition's position and the end last seen, summed."""

@@ -1,17 +1,19 @@
 """The driver of one flow in ``mm2py run`` (runs on the driver, never touches records).
 
 Per flow: plan topics, create what is missing on the target, take the flow's lease, read progress from the
-target, then run copy jobs (:class:`~mm2py.engine.copy_rounds.CopyRounds`) with the flow's periodic work
-(:class:`~mm2py.engine.flow_sync.FlowSync`) between them. ``--once`` copies what the source partitions held when
-the run started; continuous mode keeps going until asked to stop, then lets the job in flight finish so its
-progress is recorded. On the batch path a continuous run's jobs *follow* their partitions for
-``mm2py.continuous.follow.ms`` (or until the next periodic job is due): new records are copied as they arrive,
-and a job ends early when a partition has more than a job takes (a backlog).
+target, then copy (:class:`~mm2py.engine.copy_rounds.CopyRounds`) with the flow's periodic work
+(:class:`~mm2py.engine.flow_sync.FlowSync`). ``--once`` copies what the source partitions held when the run
+started, in rounds of jobs with the periodic work between them. Continuous mode on the batch path runs
+*generations*: one Spark job whose tasks follow every partition, copying records as they arrive, until the run
+stops, the lease is lost or the topics change; the periodic work runs beside them in a thread of its own
+(:mod:`mm2py.engine.task_control` carries the tasks' reports and the end of a generation). The record path
+copies in rounds in continuous mode too.
 """
 
 from __future__ import annotations
 
 import functools
+import logging
 import threading
 from dataclasses import replace
 
@@ -27,10 +29,12 @@ from mm2py.engine.retry import Retrier
 from mm2py.engine.spark import SparkRunner
 from mm2py.engine.spec import copy_spec
 from mm2py.engine.stats import FlowStats
+from mm2py.engine.task_control import FlowChannel, TaskControl
 from mm2py.errors import KafkaOperationError, ReplicationError
 from mm2py.metrics.registry import RunMetrics
 
-MIN_FOLLOW_S = 1.0  # a following job shorter than this would cost more in Spark than it saves
+PERIODIC_CHECK_S = 0.5  # how soon the periodic jobs' thread sees a stop or a lost lease
+log = logging.getLogger(__name__)
 
 
 class FlowRunner:
@@ -54,6 +58,7 @@ class FlowRunner:
         self.rounds.spark = spark
         self.sync = FlowSync(flow, self.rounds, pool, coordinator, metrics)
         self.retrying = Retrier(flow, self.stats, metrics)
+        self.control: TaskControl | None = None  # the run's endpoint for following tasks, once Spark is up
 
     def ensure_topics(self) -> None:
         """Create what the flow needs on the target (driver, admin calls only)."""
@@ -114,12 +119,47 @@ class FlowRunner:
 
     def run_continuous(self, stop: threading.Event, lost: threading.Event) -> None:
         """Copy until ``stop`` (a signal) or ``lost`` (the lease went to another run) is set."""
+        if self.control is not None and self.rounds.follows():
+            self._follow(stop, lost, self.control)
+            return
         idle = max(self.flow.consumer_poll_timeout_ms / 1000, 0.1)
         schedule = self.sync.schedule()
-        follow_s = self.rounds.follow_seconds()
         while not stop.is_set() and not lost.is_set():
             schedule.run_due(lambda action: self.retrying(action, stop))
-            # A following job ends when the next periodic job is due, so checkpoints and refreshes keep their pace.
-            follow = min(follow_s, max(MIN_FOLLOW_S, schedule.seconds_until_due())) if follow_s else 0.0
-            if not self.retrying(functools.partial(self.rounds.copy_available, follow), stop):
+            if not self.retrying(self.rounds.copy_available, stop):
                 stop.wait(idle)
+
+    def _follow(self, stop: threading.Event, lost: threading.Event, control: TaskControl) -> None:
+        """Continuous mode on the batch path: generations of tasks that follow their partitions, and MM2's
+        periodic jobs beside them in a thread of their own (never between copies: nothing waits for them)."""
+        channel = self.rounds.channel = control.channel(self.flow.name, self.rounds.on_report)
+        periodic = threading.Thread(
+            target=self._periodic_beside, args=(stop, lost, channel), name=f"periodic {self.flow.name}", daemon=True
+        )
+        periodic.start()
+        try:
+            idle = max(self.flow.consumer_poll_timeout_ms / 1000, 0.1)
+            while not stop.is_set() and not lost.is_set():
+                if not self.retrying(functools.partial(self.rounds.follow, channel), stop):
+                    stop.wait(idle)  # nothing to follow yet: the topic refresh beside may find partitions
+        finally:
+            channel.stop()
+            channel.end()
+            periodic.join(timeout=60)
+            self.rounds.channel = None
+
+    def _periodic_beside(self, stop: threading.Event, lost: threading.Event, channel: FlowChannel) -> None:
+        """MM2's periodic jobs while the tasks follow; a stop or a lost lease ends the running generation (its
+        tasks record their progress and return within seconds)."""
+        schedule = self.sync.schedule()
+        try:
+            while not stop.is_set() and not lost.is_set():
+                schedule.run_due(lambda action: self.retrying(action, stop))
+                stop.wait(min(PERIODIC_CHECK_S, schedule.seconds_until_due()))
+        except BaseException:
+            log.exception("flow=%s: a periodic job failed; stopping the flow", self.flow.name)
+            stop.set()
+            raise
+        finally:
+            channel.stop()
+            channel.end()

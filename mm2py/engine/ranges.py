@@ -6,7 +6,7 @@ backwards; ``mm2py.batch.max.records`` caps each range, which bounds what a cras
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from mm2py.executor.contract import PartitionRange
 
@@ -25,14 +25,16 @@ def round_ranges(
     return result
 
 
+FOLLOW_END = 2**63 - 1  # a following range has no end: its task copies until the driver stops it
+
+
 def follow_ranges(
-    ends: Mapping[TopicPartition, int], positions: Mapping[TopicPartition, int], remote: Mapping[str, str], cap: int
+    partitions: Iterable[TopicPartition], positions: Mapping[TopicPartition, int], remote: Mapping[str, str]
 ) -> list[PartitionRange]:
-    """A following job (continuous mode, batch path): every listed partition from its position, caught up or
-    not, since its task also copies what arrives; the cap is the range's end."""
-    result = []
-    for (topic, partition), end in ends.items():
-        if end >= 0:  # -1: the end is not known right now (a leader election)
-            start = positions.get((topic, partition), end)
-            result.append(PartitionRange(topic, partition, remote[topic], start, start + cap))
-    return result
+    """A following job (continuous mode, batch path): every partition of the plan that has a position, from it,
+    without an end, whether its leader is there now or not (its task waits for it)."""
+    return [
+        PartitionRange(topic, partition, remote[topic], positions[(topic, partition)], FOLLOW_END)
+        for topic, partition in partitions
+        if (topic, partition) in positions
+    ]

@@ -23,6 +23,7 @@ from mm2py.control.topics import ensure_internal_topics, heartbeats_topics
 from mm2py.engine.driver import FlowRunner
 from mm2py.engine.spark import SparkRunner
 from mm2py.engine.stats import FlowStats
+from mm2py.engine.task_control import TaskControl
 from mm2py.metrics.registry import RunMetrics
 
 log = logging.getLogger(__name__)
@@ -129,6 +130,18 @@ def _skip_held(
     return free
 
 
+def _heartbeats(
+    flows: list[FlowConfig], heartbeat_pairs: Sequence[FlowConfig], once: bool, metrics: RunMetrics | None
+) -> HeartbeatEmitter:
+    """A --once run writes the heartbeats that go into its flows' sources once, before the flows read their end
+    offsets, so it copies them too and leaves no lag behind; a continuous run writes every pair on its timer."""
+    sources = {f.source for f in flows}
+    once_only = {(p.source, p.target) for p in heartbeat_pairs if p.target in sources} if once else set()
+    return HeartbeatEmitter(
+        heartbeat_pairs, on_emit=metrics.heartbeat_written if metrics else None, once_only=once_only
+    )
+
+
 def run_flows(
     flows: list[FlowConfig],
     spark_factory: Callable[[], SparkRunner],
@@ -153,16 +166,11 @@ def run_flows(
     runners = [FlowRunner(f, p, None, pool, metrics=metrics) for f, p in zip(flows, plan.flows, strict=True)]
     coordinator = GroupSyncCoordinator([(r.flow, r.sync.latest_group_offsets) for r in runners], pool)
     leases = {r.flow.name: _lease(r.flow) for r in runners}
-    # A --once run writes the heartbeats that go into its flows' sources once, before the flows read their end
-    # offsets, so it copies them too and leaves no lag behind; a continuous run writes every pair on its timer.
-    sources = {f.source for f in flows}
-    once_only = {(p.source, p.target) for p in heartbeat_pairs if p.target in sources} if once else set()
-    heartbeats = HeartbeatEmitter(
-        heartbeat_pairs, on_emit=metrics.heartbeat_written if metrics else None, once_only=once_only
-    )
+    heartbeats = _heartbeats(flows, heartbeat_pairs, once, metrics)
     active = threading.Event()  # some flow of this run holds its lease: heartbeats are this run's to write
     errors: list[BaseException] = []
     spark: SparkRunner | None = None
+    control: TaskControl | None = None
     try:
         for runner in runners:
             runner.sync.coordinator = coordinator
@@ -173,8 +181,11 @@ def run_flows(
         if once:
             heartbeats.start()  # this run holds a lease: its heartbeats are due now, before any end offset
         spark = spark_factory()
+        # Following tasks report there.
+        control = None if once else TaskControl(spark.driver_host, spark.driver_bind_address)
         for runner in working:
             runner.rounds.spark = spark
+            runner.control = control
 
         def work(runner: FlowRunner) -> None:
             try:
@@ -203,6 +214,8 @@ def run_flows(
                 lease.release()
         if spark is not None:
             spark.stop()
+        if control is not None:
+            control.close()
     if errors:
         raise errors[0]
     return [r.stats for r in runners]

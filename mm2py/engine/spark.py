@@ -35,9 +35,8 @@ _LOCAL_WITH_FAILURES = re.compile(r"^local\[[^,\]]+,\s*(?P<failures>\d+)\]$")
 def effective_master(master: str, flows: int = 1) -> str:
     """``local``/``local[N]`` retry nothing by default; give failed copy tasks Spark's usual 4 attempts.
 
-    ``local[*]`` gets at least one thread per flow: a continuous run's copy tasks follow their partitions for
-    seconds at a time (``mm2py.continuous.follow.ms``), mostly waiting on brokers, and a flow without a free
-    task slot would wait for another flow's tasks to end."""
+    ``local[*]`` gets at least one thread per flow: a continuous run's copy tasks follow their partitions until
+    the run stops, mostly waiting on brokers, and a flow without a free task slot would copy in rounds."""
     match = _LOCAL.match(master.strip())
     if match:
         threads = match.group("threads") or "1"
@@ -136,6 +135,17 @@ class SparkRunner:
         return int(self.sc.defaultParallelism)
 
     @property
+    def driver_host(self) -> str:
+        """The address executors reach the driver at (where the task-control endpoint listens)."""
+        return str(self.sc.getConf().get("spark.driver.host", "127.0.0.1"))
+
+    @property
+    def driver_bind_address(self) -> str | None:
+        """Where the driver listens when that is not the address executors reach (``spark.driver.bindAddress``)."""
+        address = self.sc.getConf().get("spark.driver.bindAddress", None)
+        return str(address) if address else None
+
+    @property
     def exactly_once_slots(self) -> int:
         """Task slots of an exactly-once flow on the batch path: one transactional producer each."""
         return max(1, self.parallelism // self.flows)
@@ -158,7 +168,7 @@ class SparkRunner:
         if spec.exactly_once_slots:
             groups = group_by_slot(ranges, spec)
         else:
-            groups = group_ranges(ranges, max(1, self.follow_tasks) if spec.follow_s else self.parallelism)
+            groups = group_ranges(ranges, max(1, self.follow_tasks) if spec.control else self.parallelism)
         self.sc.setLocalProperty(
             "spark.job.description", f"mm2py {spec.flow}: {len(ranges)} partition ranges in {len(groups)} tasks"
         )
@@ -219,13 +229,17 @@ def _relay_jvm_output(stream: Any) -> None:
 def _copy_task(
     copier: Callable[..., Iterator[CopyResult]], spec: CopySpec, attempts: int, groups: Iterator[list[PartitionRange]]
 ) -> Iterator[CopyResult]:
-    """The Spark task (executor side): its groups of ranges copied together, the copier told whether Spark
-    will run the task again if it raises."""
+    """The Spark task (executor side): its groups of ranges copied together, the copier told which attempt this is
+    (a later one resumes from what the earlier one recorded) and whether Spark will run it again if it raises."""
     from pyspark import TaskContext
 
     context = TaskContext.get()
-    last_attempt = context is None or context.attemptNumber() + 1 >= attempts
-    return copier(spec, (rng for group in groups for rng in group), last_attempt=last_attempt)
+    attempt = context.attemptNumber() if context is not None else 0
+    last_attempt = context is None or attempt + 1 >= attempts
+    ranges = (rng for group in groups for rng in group)
+    if spec.copy_path.batch:
+        return copier(spec, ranges, last_attempt=last_attempt, attempt=attempt)
+    return copier(spec, ranges, last_attempt=last_attempt)
 
 
 def raise_failure(flow: str, results: list[CopyResult]) -> None:

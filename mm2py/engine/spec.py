@@ -9,6 +9,10 @@ from mm2py.executor.contract import CopyPath, CopySpec
 from mm2py.librdkafka.defaults import copy_consumer_settings, copy_producer_settings, syncs_producer_settings
 from mm2py.mirror.progress import progress_topic
 
+# A task records progress every offset.flush.interval.ms (MM2's key; 60 s by default) or this often, whichever is
+# sooner, so that ``mm2py lag`` (which reads the recorded progress) moves within seconds of the copy.
+PROGRESS_INTERVAL_S = 5.0
+
 
 def copy_spec(f: FlowConfig, copy_path: CopyPath) -> CopySpec:
     """What every copy task of flow ``f`` needs (plain and picklable); ``copy_path`` as the plan decided it."""
@@ -25,6 +29,7 @@ def copy_spec(f: FlowConfig, copy_path: CopyPath) -> CopySpec:
         syncs_producer_settings=(
             syncs_producer_settings(f.offset_syncs_producer.settings()) if f.emit_offset_syncs_enabled else None
         ),
+        target_consumer_settings=dict(f.target_consumer.settings()),
         syncs_topic=offset_syncs_topic(f) if f.emit_offset_syncs_enabled else None,
         dense_syncs_topic=(
             dense_offset_syncs_topic(f) if f.emit_offset_syncs_enabled and f.dense_offset_syncs else None
@@ -38,4 +43,5 @@ def copy_spec(f: FlowConfig, copy_path: CopyPath) -> CopySpec:
         poll_timeout_s=max(f.consumer_poll_timeout_ms / 1000, 0.1),
         transaction_timeout_ms=int(producer_settings.get("transaction.timeout.ms", "60000")),
         syncs_on_target=f.offset_syncs_cluster == f.target,
+        progress_interval_s=min(max(f.offset_flush_interval_ms, 100) / 1000, PROGRESS_INTERVAL_S),
     )

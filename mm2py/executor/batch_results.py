@@ -20,7 +20,7 @@ from mm2py.errors import Failure
 from mm2py.executor.contract import CopyResult, CopySpec, PartitionRange
 from mm2py.executor.delivery import flush_offset_syncs, flush_producer, queue_offset_syncs
 from mm2py.librdkafka.clients import cached_producer
-from mm2py.mirror.offset_syncs import Run
+from mm2py.mirror.offset_syncs import PartitionOffsetSyncState, Run, runs_after
 from mm2py.mirror.progress import progress_record
 from mm2py.wire.fetcher import FetchPartition
 from mm2py.wire.partition_queue import PartitionQueue
@@ -78,42 +78,72 @@ class BatchRange:
         return None
 
 
-def finish(
-    spec: CopySpec,
-    batch_ranges: Iterable[BatchRange],
-    task_failure: Failure | None,
-    seconds: float,
-    committed: Mapping[int, Counted] | None = None,
-) -> list[CopyResult]:
-    """Record progress (at-least-once) and offset syncs of what counts as copied, then the ranges' results;
-    ``committed`` (exactly-once: by ``id`` of the range) is what committed transactions hold."""
-    ranges = list(batch_ranges)
-    counted = {id(r): committed[id(r)] if committed is not None else r.acknowledged() for r in ranges}
-    producer = cached_producer(spec.producer_settings)
-    failures: list[KafkaError] = []
-    if committed is None:  # at-least-once (exactly-once wrote the progress inside its transactions)
-        for r in ranges:
-            if counted[id(r)].records:
-                record = progress_record(spec.source, r.rng.topic, r.rng.partition, counted[id(r)].upstream)
+class ProgressRecorder:
+    """Records what counts as copied since it last did, at the end of a task and, while it follows, every
+    ``CopySpec.progress_interval_s``: the progress records (at-least-once; exactly-once wrote them inside its
+    transactions) and the offset syncs of the new records (unless they went into the transactions), MM2's
+    emission rule carried from one recording to the next."""
+
+    def __init__(self, spec: CopySpec, ranges: Iterable[BatchRange], *, progress: bool) -> None:
+        self.spec = spec
+        self.ranges = list(ranges)
+        self.progress = progress
+        self.upstream = {id(r): -1 for r in self.ranges}
+        self.synced = {id(r): 0 for r in self.ranges}  # records whose syncs were written
+        self.syncs = {id(r): 0 for r in self.ranges}
+        self.states: dict[int, dict[bool, PartitionOffsetSyncState]] = {id(r): {} for r in self.ranges}
+
+    def record(self, counted: Mapping[int, Counted]) -> None:
+        """Write and wait for the acknowledgement of what is new in ``counted`` (by ``id`` of the range)."""
+        spec = self.spec
+        producer = cached_producer(spec.producer_settings)
+        failures: list[KafkaError] = []
+        progressed = {}
+        for r in self.ranges:
+            done = counted[id(r)]
+            if self.progress and done.records and done.upstream > self.upstream[id(r)]:
+                record = progress_record(spec.source, r.rng.topic, r.rng.partition, done.upstream)
                 producer.produce(
                     spec.progress_topic,
                     record.value,
                     record.key,
                     on_delivery=lambda err, _m: failures.append(err) if err else None,
                 )
-    # Every range's offset syncs are queued too before anything is waited for: progress (target cluster) and
-    # syncs (source cluster) are then acknowledged in one round trip, not two. Either may be lost if the task
-    # dies now, as when they are written one after the other; the copied records are acknowledged already.
-    syncs_of: dict[int, int] = {}
-    sync_failures: list[KafkaError] = []
-    outside_transactions = committed is None or not spec.syncs_on_target
-    for r in ranges:
-        if spec.syncs_topic is not None and counted[id(r)].runs and outside_transactions:
-            syncs_of[id(r)] = queue_offset_syncs(spec, r.rng, counted[id(r)].runs, sync_failures)
-    flush_producer(spec, producer, spec.producer_settings, failures, f"flow={spec.flow} (progress)")
-    if syncs_of:
-        flush_offset_syncs(spec, sync_failures, f"flow={spec.flow} ({len(syncs_of)} partitions)")
-    return [_result(spec, r, counted[id(r)], syncs_of.get(id(r), 0), task_failure, seconds) for r in ranges]
+                progressed[id(r)] = done.upstream
+        # Progress (target cluster) and syncs (source cluster, by default) are queued before anything is waited
+        # for, so both are acknowledged in one round trip. Either may be lost if the task dies now, as when they
+        # are written one after the other; the copied records are acknowledged already.
+        sync_failures: list[KafkaError] = []
+        queued: dict[int, int] = {}
+        outside_transactions = self.progress or not spec.syncs_on_target
+        for r in self.ranges:
+            runs = counted[id(r)].runs
+            total = sum(length for _u, _d, length in runs)
+            if spec.syncs_topic is not None and outside_transactions and total > self.synced[id(r)]:
+                new = runs_after(runs, self.synced[id(r)])
+                queued[id(r)] = queue_offset_syncs(spec, r.rng, new, sync_failures, self.states[id(r)])
+                self.synced[id(r)] = total
+        flush_producer(spec, producer, spec.producer_settings, failures, f"flow={spec.flow} (progress)")
+        if queued:
+            flush_offset_syncs(spec, sync_failures, f"flow={spec.flow} ({len(queued)} partitions)")
+        self.upstream.update(progressed)
+        for key, count in queued.items():
+            self.syncs[key] += count
+
+
+def finish(
+    spec: CopySpec,
+    recorder: ProgressRecorder,
+    task_failure: Failure | None,
+    seconds: float,
+    committed: Mapping[int, Counted] | None = None,
+) -> list[CopyResult]:
+    """Record progress (at-least-once) and offset syncs of what counts as copied, then the ranges' results;
+    ``committed`` (exactly-once: by ``id`` of the range) is what committed transactions hold."""
+    ranges = recorder.ranges
+    counted = {id(r): committed[id(r)] if committed is not None else r.acknowledged() for r in ranges}
+    recorder.record(counted)
+    return [_result(spec, r, counted[id(r)], recorder.syncs[id(r)], task_failure, seconds) for r in ranges]
 
 
 def _result(

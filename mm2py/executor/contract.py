@@ -38,6 +38,17 @@ class CopyPath:
         return self.path if not self.reason else f"{self.path} ({self.reason})"
 
 
+@dataclass(frozen=True)
+class ControlEndpoint:
+    """Where a following task reports to the driver (its progress, every second) and learns whether to go on:
+    the driver's task-control endpoint (:mod:`mm2py.engine.task_control`), this job's generation of the flow and
+    the run's secret, so that nothing but this run's tasks is heard."""
+
+    url: str
+    token: str = field(repr=False)
+    generation: int = 0
+
+
 def slot_transactional_id(source: str, slot: int) -> str:
     """The transactional.id of exactly-once task slot ``slot`` of a flow from ``source``: MM2's own naming for a
     source task, ``<group.id>-<connector>-<task>`` (KIP-618) with a dedicated MM2's group.id ``<source>-mm2``, so an
@@ -55,6 +66,8 @@ class CopySpec:
     consumer_settings: Mapping[str, str] = field(repr=False)
     producer_settings: Mapping[str, str] = field(repr=False)
     syncs_producer_settings: Mapping[str, str] | None = field(repr=False)
+    # How a retried task reads the progress its predecessor recorded on the target (read_committed).
+    target_consumer_settings: Mapping[str, str] = field(repr=False)
     syncs_topic: str | None
     progress_topic: str
     offset_lag_max: int
@@ -66,9 +79,13 @@ class CopySpec:
     poll_timeout_s: float = 1.0
     stall_timeout_s: float = 120.0
     flush_timeout_s: float = 300.0
-    # Continuous mode on the batch path: a task keeps copying what arrives for this long, its ranges' ends being
-    # caps rather than targets, so a trickle costs a fetch and a produce instead of a Spark job. 0: copy the ranges.
-    follow_s: float = 0.0
+    # Continuous mode on the batch path: the tasks follow their partitions, copying what arrives, until the
+    # driver tells them to stop (it is asked through this endpoint); None: copy the ranges and end.
+    control: ControlEndpoint | None = None
+    # How often a task records the progress of what the target acknowledged (at-least-once): a task that dies
+    # (its executor lost, its process killed) copies again at most this much. MM2's offset.flush.interval.ms,
+    # at most PROGRESS_INTERVAL_S so that ``mm2py lag`` moves within seconds.
+    progress_interval_s: float = 5.0
     # Exactly-once on the batch path: partitions are spread over this many transactional producers (task slots),
     # each slot one Spark task with one transactional.id (0: not exactly-once on the batch path).
     exactly_once_slots: int = 0

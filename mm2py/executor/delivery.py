@@ -91,12 +91,18 @@ def offset_sync_records(
     return records
 
 
-def queue_offset_syncs(spec: CopySpec, rng: PartitionRange, runs: list[Run], failures: list[KafkaError]) -> int:
+def queue_offset_syncs(
+    spec: CopySpec,
+    rng: PartitionRange,
+    runs: list[Run],
+    failures: list[KafkaError],
+    states: dict[bool, PartitionOffsetSyncState] | None = None,
+) -> int:
     """Hand one range's offset syncs to the syncs producer without waiting for them: a task that copied many
     ranges flushes once for all of them (``flush_offset_syncs``). Returns how many syncs were queued."""
     assert spec.syncs_producer_settings is not None
     producer = cached_producer(spec.syncs_producer_settings)
-    records = offset_sync_records(spec, rng, runs)
+    records = offset_sync_records(spec, rng, runs, states)
     for topic, key, value, headers in records:
         while True:
             try:

@@ -9,9 +9,12 @@ and mm2py, or between hosts, without copying anything twice. Reading and writing
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from mm2py.mirror.record_formats import (
+    parse_source_offset_key,
+    parse_source_offset_value,
     source_offset_key,
     source_offset_value,
 )
@@ -39,3 +42,23 @@ def progress_record(source_alias: str, topic: str, partition: int, last_offset: 
     return ProgressRecord(
         source_offset_key(source_alias, topic, partition, SOURCE_CONNECTOR_NAME), source_offset_value(last_offset)
     )
+
+
+def progress_of(records: Iterable[tuple[bytes | None, bytes | None]], source_alias: str) -> dict[tuple[str, int], int]:
+    """The last replicated offset per (source topic, partition) that ``records`` (key, value, in the topic's order)
+    leave: tombstones remove a partition's progress (KIP-875 resets); keys of other connectors or clusters are
+    ignored."""
+    result: dict[tuple[str, int], int] = {}
+    for key, value in records:
+        parsed = parse_source_offset_key(key or b"")
+        if parsed is None:
+            continue
+        _connector, cluster, topic, partition = parsed
+        if cluster != source_alias:
+            continue
+        offset = parse_source_offset_value(value)
+        if offset is None:
+            result.pop((topic, partition), None)
+        else:
+            result[(topic, partition)] = offset
+    return result

@@ -20,7 +20,8 @@ The modules, from the cluster up:
 - ``fetcher``: every partition fetched from its leader, through leader moves and lost brokers (Java's consumer
   fetcher); ``read_committed``: control batches and aborted transactions dropped;
 - ``sender`` and ``partition_queue``: the idempotent producer (Java's Sender, RecordAccumulator and
-  TransactionManager): pipelined, resent in order with the same sequences, epochs bumped when a broker lost them.
+  TransactionManager): pipelined, resent in order with the same sequences, epochs bumped when a broker lost them;
+  ``transactions``: the transactional producer's coordinator calls (Java's TransactionManager), for exactly-once.
 
 Nothing here raises for one partition's trouble: a partition that cannot go on says why, and the others go on.
 

@@ -19,9 +19,6 @@ offset.storage.partitions = 5
 mm2py.spark.master = local[2]
 # tansu holds every JoinGroup for session.timeout.ms / 2 (test-broker bug), which each run's lease join pays.
 mm2py.lease.session.timeout.ms = 3000
-# A continuous run stops after its job in flight, which follows its partitions for this long (10 s by default):
-# shorter, every test that stops a run is quicker; following itself is tested with its own durations.
-mm2py.continuous.follow.ms = 3000
 """
 
 

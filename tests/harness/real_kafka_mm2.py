@@ -26,7 +26,6 @@ offset.storage.replication.factor = 1
 offset.storage.partitions = 5
 mm2py.spark.master = local[2]
 mm2py.lease.session.timeout.ms = 6000
-mm2py.continuous.follow.ms = 3000
 """
 IDENTITY = "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"
 

@@ -49,6 +49,7 @@ def spec_for(src: str, dst: str, syncs_topic: str, progress: str, **consumer: st
             "linger.ms": "5",
         },
         syncs_producer_settings={"bootstrap.servers": src, "acks": "all"},
+        target_consumer_settings={"bootstrap.servers": dst},
         syncs_topic=syncs_topic,
         progress_topic=progress,
         offset_lag_max=100,

@@ -33,6 +33,7 @@ def spec_for(cluster: KafkaCluster, progress: str, **consumer: str) -> CopySpec:
         consumer_settings={"bootstrap.servers": cluster.bootstrap, "group.id": "unused", **consumer},
         producer_settings={"bootstrap.servers": cluster.bootstrap, "acks": "all", "enable.idempotence": "true"},
         syncs_producer_settings=None,
+        target_consumer_settings={"bootstrap.servers": cluster.bootstrap},
         syncs_topic=None,
         progress_topic=progress,
         offset_lag_max=100,

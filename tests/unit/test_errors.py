@@ -24,6 +24,7 @@ SPEC = CopySpec(
     consumer_settings={},
     producer_settings={},
     syncs_producer_settings=None,
+    target_consumer_settings={},
     syncs_topic=None,
     progress_topic="mm2-offsets.dc1.internal",
     offset_lag_max=100,

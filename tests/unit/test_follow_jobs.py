@@ -1,24 +1,32 @@
-"""Continuous mode on the batch path, driver side: which jobs follow their partitions, for how long, over which
-ranges, and how the lag uses what the tasks saw. Fake Spark and source as in test_engine_driver; no JVM."""
+"""Continuous mode on the batch path, driver side: generations of following tasks, their reports keeping
+positions, lag, stats and metrics current, MM2's periodic jobs beside them, and the end of a generation at a
+stop, a lost lease, new partitions or a failed partition. Fake Spark and source as in test_engine_driver; the
+task-control endpoint is real (HTTP on loopback); no JVM, no broker."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 
 import pytest
 from test_engine_driver import FakeSource, InstantStop, recorded, runner  # noqa: F401 (recorded: a fixture)
 
-from mm2py.engine.ranges import follow_ranges, round_ranges
+from mm2py.engine.driver import FlowRunner
+from mm2py.engine.ranges import FOLLOW_END, follow_ranges, round_ranges
 from mm2py.engine.schedule import Periodic, Schedule
 from mm2py.engine.spark import effective_master
+from mm2py.engine.task_control import TaskControl
 from mm2py.executor.contract import CopyResult, CopySpec, PartitionRange
+from mm2py.executor.driver_link import DriverLink, report_row
+from mm2py.metrics.measurement import PartitionMeasurement
+from mm2py.metrics.registry import RunMetrics
 
 Positions = Mapping[tuple[str, int], int]
 
 
 class FollowingSpark:
-    """A Spark runner whose tasks follow: each copies its partition up to the source's end *during* the job
-    (``grow``: records written meanwhile), and reports an end that moved on again after its last fetch."""
+    """A Spark runner whose job is one generation: its 'tasks' report through the real endpoint, as following
+    tasks do, until the generation ends; then the job returns their results."""
 
     def __init__(self, source: FakeSource, slots: int = 2, flows: int = 1) -> None:
         self.source = source
@@ -26,9 +34,8 @@ class FollowingSpark:
         self.flows = flows
         self.specs: list[CopySpec] = []
         self.jobs: list[list[PartitionRange]] = []
-        self.grow: dict[tuple[str, int], int] = {}
-        self.after_last_fetch = 0
-        self.stop: InstantStop | None = None
+        self.during: list[object] = []  # run while the job runs (the test's hooks), each once
+        self.reports = 0
 
     @property
     def follow_tasks(self) -> int:
@@ -37,60 +44,176 @@ class FollowingSpark:
     def copy(self, spec: CopySpec, ranges: list[PartitionRange]) -> list[CopyResult]:
         self.specs.append(spec)
         self.jobs.append(ranges)
-        for tp, n in self.grow.items():
-            self.source.latest[tp] += n
-        results = []
-        for r in ranges:
-            end = min(self.source.latest[(r.topic, r.partition)], r.end)
-            results.append(
-                CopyResult(
-                    r.topic, r.partition, r.start, end, end - 1, end - r.start, 0, 0, 0.0,
-                    source_end=self.source.latest[(r.topic, r.partition)] + self.after_last_fetch,
-                )
-            )  # fmt: skip
-        if self.stop is not None:
-            self.stop.set()
-        return results
+        assert spec.control is not None
+        link = DriverLink(spec.control, spec.flow, "task-0")
+        copied = {(r.topic, r.partition): r.start for r in ranges}
+        hooks = list(self.during)
+        self.during.clear()
+        while True:
+            rows = []
+            for r in ranges:
+                tp = (r.topic, r.partition)
+                end = self.source.latest[tp]
+                new = max(0, end - copied[tp])
+                copied[tp] = max(copied[tp], end)
+                m = PartitionMeasurement("dc1", "target", r.topic, r.remote_topic, r.partition, new, new * 10)
+                rows.append(report_row(r.topic, r.partition, copied[tp], new, new * 10, end, m))
+            self.reports += 1
+            go_on = link.report(rows)
+            if hooks:
+                hook = hooks.pop(0)
+                hook()  # type: ignore[operator]
+            if not go_on:
+                break
+        return [
+            CopyResult(r.topic, r.partition, r.start, copied[(r.topic, r.partition)], -1, 0, 0, 0, 0.0) for r in ranges
+        ]
 
 
 def two_partitions(latest: dict[int, int]) -> FakeSource:
     return FakeSource({("orders", p): 0 for p in latest}, {("orders", p): n for p, n in latest.items()})
 
 
-def test_a_following_job_takes_every_partition_caught_up_or_not_and_the_lag_from_the_tasks_ends(
+def following(source: FakeSource, extra: str = "") -> tuple[FlowRunner, FollowingSpark, TaskControl]:
+    spark = FollowingSpark(source)
+    r = runner(source, spark, extra=extra)  # type: ignore[arg-type]
+    r.rounds.place({})
+    control = TaskControl("127.0.0.1")
+    r.control = control
+    return r, spark, control
+
+
+def test_a_generation_follows_every_partition_without_an_end_and_its_reports_move_lag_and_metrics(
     recorded: list[Positions],  # noqa: F811 (the fixture)
 ) -> None:
     source = two_partitions({0: 30, 1: 0})
-    spark = FollowingSpark(source)
-    r = runner(source, spark)  # type: ignore[arg-type]
-    r.rounds.place({})
-    assert r.rounds.follow_seconds() == 10.0  # mm2py.continuous.follow.ms's default
-    spark.grow = {("orders", 1): 5}  # five records written to the empty partition while the job follows it
-    spark.after_last_fetch = 3
-    assert r.rounds.copy_round(r.rounds.end_offsets(), follow_s=10.0) == 2
-    assert spark.specs[0].follow_s == 10.0
-    # batch.max.records (100 here) caps each range; the empty partition is followed too
-    assert [(x.partition, x.start, x.end) for x in spark.jobs[0]] == [(0, 0, 100), (1, 0, 100)]
+    r, spark, control = following(source)
+    metrics = RunMetrics()
+    r.rounds.metrics = metrics
+    seen: list[tuple[int, int]] = []
+    stop = threading.Event()
+
+    def write_then_look() -> None:
+        source.latest[("orders", 1)] = 5  # five records arrive while the job runs
+        seen.append((r.stats.records, r.stats.lag))
+
+    def stop_it() -> None:
+        seen.append((r.stats.records, r.stats.lag))
+        stop.set()
+
+    spark.during = [write_then_look, lambda: None, stop_it]
+    try:
+        r.run_continuous(stop, threading.Event())
+    finally:
+        control.close()
+    assert len(spark.jobs) == 1
+    assert [(x.partition, x.start, x.end) for x in spark.jobs[0]] == [(0, 0, FOLLOW_END), (1, 0, FOLLOW_END)]
+    assert seen[0] == (30, 0) and seen[-1] == (35, 0)  # counted while the job runs, not when it ends
     assert r.rounds.positions == {("orders", 0): 30, ("orders", 1): 5}
-    assert r.rounds.ends == {("orders", 0): 33, ("orders", 1): 8} and r.stats.lag == 6
+    assert r.stats.records == 35  # the job's results add nothing the reports counted
+    samples = {s.labels["partition"]: s.value for f in metrics.collect() for s in f.samples
+               if s.name == "kafka_connect_mirror_mirrorsourceconnector_record_count"}  # fmt: skip
+    assert samples == {"0": 30, "1": 5}
 
 
-def test_continuous_jobs_follow_until_the_next_periodic_job_is_due(
+def test_periodic_jobs_run_beside_the_following_tasks(
     recorded: list[Positions],  # noqa: F811 (the fixture)
 ) -> None:
     source = two_partitions({0: 10, 1: 10})
-    spark = FollowingSpark(source)
-    r = runner(source, spark, extra="emit.checkpoints.interval.seconds = 3\n")  # type: ignore[arg-type]
-    r.rounds.place({})
-    spark.stop = InstantStop()
-    r.run_continuous(spark.stop, InstantStop())
-    assert len(spark.specs) == 1 and 1.0 <= spark.specs[0].follow_s <= 3.0
+    r, spark, control = following(source, "emit.checkpoints.interval.seconds = 1\n")
+    ran = threading.Event()
+    r.sync.checkpoint_and_sync = ran.set  # type: ignore[method-assign]
+    stop = threading.Event()
+    spark.during = [lambda: ran.wait(10), stop.set]
+    try:
+        r.run_continuous(stop, threading.Event())
+    finally:
+        control.close()
+    assert ran.is_set() and len(spark.jobs) == 1  # the checkpoint ran while the one job still ran
+
+
+def test_new_partitions_end_the_generation_and_the_next_one_takes_them(
+    recorded: list[Positions],  # noqa: F811 (the fixture)
+) -> None:
+    source = two_partitions({0: 10, 1: 10})
+    r, spark, control = following(source)
+    stop = threading.Event()
+    plan = r.rounds.plan
+    bigger = type(plan)(
+        plan.source, plan.target, (type(plan.topics[0])("orders", "dc1.orders", 3, "grow", 3),), plan.copy_path
+    )
+    source.earliest[("orders", 2)] = 0
+    source.latest[("orders", 2)] = 4
+    spark.during = [lambda: r.rounds.replan(bigger)]
+
+    def second_generation() -> None:
+        if len(spark.jobs) == 2:
+            stop.set()
+
+    original = spark.copy
+
+    def copy(spec: CopySpec, ranges: list[PartitionRange]) -> list[CopyResult]:
+        if len(spark.jobs) == 1:
+            spark.during = [second_generation]
+        return original(spec, ranges)
+
+    spark.copy = copy  # type: ignore[method-assign]
+    try:
+        r.run_continuous(stop, threading.Event())
+    finally:
+        control.close()
+    assert [len(job) for job in spark.jobs] == [2, 3]
+    assert spark.specs[1].control is not None and spark.specs[0].control is not None
+    assert spark.specs[1].control.generation > spark.specs[0].control.generation
+    assert r.rounds.positions[("orders", 2)] == 4
+
+
+def test_a_failed_partition_ends_the_generation_and_a_lost_lease_ends_the_run(
+    recorded: list[Positions],  # noqa: F811 (the fixture)
+) -> None:
+    source = two_partitions({0: 10, 1: 10})
+    r, _spark, control = following(source)
+    channel = control.channel("dc1->target", r.rounds.on_report)
+    r.rounds.channel = channel
+    endpoint = channel.next_generation()
+    link = DriverLink(endpoint, "dc1->target", "t")
+    failed = report_row("orders", 0, 3, 3, 30, 10, None, {"message": "too large", "retriable": False})
+    assert link.report([failed]) is False  # the generation ends at once
+    assert r.rounds.positions[("orders", 0)] == 3  # what it copied before still counts
+    control.close()
+
+
+def test_the_endpoint_refuses_a_report_without_the_run_s_token() -> None:
+    control = TaskControl("127.0.0.1")
+    try:
+        heard: list[object] = []
+        channel = control.channel("a->b", lambda generation, rows, final: heard.append(rows))
+        endpoint = channel.next_generation()
+        forged = DriverLink(type(endpoint)(endpoint.url, "not-the-token", endpoint.generation), "a->b", "t")
+        forged.last_heard = -1e9  # an answer that never comes counts as a driver gone
+        assert forged.report([]) is False and heard == []
+        assert DriverLink(endpoint, "a->b", "t").report([{"x": 1}]) is True and heard == [[{"x": 1}]]
+        channel.stop()
+        assert DriverLink(endpoint, "a->b", "t").report([]) is False
+    finally:
+        control.close()
+
+
+def test_a_task_whose_driver_is_gone_stops_after_a_while() -> None:
+    control = TaskControl("127.0.0.1")
+    endpoint = control.channel("a->b", lambda *_: None).next_generation()
+    control.close()
+    now = [0.0]
+    link = DriverLink(endpoint, "a->b", "t", clock=lambda: now[0])
+    assert link.report([]) is True  # a blip: it goes on
+    now[0] = 16.0
+    assert link.report([]) is False  # 15 s without its driver: no lease, no copying
 
 
 @pytest.mark.parametrize(
     ("extra", "slots", "flows"),
     [
-        ("mm2py.continuous.follow.ms = 0\n", 2, 1),
+        ("mm2py.continuous.tasks = rounds\n", 2, 1),
         ("mm2py.copy.mode = record\n", 2, 1),
         ("", 2, 3),  # three flows' jobs cannot all run at once on two task slots
     ],
@@ -103,22 +226,24 @@ def test_jobs_copy_in_rounds_when_they_cannot_follow(
 ) -> None:
     source = two_partitions({0: 10, 1: 10})
     r = runner(source, FollowingSpark(source, slots, flows), extra=extra)  # type: ignore[arg-type]
-    assert r.rounds.follow_seconds() == 0.0
+    assert not r.rounds.follows()
+    assert runner(source, FollowingSpark(source, 2, 1)).rounds.follows()  # type: ignore[arg-type]
 
 
-def test_follow_ranges_cap_every_known_partition_and_rounds_take_only_what_is_listed() -> None:
-    ends = {("a", 0): 50, ("a", 1): 7, ("a", 2): -1}
-    positions = {("a", 0): 20, ("a", 1): 7, ("a", 2): 3}
+def test_follow_ranges_start_every_placed_partition_and_rounds_take_only_what_is_listed() -> None:
+    positions = {("a", 0): 20, ("a", 1): 7}
     remote = {"a": "dc1.a"}
-    assert [(r.partition, r.start, r.end) for r in follow_ranges(ends, positions, remote, 10)] == [
-        (0, 20, 30),
-        (1, 7, 17),
+    assert [
+        (r.partition, r.start, r.end) for r in follow_ranges([("a", 0), ("a", 1), ("a", 2)], positions, remote)
+    ] == [
+        (0, 20, FOLLOW_END),
+        (1, 7, FOLLOW_END),
     ]
+    ends = {("a", 0): 50, ("a", 1): 7, ("a", 2): -1}
     assert [(r.partition, r.start, r.end) for r in round_ranges(ends, positions, remote, 10)] == [(0, 20, 30)]
-    assert {r.remote_topic for r in follow_ranges(ends, positions, remote, 10)} == {"dc1.a"}
 
 
-def test_the_next_periodic_job_bounds_how_long_a_job_follows() -> None:
+def test_the_next_periodic_job_is_known() -> None:
     now = [100.0]
     jobs = [Periodic("a", 60, lambda: None, first_after_s=0), Periodic("b", 5, lambda: None, first_after_s=0)]
     jobs[0].due, jobs[1].due = 160.0, 104.5

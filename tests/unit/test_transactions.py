@@ -157,6 +157,7 @@ def spec() -> CopySpec:
         consumer_settings={},
         producer_settings={},
         syncs_producer_settings=None,
+        target_consumer_settings={},
         syncs_topic=None,
         progress_topic=PROGRESS,
         offset_lag_max=100,

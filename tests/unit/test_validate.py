@@ -180,7 +180,8 @@ def test_keys_mm2py_accepts_but_does_not_act_on_are_named_with_what_it_does_inst
     assert "checkpoint" in (
         find(problems, "dc1->target.refresh.groups.interval.seconds", "has no effect").allowed or ""
     )
-    find(problems, "offset.flush.interval.ms", "has no effect")
+    flush = find(problems, "offset.flush.interval.ms", "worker key MM2 reads from the target cluster's settings")
+    assert flush.allowed == "<target alias>.offset.flush.interval.ms"
     assert not [p for p in problems if p.severity == "error"]
 
 

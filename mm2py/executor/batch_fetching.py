@@ -1,0 +1,127 @@
+"""The fetch side of a batch copy task (executor side): a thread that fetches every range's partition and hands
+the batches to send to the task's thread, one fetch answer at a time.
+
+Why a thread: fetching from the source and producing to the target overlap, so the copy is bounded by the slower
+of the two and not by their sum. The hand-over is a queue of at most ``QUEUED_FETCHES`` answers, which bounds the
+memory a task holds when the target is slower than the source.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from mm2py.executor.contract import CopySpec
+from mm2py.wire.cluster import FetchedPartition
+from mm2py.wire.connection import KafkaConnection
+from mm2py.wire.fetcher import Fetcher, FetcherSettings, FetchPartition
+from mm2py.wire.forwarding import ForwardingError, batches_to_send
+from mm2py.wire.partition_queue import ProducerBatch
+from mm2py.wire.sender import batch_timestamps
+
+if TYPE_CHECKING:
+    from mm2py.executor.batch_results import BatchRange
+
+QUEUED_FETCHES = 2  # fetch answers waiting for the sender (each up to the fetch's max bytes): bounds memory
+Fetched = list[tuple["BatchRange", list[ProducerBatch], int]]  # one answer's batches, and the position after them
+
+
+class FetchThread:
+    """Fetches ``ranges`` from ``spec.source`` until each is done or stopped, or ``stop`` is set; a following
+    task's ranges are never done (their ends lie beyond any offset), so it fetches until stopped."""
+
+    def __init__(
+        self,
+        spec: CopySpec,
+        ranges: dict[tuple[str, int], BatchRange],
+        *,
+        read_committed: bool,
+        max_batch_bytes: int,
+        measure_lock: threading.Lock,
+    ) -> None:
+        self.spec = spec
+        self.ranges = ranges
+        self.read_committed = read_committed
+        self.max_batch_bytes = max_batch_bytes
+        self.measure_lock = measure_lock  # the task's thread swaps measurers while it reports
+        self.inbox: queue.Queue[Fetched | BaseException | None] = queue.Queue(QUEUED_FETCHES)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="mm2py-batch-fetch", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def join(self, timeout_s: float) -> None:
+        self.stop.set()
+        if self.thread.is_alive():
+            self.thread.join(timeout=timeout_s)
+
+    def _run(self) -> None:
+        source: KafkaConnection | None = None
+        try:
+            source = KafkaConnection(self.spec.source, self.spec.consumer_settings)
+            source.bootstrap(self.spec.stall_timeout_s)
+            # A following task waits for a partition's leader as long as it follows: a stall is not a failure.
+            stall_s = self.spec.stall_timeout_s if self.spec.control is None else float("inf")
+            fetcher = Fetcher(
+                source,
+                [r.fetch for r in self.ranges.values()],
+                FetcherSettings(self.read_committed, stall_timeout_s=stall_s),
+            )
+            while not self.stop.is_set() and fetcher.active():
+                self._forward(fetcher.step())
+            self._put(None)
+        except BaseException as exc:  # handed to the task's thread, which raises it
+            self._put(exc)
+        finally:
+            if source is not None:
+                source.close()
+
+    def _forward(self, answered: list[tuple[FetchPartition, FetchedPartition]]) -> None:
+        """Turn fetched record sets into batches for the sender: one hand-over per fetch answer."""
+        fetched: Fetched = []
+        now = time.time() * 1000
+        for fetch, part in answered:
+            state = self.ranges[fetch.key]
+            state.source_end = fetch.source_end
+            aborted = part.aborted_transactions if self.read_committed else None
+            try:
+                outgoing = batches_to_send(fetch, part.records, aborted, self.max_batch_bytes, self.spec.target)
+            except ForwardingError as exc:
+                fetch.failure = exc.error
+                continue
+            if outgoing is None:
+                continue
+            with self.measure_lock:  # MM2 measures record age when the task reads the records
+                for item in outgoing:
+                    count, low, high, total, last = batch_timestamps(item.batch)
+                    state.queue.measurer.read(now, count, low, high, total, last, item.batch.size)
+            fetched.append((state, outgoing, fetch.position))
+        if fetched:
+            self._put(fetched)
+
+    def _put(self, item: Fetched | BaseException | None) -> None:
+        while not self.stop.is_set():
+            try:
+                self.inbox.put(item, timeout=0.1)
+                return
+            except queue.Full:
+                continue
+
+    def take(self, on_batches: Callable[[BatchRange, list[ProducerBatch], int], None], *, block: bool) -> bool:
+        """Hand what was fetched to ``on_batches``; False once the fetcher is done (it raises what failed it)."""
+        while True:
+            try:
+                item = self.inbox.get(block=block, timeout=0.1 if block else None)
+            except queue.Empty:
+                return True
+            if item is None:
+                return False
+            if isinstance(item, BaseException):
+                raise item
+            for state, outgoing, position in item:
+                on_batches(state, outgoing, position)
+            block = False

@@ -1,0 +1,111 @@
+"""How a batch copy task's producer is set up and wound down (executor side): its settings, its producer id,
+and what a transaction that fails or is fenced leaves behind.
+
+Kept apart from the copy loop (:mod:`mm2py.executor.batch_copy`) because these follow the target producer's
+configuration and Kafka's rules, not the loop's flow.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+
+from mm2py.errors import Failure, ReplicationError
+from mm2py.executor.contract import CopySpec
+from mm2py.executor.transactional_copy import TransactionalCopy
+from mm2py.wire.cluster import Cluster, ProducerIds
+from mm2py.wire.errors import WireError
+from mm2py.wire.sender import Sender, SenderSettings
+from mm2py.wire.transactions import TransactionError
+
+log = logging.getLogger(__name__)
+
+MESSAGE_MAX_BYTES = "1000000"  # librdkafka's default message.max.bytes, which the record path's producer has
+# Batches below this size waiting in one partition's queue are merged into one of at most MERGE_UP_TO bytes
+# (or half of message.max.bytes): tiny batches would otherwise go one per partition per Produce request.
+MERGE_BELOW = 16 * 1024
+MERGE_UP_TO = 512 * 1024
+
+
+def sender_settings(spec: CopySpec, max_batch_bytes: int, transactional_id: str | None = None) -> SenderSettings:
+    """The target producer's settings the sender honours, with the Java producer's defaults."""
+    settings = spec.producer_settings
+
+    def seconds(default_ms: int, *keys: str) -> float:
+        for key in keys:
+            value = str(settings.get(key, "")).strip()
+            if value.isdigit():
+                return int(value) / 1000
+        return default_ms / 1000
+
+    return SenderSettings(
+        spec.flow,
+        spec.target,
+        request_timeout_s=seconds(30_000, "request.timeout.ms", "socket.timeout.ms"),
+        delivery_timeout_s=seconds(120_000, "delivery.timeout.ms", "message.timeout.ms"),
+        retry_backoff_s=seconds(100, "retry.backoff.ms"),
+        retry_backoff_max_s=seconds(1_000, "retry.backoff.max.ms"),
+        merge_below=MERGE_BELOW,
+        merge_up_to=min(MERGE_UP_TO, max_batch_bytes // 2),
+        transactional_id=transactional_id,
+    )
+
+
+def producer_ids(spec: CopySpec, target: Cluster) -> ProducerIds:
+    """InitProducerId (idempotent), from any broker, retried until the stall timeout."""
+    deadline = time.monotonic() + spec.stall_timeout_s
+    answer: ProducerIds | WireError | None = None
+    for node in _cycle(target, deadline):
+        pending = target.init_producer_id(node)
+        while not pending.done and time.monotonic() < deadline:
+            target.poll(0.05)
+        answer = pending.result() if pending.done else None
+        if isinstance(answer, ProducerIds):
+            return answer
+        if isinstance(answer, WireError) and not answer.retriable:
+            raise ReplicationError(
+                f"flow={spec.flow}: InitProducerId on {spec.target} failed: {answer}",
+                code=answer.name,
+                retriable=False,
+            )
+    raise ReplicationError(f"flow={spec.flow}: InitProducerId on {spec.target} failed: {answer}")
+
+
+def transaction_failure(spec: CopySpec, exc: TransactionError) -> Failure:
+    if exc.fenced:
+        return Failure(
+            f"flow={spec.flow}: fenced: another producer with this task's transactional.id took over (another mm2py "
+            f"run, or MirrorMaker 2, copies {spec.flow} exactly-once): {exc.error}",
+            exc.error.name,
+            retriable=False,
+        )
+    return Failure(
+        f"flow={spec.flow}: the transaction on {spec.target} failed: {exc.error}", exc.error.name, exc.retriable
+    )
+
+
+def abort_quietly(eos: TransactionalCopy, sender: Sender | None, spec: CopySpec) -> None:
+    """Abort the task's open transaction on the way out; if that fails too, the transaction timeout or the next
+    task's InitProducerId aborts it (nothing of it is ever read as committed)."""
+    try:
+        if sender is not None:
+            eos.abort(sender, min(spec.stall_timeout_s, 30.0))
+        else:
+            eos.txn.abort(min(spec.stall_timeout_s, 30.0))
+    except (TransactionError, ReplicationError) as exc:
+        log.warning("flow=%s: aborting the open transaction failed (%s); it ends with its timeout", spec.flow, exc)
+
+
+def _cycle(cluster: Cluster, deadline: float) -> Iterator[int]:
+    """The cluster's brokers in turn, until ``deadline``."""
+    while time.monotonic() < deadline:
+        brokers = sorted(cluster.brokers())
+        if not brokers:
+            return
+        for node in brokers:
+            if time.monotonic() >= deadline:
+                return
+            if cluster.ready(node):
+                yield node
+        cluster.poll(0.1)

@@ -1,0 +1,94 @@
+"""A following copy task's line to the driver (executor side): it reports what it copied every second and learns
+whether to go on.
+
+Why: in continuous mode a batch-path task follows its partitions for as long as the flow's assignment holds, so
+the driver cannot wait for its result to show lag, rates and MM2's metrics, nor end a Spark job to stop it
+gracefully (a cancelled task would not record its progress). The driver serves a small endpoint
+(:mod:`mm2py.engine.task_control`); each task POSTs its rows there and the answer says whether this generation of
+the flow still runs. A task that cannot reach its driver for ``DRIVER_GONE_S`` stops: a task without a driver
+holds no lease, and must not keep copying beside the run that took the flow over.
+
+Standard library only (an HTTP client; executors never load an HTTP server).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import asdict
+from typing import Any
+
+from mm2py.executor.contract import ControlEndpoint
+from mm2py.metrics.measurement import PartitionMeasurement
+
+log = logging.getLogger(__name__)
+
+REPORT_INTERVAL_S = 1.0
+DRIVER_GONE_S = 15.0  # above the lease's session timeout: by then another run may hold the flow
+_TIMEOUT_S = 2.0
+
+
+def report_row(
+    topic: str,
+    partition: int,
+    position: int,
+    records: int,
+    bytes_: int,
+    source_end: int,
+    measurement: PartitionMeasurement | None,
+    failure: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """One range's report: where it is (what counts as copied), what it copied since the last report."""
+    return {
+        "topic": topic,
+        "partition": partition,
+        "position": position,
+        "records": records,
+        "bytes": bytes_,
+        "source_end": source_end,
+        "measurement": asdict(measurement) if measurement is not None else None,
+        "failure": failure,
+    }
+
+
+class DriverLink:
+    """Reports of one task of one generation; ``report`` answers whether the task goes on."""
+
+    def __init__(
+        self, endpoint: ControlEndpoint, flow: str, task: str, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.endpoint = endpoint
+        self.flow = flow
+        self.task = task
+        self.clock = clock
+        self.last_heard = clock()
+
+    def report(self, rows: list[dict[str, Any]], final: bool = False) -> bool:
+        body = json.dumps(
+            {
+                "flow": self.flow,
+                "generation": self.endpoint.generation,
+                "token": self.endpoint.token,
+                "task": self.task,
+                "final": final,
+                "rows": rows,
+            }
+        ).encode()
+        request = urllib.request.Request(
+            self.endpoint.url, data=body, headers={"Content-Type": "application/json"}, method="POST"
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=_TIMEOUT_S) as answer:
+                go_on = bool(json.load(answer).get("run", False))
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            silent = self.clock() - self.last_heard
+            if silent > DRIVER_GONE_S:
+                log.warning("flow=%s: the driver has not answered for %.0f s (%s); stopping", self.flow, silent, exc)
+                return False
+            return True
+        self.last_heard = self.clock()
+        return go_on
