@@ -8,8 +8,8 @@ from pathlib import Path
 
 from tests.harness.kafka_harness import TansuBroker
 
-# Development-cluster settings every test file needs (tansu has one node; MM2 defaults to RF 2/3).
-SMALL_CLUSTER = """\
+# Settings every test file needs for one-node clusters (MM2 defaults to RF 2/3), tansu or real Kafka.
+ONE_NODE_CLUSTER = """\
 replication.factor = 1
 checkpoints.topic.replication.factor = 1
 heartbeats.topic.replication.factor = 1
@@ -17,9 +17,14 @@ offset-syncs.topic.replication.factor = 1
 offset.storage.replication.factor = 1
 offset.storage.partitions = 5
 mm2py.spark.master = local[2]
+"""
+SMALL_CLUSTER = (
+    ONE_NODE_CLUSTER
+    + """\
 # tansu holds every JoinGroup for session.timeout.ms / 2 (test-broker bug), which each run's lease join pays.
 mm2py.lease.session.timeout.ms = 3000
 """
+)
 
 
 def write_config(path: Path, brokers: dict[str, TansuBroker], body: str, clusters: list[str] | None = None) -> Path:

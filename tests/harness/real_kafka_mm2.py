@@ -13,20 +13,11 @@ from pathlib import Path
 
 from mm2py.mirror.record_formats import Checkpoint
 from tests.harness.kafka_harness import Record
+from tests.harness.mm2py_cli import ONE_NODE_CLUSTER
 
 # Like tests/integration/mm2py_cli.SMALL_CLUSTER, for one-node real clusters (RF 1 everywhere). The lease
-# session is Kafka's group.min.session.timeout.ms: a real broker refuses a shorter one. Continuous runs follow
-# for 3 s per job, as there.
-REAL_SMALL_CLUSTER = """\
-replication.factor = 1
-checkpoints.topic.replication.factor = 1
-heartbeats.topic.replication.factor = 1
-offset-syncs.topic.replication.factor = 1
-offset.storage.replication.factor = 1
-offset.storage.partitions = 5
-mm2py.spark.master = local[2]
-mm2py.lease.session.timeout.ms = 6000
-"""
+# 6 s is Kafka's group.min.session.timeout.ms: a real broker refuses a shorter lease session.
+REAL_SMALL_CLUSTER = ONE_NODE_CLUSTER + "mm2py.lease.session.timeout.ms = 6000\n"
 IDENTITY = "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"
 
 

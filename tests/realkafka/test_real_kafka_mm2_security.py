@@ -30,20 +30,13 @@ from mm2py.config.mirror_maker import Flow
 from mm2py.control.acls import sync_topic_acls
 from mm2py.librdkafka.admin import ClusterAdmin
 from tests.harness.kafka_harness import make_records, produce, read_all
+from tests.harness.mm2py_cli import ONE_NODE_CLUSTER
 from tests.harness.polling import poll_until
 from tests.harness.real_kafka import KafkaCluster
 
 pytestmark = pytest.mark.realkafka
 
-SMALL = """\
-replication.factor = 1
-checkpoints.topic.replication.factor = 1
-heartbeats.topic.replication.factor = 1
-offset-syncs.topic.replication.factor = 1
-offset.storage.replication.factor = 1
-offset.storage.partitions = 5
-mm2py.spark.master = local[2]
-"""
+SMALL = ONE_NODE_CLUSTER
 
 
 def cluster_lines(alias: str, bootstrap: str, java: Mapping[str, str]) -> str:
