@@ -14,7 +14,6 @@ Why a session and not a process group: the run is started with ``start_new_sessi
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import os
 import signal
@@ -221,12 +220,15 @@ class MirrorRun:
             self.kill()
 
 
-def kill_busy_python_worker(run: MirrorRun, timeout: float) -> int:
-    """SIGKILL the first Spark Python worker of the run seen busy; returns its pid."""
+def kill_busy_python_worker(
+    run: MirrorRun, timeout: float, *, window_s: float = 0.1, windows: int = 2, min_share: float = 0.2
+) -> int:
+    """SIGKILL the first Spark Python worker of the run seen busy (as :func:`busy_python_worker` judges it with
+    these arguments); returns its pid."""
     killed: list[int] = []
 
     def kill_one() -> bool:
-        victim = busy_python_worker(run.session)
+        victim = busy_python_worker(run.session, window_s, windows, min_share)
         if victim is not None:
             os.kill(victim, signal.SIGKILL)
             killed.append(victim)
@@ -236,28 +238,9 @@ def kill_busy_python_worker(run: MirrorRun, timeout: float) -> int:
     return killed[0]
 
 
-def _stages_past(run: MirrorRun, stages: int) -> bool:
-    return run.stages_completed() > stages
-
-
 def worker_crashes(run: MirrorRun) -> int:
     """Task attempts that failed because their Python worker died."""
     return sum(1 for t in run.task_ends() if t.failed and WORKER_CRASHED in t.description)
-
-
-def kill_python_worker_mid_task(run: MirrorRun, tries: int = 3, timeout: float = 60.0) -> int:
-    """SIGKILL a Spark Python worker of the run inside a task, as Spark's event log confirms; returns the tries.
-
-    A worker seen busy may finish its task just before the signal lands; Spark then only discards it from
-    its idle pool, so another busy worker is killed in a later job, up to ``tries`` times."""
-    for attempt in range(1, tries + 1):
-        crashes = worker_crashes(run)
-        kill_busy_python_worker(run, timeout)
-        # A job with a crashed attempt ends only after the retry, so it is not among the stages counted now.
-        run.wait_for(functools.partial(_stages_past, run, run.stages_completed()), timeout, "the copy job to end")
-        if worker_crashes(run) > crashes:
-            return attempt
-    pytest.fail(f"{tries} killed workers were all idle:\n{run.log_text()}")
 
 
 # -- the brokers' side ------------------------------------------------------------------------------------

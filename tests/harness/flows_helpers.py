@@ -10,7 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.harness.kafka_harness import TansuBroker, end_offsets
+from mm2py.control.progress_store import read_progress
+from tests.harness.kafka_harness import TansuBroker, end_offsets, read_all
 from tests.harness.mm2py_cli import write_config
 
 IDENTITY = "replication.policy.class = org.apache.kafka.connect.mirror.IdentityReplicationPolicy\n"
@@ -41,3 +42,22 @@ def copied(target: TansuBroker, topic: str = "orders") -> int:
         return sum(end_offsets(target.bootstrap, topic).values())
     except Exception:  # the remote topic may not exist yet
         return 0
+
+
+def copied_past_progress(brokers: dict[str, TansuBroker], topic: str = "orders") -> int:
+    """Records on the target that ``dc1->target``'s recorded progress does not cover yet: what a crash now may
+    copy again (at-least-once), and so the bound on its duplicates. A target partition holds a prefix of its
+    source partition, with repeats (the tests check that order separately), so its distinct values count the
+    source offsets copied; the values must be unique, as the harness's ``make_records`` makes them. The remote
+    topic has the source topic's name (IdentityReplicationPolicy)."""
+    distinct: dict[int, set[bytes | None]] = {}
+    for r in read_all(brokers["target"].bootstrap, topic):
+        distinct.setdefault(r.partition, set()).add(r.value)
+    progress = read_progress("target", {"bootstrap.servers": brokers["target"].bootstrap}, "dc1")
+    return sum(max(0, len(values) - 1 - progress.get((topic, p), -1)) for p, values in distinct.items())
+
+
+def recorded_progress(brokers: dict[str, TansuBroker], topic: str = "orders") -> int:
+    """Source records ``dc1->target``'s recorded progress covers, summed over the partitions of ``topic``."""
+    progress = read_progress("target", {"bootstrap.servers": brokers["target"].bootstrap}, "dc1")
+    return sum(last + 1 for (t, _p), last in progress.items() if t == topic)
