@@ -371,10 +371,11 @@ class KafkaCluster:
             time.sleep(0.05)  # poll interval of the readiness check
 
     def partition_state(self, topic: str, partition: int) -> tuple[int, list[int]]:
-        """(leader id, ISR) from a fresh Metadata request; leader -1 while there is none."""
+        """(leader id, ISR) from a fresh Metadata request; leader -1 while there is none, or while the broker
+        asked does not know the partition yet (one just added reaches each broker's metadata in its own time)."""
         metadata = AdminClient(client_config(self.bootstrap)).list_topics(topic, timeout=10)
-        described = metadata.topics[topic].partitions[partition]
-        return described.leader, list(described.isrs)
+        described = metadata.topics[topic].partitions.get(partition)
+        return (described.leader, list(described.isrs)) if described is not None else (-1, [])
 
     def create_topic(
         self, name: str, partitions: int = 1, replication_factor: int = 1, config: Mapping[str, str] | None = None
