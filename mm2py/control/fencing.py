@@ -1,33 +1,43 @@
-"""Zombie fencing for exactly-once on the batch path (driver side): before a flow copies, no earlier producer of
-its transactional.ids can commit any more.
+"""Zombie fencing for exactly-once on the batch path (driver side): before a flow copies, and before each of its
+jobs, no earlier producer of its transactional.ids can commit any more, and no other producer has taken them.
 
 Why: on the batch path each Spark task slot copies its partitions under one transactional.id
 (``<source>-mm2-MirrorSourceConnector-<slot>``, MM2's own naming, :meth:`CopySpec.slot_transactional_id`), and a
-partition's slot is a hash of it modulo the slot count. A task that restarts fences its predecessor itself (its
-InitProducerId bumps the epoch), but when the slot count changes (a run with more or fewer Spark task slots) a
-partition can move to another id, and a zombie of the old one could still commit it. So, as Kafka Connect does
-for KIP-618 (the leader fences the producers of every task of the previous generation before new tasks start),
-the driver fences every id of every slot count the flow ran with — the largest is recorded beside the progress,
-in ``mm2-offsets.<source>.internal``, under a key of mm2py's own that MM2 ignores — and of MM2's ``tasks.max``, so
-MirrorMaker 2 tasks of the same flow are fenced too when mm2py takes it over.
+partition's slot is a hash of it modulo the slot count. When the slot count changes (a run with more or fewer
+Spark task slots) a partition can move to another id, and a zombie of the old one could still commit it. So, as
+Kafka Connect does for KIP-618 (the leader fences the producers of every task of the previous generation before
+new tasks start), the driver first fences every id of every slot count the flow ran with — the largest is
+recorded beside the progress, in ``mm2-offsets.<source>.internal``, under a key of mm2py's own that MM2 ignores —
+and of MM2's ``tasks.max``, so MirrorMaker 2 tasks of the same flow are fenced too when mm2py takes it over.
 
-InitProducerId of a transactional producer (librdkafka's ``init_transactions``) bumps the id's epoch and aborts
-its open transaction: what a zombie wrote and did not commit is never read by a read_committed consumer.
+Then the driver holds each slot's producer id and epoch (:class:`SlotEpochs`) and the tasks write with the epoch
+it gives them; they never initialize an id themselves. Before every job it aborts what a task of the previous job
+may have left open and bumps the epoch with an InitProducerId that *expects* the epoch it holds (KIP-360): a
+zombie task of the previous job is fenced, and if another producer initialized the id meanwhile (MirrorMaker 2
+started on the same flow) the coordinator answers PRODUCER_FENCED and the flow stops. That is Kafka's rule (the
+Java TransactionManager treats PRODUCER_FENCED as fatal; Connect fails a fenced task): a run whose tasks each
+took their id back at the next job would copy beside the other producer, whose other tasks it never fences.
+
+InitProducerId aborts a fenced epoch's open transaction: what a zombie wrote and did not commit is never read by a
+read_committed consumer.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaError
 
-from mm2py.errors import KafkaOperationError
+from mm2py.errors import KafkaOperationError, ReplicationError
 from mm2py.executor.contract import slot_transactional_id
 from mm2py.librdkafka.clients import new_producer
 from mm2py.librdkafka.partition_reader import read_topic
 from mm2py.mirror.progress import PROGRESS_PARTITIONER
+from mm2py.wire.cluster import Cluster, ProducerIds
+from mm2py.wire.connection import KafkaConnection
+from mm2py.wire.transactions import TransactionError, TransactionManager
 
 log = logging.getLogger(__name__)
 
@@ -48,32 +58,110 @@ def recorded_slots(target: str, consumer_settings: Mapping[str, str], progress_t
     return largest
 
 
+class SlotEpochs:
+    """Each exactly-once task slot's producer id and epoch, initialized by the driver (see the module's doc).
+
+    ``connect`` opens the target (a :class:`~mm2py.wire.connection.KafkaConnection`, or a fake cluster in the
+    unit tests); a connection is opened for each call and closed after it, since jobs may be hours apart."""
+
+    def __init__(
+        self,
+        flow: str,
+        source: str,
+        connect: Callable[[], Cluster],
+        transaction_timeout_ms: int = 60_000,
+        timeout_s: float = 60.0,
+    ) -> None:
+        self.flow = flow
+        self.source = source
+        self.connect = connect
+        self.transaction_timeout_ms = transaction_timeout_ms
+        self.timeout_s = timeout_s
+        self.epochs: dict[int, ProducerIds] = {}
+
+    def take_over(self, count: int) -> None:
+        """Fence every earlier producer of slots 0..count-1 (InitProducerId without an expected epoch: whoever
+        had them, this run takes them) and hold their new epochs."""
+        self.epochs = self._each(range(count), lambda txn, _slot: txn.initialize(self.timeout_s))
+
+    def next_job(self, slots: int) -> dict[int, tuple[int, int]]:
+        """Before a job: for each of its ``slots``, abort what a task of the previous job left open, then bump
+        the epoch expecting the one held; the (producer id, epoch) each slot's task writes with. Raises a
+        permanent ReplicationError if another producer took one of the ids since."""
+
+        def bump(txn: TransactionManager, slot: int) -> ProducerIds:
+            held = self.epochs.get(slot)
+            if held is None:  # a slot count larger than at the start: a new id, taken over like the others
+                return txn.initialize(self.timeout_s)
+            txn.abort_open(held, self.timeout_s)
+            return txn.initialize(self.timeout_s, expected=held)
+
+        self.epochs.update(self._each(range(slots), bump))
+        return {slot: (self.epochs[slot].producer_id, self.epochs[slot].epoch) for slot in range(slots)}
+
+    def _each(self, slots: range, step: Callable[[TransactionManager, int], ProducerIds]) -> dict[int, ProducerIds]:
+        cluster = self.connect()
+        done: dict[int, ProducerIds] = {}
+        try:
+            for slot in slots:
+                transactional_id = slot_transactional_id(self.source, slot)
+                txn = TransactionManager(cluster, transactional_id, transaction_timeout_ms=self.transaction_timeout_ms)
+                try:
+                    done[slot] = step(txn, slot)
+                except TransactionError as exc:
+                    raise _failure(self.flow, transactional_id, exc) from None
+        finally:
+            cluster.close()
+        return done
+
+
+def _failure(flow: str, transactional_id: str, exc: TransactionError) -> ReplicationError:
+    if exc.fenced:
+        return ReplicationError(
+            f"flow={flow}: fenced: another producer initialized transactional.id {transactional_id} since this run "
+            f"fenced it (MirrorMaker 2 or another mm2py copies {flow} exactly-once); stop one of them ({exc.error})",
+            code=exc.error.name,
+            retriable=False,
+        )
+    return ReplicationError(
+        f"flow={flow}: fencing the producers of {transactional_id} failed: {exc.error}",
+        code=exc.error.name,
+        retriable=exc.retriable,
+    )
+
+
+def target_connection(target: str, producer_settings: Mapping[str, str], timeout_s: float) -> Callable[[], Cluster]:
+    """How :class:`SlotEpochs` opens the target: the batch path's own client, with the copy's producer settings."""
+
+    def connect() -> Cluster:
+        connection = KafkaConnection(target, producer_settings)
+        try:
+            connection.bootstrap(timeout_s)
+        except BaseException:
+            connection.close()
+            raise
+        return connection
+
+    return connect
+
+
 def fence(
+    epochs: SlotEpochs,
     target: str,
     producer_settings: Mapping[str, str],
     consumer_settings: Mapping[str, str],
     progress_topic: str,
-    flow: str,
-    source: str,
     slots: int,
     tasks_max: int = 1,
     timeout_s: float = 60.0,
 ) -> int:
     """Fence every transactional.id the flow may have used, record ``slots``; returns how many ids were fenced."""
-    previous = recorded_slots(target, consumer_settings, progress_topic, flow)
+    previous = recorded_slots(target, consumer_settings, progress_topic, epochs.flow)
     count = max(slots, previous, tasks_max)
-    for slot in range(count):
-        transactional_id = slot_transactional_id(source, slot)
-        producer = new_producer({**producer_settings, "transactional.id": transactional_id})
-        try:
-            producer.init_transactions(timeout_s)
-        except KafkaException as exc:
-            err = exc.args[0] if exc.args else None
-            cause = err.str() if isinstance(err, KafkaError) else str(exc)
-            raise KafkaOperationError(target, f"fencing the producers of {transactional_id}", cause) from None
+    epochs.take_over(count)
     if slots > previous:
-        _record(target, producer_settings, progress_topic, flow, slots, timeout_s)
-    log.info("flow=%s: fenced %d transactional producer(s) before copying exactly-once", flow, count)
+        _record(target, producer_settings, progress_topic, epochs.flow, slots, timeout_s)
+    log.info("flow=%s: fenced %d transactional producer(s) before copying exactly-once", epochs.flow, count)
     return count
 
 

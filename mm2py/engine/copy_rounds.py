@@ -15,15 +15,16 @@ from dataclasses import replace
 from typing import Any
 
 from mm2py.config.flow import FlowConfig
+from mm2py.control.fencing import SlotEpochs
 from mm2py.control.plan import AdminPool, FlowPlan
-from mm2py.control.progress_store import write_progress
+from mm2py.control.progress_store import read_progress, write_progress
 from mm2py.engine.ranges import follow_ranges, round_ranges
 from mm2py.engine.spark import SparkRunner, raise_failure
 from mm2py.engine.stats import FlowStats
 from mm2py.engine.task_control import FlowChannel
 from mm2py.engine.unavailable import UnavailablePartitions
 from mm2py.errors import KafkaOperationError
-from mm2py.executor.contract import CopyResult, CopySpec
+from mm2py.executor.contract import CopyResult, CopySpec, PartitionRange
 from mm2py.metrics.measurement import PartitionMeasurement
 from mm2py.metrics.registry import RunMetrics
 from mm2py.mirror.resume import resume_position
@@ -58,6 +59,7 @@ class CopyRounds:
         # The flow's thread, the periodic jobs' thread and the task-control endpoint all read and move positions.
         self.lock = threading.RLock()
         self.channel: FlowChannel | None = None  # continuous mode on the batch path: the following generations
+        self.epochs: SlotEpochs | None = None  # exactly-once on the batch path: the task slots' producer epochs
 
     # -- positions -------------------------------------------------------------------------------------------
 
@@ -167,7 +169,7 @@ class CopyRounds:
         started = time.monotonic()
         if self.spark is None:
             raise RuntimeError(f"flow {self.flow.name}: copy round before Spark was started")
-        results = self.spark.copy(self.spec, ranges)
+        results = self._run_job(self.spec, ranges)
         self._take_results(results, counts=True)
         seconds = time.monotonic() - started
         self.stats.add(results, seconds)
@@ -193,12 +195,38 @@ class CopyRounds:
             return False
         started = time.monotonic()
         spec = replace(self.spec, control=channel.next_generation())
-        results = self.spark.copy(spec, ranges)
+        results = self._run_job(spec, ranges)
         self._take_results(results, counts=False)
         if self.metrics is not None:
             self.metrics.copy_job_finished(self.flow.source, self.flow.target, time.monotonic() - started)
         raise_failure(self.flow.name, results)
         return True
+
+    def _run_job(self, spec: CopySpec, ranges: list[PartitionRange]) -> list[CopyResult]:
+        """One Spark job. Exactly-once on the batch path, its task slots first get epochs the driver initialized
+        for it; and after a job that failed, positions move to the progress its committed transactions hold
+        (what a task committed before it failed is not in its result, or there is no result at all)."""
+        if self.spark is None:
+            raise RuntimeError(f"flow {self.flow.name}: a copy job before Spark was started")
+        if self.epochs is not None:
+            spec = replace(spec, slot_producers=self.epochs.next_job(spec.exactly_once_slots))
+        try:
+            results = self.spark.copy(spec, ranges)
+        except BaseException:
+            self._positions_from_committed_progress()
+            raise
+        if any(r.error is not None for r in results):
+            self._positions_from_committed_progress()
+        return results
+
+    def _positions_from_committed_progress(self) -> None:
+        if self.epochs is None:
+            return
+        progress = read_progress(self.flow.target, self.flow.target_consumer.settings(), self.flow.source)
+        with self.lock:
+            for tp, position in self.positions.items():
+                if tp in progress:
+                    self.positions[tp] = max(position, progress[tp] + 1)
 
     def on_report(self, generation: int, rows: list[dict[str, Any]], final: bool) -> None:
         """A following task's report (the task-control endpoint's thread): where its partitions are, and what it

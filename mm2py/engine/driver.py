@@ -18,7 +18,7 @@ import threading
 from dataclasses import replace
 
 from mm2py.config.flow import FlowConfig
-from mm2py.control.fencing import fence
+from mm2py.control.fencing import SlotEpochs, fence, target_connection
 from mm2py.control.group_sync import GroupSyncCoordinator
 from mm2py.control.plan import AdminPool, FlowPlan
 from mm2py.control.progress_store import read_progress
@@ -85,16 +85,24 @@ class FlowRunner:
         if not (self.spec.exactly_once and self.spec.copy_path.batch) or spark is None:
             return
         f, slots = self.flow, spark.exactly_once_slots
+        timeout_s = self.spec.stall_timeout_s
+        epochs = SlotEpochs(
+            f.name,
+            f.source,
+            target_connection(f.target, self.spec.producer_settings, timeout_s),
+            self.spec.transaction_timeout_ms,
+            timeout_s,
+        )
         fence(
+            epochs,
             f.target,
             self.spec.producer_settings,
             f.target_consumer.settings(),
             self.spec.progress_topic,
-            f.name,
-            f.source,
             slots,
             tasks_max=f.tasks_max,
         )
+        self.rounds.epochs = epochs  # every job's tasks get epochs the driver initialized for it
         self.spec = self.rounds.spec = replace(self.spec, exactly_once_slots=slots)
 
     def run_once(self, stop: threading.Event) -> None:

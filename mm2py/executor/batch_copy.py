@@ -58,7 +58,7 @@ from mm2py.wire.connection import KafkaConnection
 from mm2py.wire.fetcher import FetchPartition
 from mm2py.wire.partition_queue import PartitionQueue, ProducerBatch
 from mm2py.wire.sender import Sender
-from mm2py.wire.transactions import TransactionError
+from mm2py.wire.transactions import FENCED, TransactionError
 
 log = logging.getLogger(__name__)
 
@@ -112,6 +112,16 @@ class _BatchCopier:
 
     # -- the task's thread: produce ------------------------------------------------------------------------
     def run(self) -> list[CopyResult]:
+        if self.retried and self.spec.exactly_once:
+            # Spark's next attempt would write under the job's epoch, beside its predecessor's open transaction
+            # (and a zombie predecessor could still commit): the ranges go back to the driver, which fences the
+            # epoch and copies them in its next job from the committed progress.
+            not_again = Failure(
+                f"flow={self.spec.flow}: an exactly-once copy task is not run again within its job; the driver "
+                "fences its predecessor and copies its ranges in the next job",
+                retriable=True,
+            )
+            return finish(self.spec, self.recorder, not_again, 0.0, {id(r): Counted() for r in self.ranges.values()})
         # The producers of progress and offset syncs are created now: a new idempotent producer first waits for
         # its producer id (about 0.5 s on a real broker), which then overlaps the copy instead of delaying it.
         cached_producer(self.spec.producer_settings)
@@ -182,6 +192,8 @@ class _BatchCopier:
     def _transaction_step(self, sender: Sender, eos: TransactionalCopy, copying_done: bool) -> bool:
         """Exactly-once: abort on a stopped partition, add partitions, commit when due; True if it committed."""
         stopped = next((r.queue for r in self.ranges.values() if r.queue.failure is not None), None)
+        if stopped is not None and stopped.failure is not None and stopped.failure.kind in FENCED:
+            raise TransactionError(stopped.failure, fenced=True)  # a producer with the same id took over
         if stopped is not None:
             raise ReplicationError(  # the open transaction is aborted: only committed ones count
                 f"flow={self.spec.flow} {stopped.where}: producing to {self.spec.target} failed "

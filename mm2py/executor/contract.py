@@ -89,6 +89,9 @@ class CopySpec:
     # Exactly-once on the batch path: partitions are spread over this many transactional producers (task slots),
     # each slot one Spark task with one transactional.id (0: not exactly-once on the batch path).
     exactly_once_slots: int = 0
+    # The (producer id, epoch) each slot's task writes with, initialized for this job by the driver
+    # (:class:`mm2py.control.fencing.SlotEpochs`): a task never initializes its transactional.id itself.
+    slot_producers: Mapping[int, tuple[int, int]] = field(default_factory=dict)
     transaction_timeout_ms: int = 60_000
     syncs_on_target: bool = False  # offset-syncs.topic.location = target: the syncs join the transactions
 

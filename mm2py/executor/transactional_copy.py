@@ -14,8 +14,9 @@ open transaction that is aborted — by itself, by the transaction timeout, or b
 and the range is copied again from the last committed progress, which a read_committed consumer of the target
 sees together with the records.
 
-One transactional.id per task slot (:meth:`CopySpec.slot_transactional_id`); the driver fences the ids of every
-slot count a flow ran with before it starts (:mod:`mm2py.control.fencing`).
+One transactional.id per task slot (:meth:`CopySpec.slot_transactional_id`), written with the epoch the driver
+initialized for the job (:mod:`mm2py.control.fencing`): a task never initializes its id, so a task of a run whose
+id another producer took cannot take it back.
 """
 
 from __future__ import annotations
@@ -34,10 +35,11 @@ from mm2py.mirror.progress import progress_record
 from mm2py.wire.batch_codec import Record, encode_batch
 from mm2py.wire.batches import RecordBatch
 from mm2py.wire.cluster import Cluster, ProducerIds, TopicPartition
+from mm2py.wire.errors import INVALID_PRODUCER_EPOCH, WireError
 from mm2py.wire.metadata import partition_count
 from mm2py.wire.partition_queue import PartitionQueue, ProducerBatch
 from mm2py.wire.sender import Sender
-from mm2py.wire.transactions import TransactionManager
+from mm2py.wire.transactions import TransactionError, TransactionManager
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +58,8 @@ class TransactionalCopy:
         self.clock = clock
         slots = {spec.slot_of(r.rng.topic, r.rng.partition) for r in self.ranges}
         assert len(slots) == 1, f"one task copies one slot's partitions, not {sorted(slots)}"
-        self.transactional_id = spec.slot_transactional_id(slots.pop())
+        self.slot = slots.pop()
+        self.transactional_id = spec.slot_transactional_id(self.slot)
         self.txn = TransactionManager(
             target, self.transactional_id, transaction_timeout_ms=spec.transaction_timeout_ms, clock=clock
         )
@@ -67,8 +70,15 @@ class TransactionalCopy:
         self.opened_at: float | None = None
 
     def initialize(self, timeout_s: float) -> ProducerIds:
-        """InitProducerId for this task's transactional.id, fencing every predecessor; learn where progress goes."""
-        producer = self.txn.initialize(timeout_s)
+        """Write with the producer id and epoch the driver initialized for this job's slot (it fenced every
+        predecessor, and checked that nobody else took the id); learn where progress goes."""
+        held = self.spec.slot_producers.get(self.slot)
+        if held is None:
+            raise TransactionError(
+                WireError(INVALID_PRODUCER_EPOCH, f"the driver gave no producer epoch for {self.transactional_id}")
+            )
+        producer = ProducerIds(*held)
+        self.txn.adopt(producer)
         self._progress_partitions = partition_count(self.target, self.spec.progress_topic, timeout_s)
         return producer
 

@@ -140,10 +140,17 @@ class Cluster(Protocol):
         ...
 
     def init_producer_id(
-        self, node: int, *, transactional_id: str | None = None, transaction_timeout_ms: int = -1
+        self,
+        node: int,
+        *,
+        transactional_id: str | None = None,
+        transaction_timeout_ms: int = -1,
+        expected: ProducerIds | None = None,
     ) -> Pending[ProducerIds]:
         """InitProducerId: a producer id and epoch (for an idempotent producer when ``transactional_id`` is None;
-        for a transactional one, sent to its coordinator, it fences every earlier epoch of that id)."""
+        for a transactional one, sent to its coordinator, it fences every earlier epoch of that id). With
+        ``expected`` (KIP-360, version 3 and later) the coordinator bumps the epoch only if it is still that one,
+        and answers PRODUCER_FENCED if another producer initialized the id since."""
         ...
 
     def find_coordinator(self, node: int, transactional_id: str) -> Pending[int]:

@@ -268,13 +268,21 @@ class KafkaConnection:
         return self._send(node, request, decode)
 
     def init_producer_id(
-        self, node: int, *, transactional_id: str | None = None, transaction_timeout_ms: int = -1
+        self,
+        node: int,
+        *,
+        transactional_id: str | None = None,
+        transaction_timeout_ms: int = -1,
+        expected: ProducerIds | None = None,
     ) -> _Pending[ProducerIds]:
+        # The expected producer id and epoch are fields of version 3 (Kafka 2.5) and later: a broker that old would
+        # drop them, which is why min_version says 3 when they are given.
         request = InitProducerIdRequest(
             transactional_id=transactional_id,
             transaction_timeout_ms=transaction_timeout_ms,
-            producer_id=-1,
-            producer_epoch=-1,
+            producer_id=expected.producer_id if expected is not None else -1,
+            producer_epoch=expected.epoch if expected is not None else -1,
+            min_version=3 if expected is not None else 0,
             max_version=4,
         )
 

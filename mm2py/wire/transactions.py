@@ -11,10 +11,13 @@ The rules, from ``clients/producer/internals/TransactionManager`` (its request h
   COORDINATOR_NOT_AVAILABLE and on a lost connection or timed-out request (``TxnRequestHandler.onComplete``);
 - InitProducerId with the transactional.id and ``transaction.timeout.ms`` fences every earlier epoch of that id,
   aborting its open transaction: a restarted task, or another host taking the flow over, can never let its
-  predecessor commit after it (``InitProducerIdHandler``);
+  predecessor commit after it (``InitProducerIdHandler``). Given the producer id and epoch it expects (KIP-360,
+  what the Java producer sends when it bumps its own epoch), the coordinator answers PRODUCER_FENCED when
+  another producer initialized the id since: the driver's check that nobody took its ids over between jobs;
 - every partition a transaction writes is added first, AddPartitionsToTxn (``AddPartitionsToTxnHandler``);
   CONCURRENT_TRANSACTIONS (the previous transaction is still completing) and other retriable errors are retried
-  after the retry backoff, OPERATION_NOT_ATTEMPTED too;
+  after the retry backoff, OPERATION_NOT_ATTEMPTED too; CONCURRENT_TRANSACTIONS for the first partitions of a
+  transaction after 20 ms (``ADD_PARTITIONS_RETRY_BACKOFF_MS``: the previous EndTxn is usually just finishing);
 - EndTxn commits or aborts (``EndTxnHandler``); retriable errors are retried;
 - INVALID_PRODUCER_EPOCH and PRODUCER_FENCED mean another producer with this id took over: fenced, final;
   TRANSACTIONAL_ID_AUTHORIZATION_FAILED, INVALID_TXN_STATE and the rest are final too.
@@ -31,8 +34,10 @@ from typing import TypeVar
 
 from mm2py.wire.cluster import Cluster, Pending, ProducerIds, TopicPartition
 from mm2py.wire.errors import (
+    CONCURRENT_TRANSACTIONS,
     COORDINATOR_NOT_AVAILABLE,
     INVALID_PRODUCER_EPOCH,
+    INVALID_TXN_STATE,
     NETWORK_EXCEPTION,
     NOT_COORDINATOR,
     PRODUCER_FENCED,
@@ -43,7 +48,8 @@ from mm2py.wire.errors import (
 T = TypeVar("T")
 _FIND_AGAIN = (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE)
 _LOOK_UP_AGAIN = (*_FIND_AGAIN, NETWORK_EXCEPTION, REQUEST_TIMED_OUT)
-_FENCED = (INVALID_PRODUCER_EPOCH, PRODUCER_FENCED)
+FENCED = (INVALID_PRODUCER_EPOCH, PRODUCER_FENCED)  # another producer initialized the id since
+ADD_PARTITIONS_RETRY_BACKOFF_S = 0.02  # TransactionManager.ADD_PARTITIONS_RETRY_BACKOFF_MS
 
 
 class TransactionError(Exception):
@@ -86,11 +92,15 @@ class TransactionManager:
     def in_transaction(self) -> bool:
         return bool(self.partitions)
 
-    def initialize(self, timeout_s: float) -> ProducerIds:
-        """InitProducerId at the coordinator: the producer id and epoch, every predecessor fenced."""
+    def initialize(self, timeout_s: float, expected: ProducerIds | None = None) -> ProducerIds:
+        """InitProducerId at the coordinator: the producer id and epoch, every predecessor fenced; with
+        ``expected``, fenced itself (TransactionError, ``fenced``) if the id's epoch is no longer that one."""
         answer = self._with_coordinator(
             lambda node: self.cluster.init_producer_id(
-                node, transactional_id=self.transactional_id, transaction_timeout_ms=self.transaction_timeout_ms
+                node,
+                transactional_id=self.transactional_id,
+                transaction_timeout_ms=self.transaction_timeout_ms,
+                expected=expected,
             ),
             "InitProducerId",
             timeout_s,
@@ -98,6 +108,26 @@ class TransactionManager:
         self.producer = answer
         self.partitions = set()
         return answer
+
+    def adopt(self, producer: ProducerIds) -> None:
+        """Write with an epoch another client (the driver) initialized for this id, without InitProducerId."""
+        self.producer = producer
+        self.partitions = set()
+
+    def abort_open(self, producer: ProducerIds, timeout_s: float) -> None:
+        """EndTxn(abort) for ``producer``'s transaction, whether this client opened it or a task that died did;
+        nothing open (INVALID_TXN_STATE) is fine. Needed before an InitProducerId that expects ``producer``: the
+        coordinator answers one that finds a transaction open by fencing the epoch, which it would then refuse."""
+        try:
+            self._with_coordinator(
+                lambda node: self.cluster.end_txn(node, self.transactional_id, producer, commit=False),
+                "EndTxn",
+                timeout_s,
+            )
+        except TransactionError as exc:
+            if exc.error.kind is not INVALID_TXN_STATE:
+                raise
+        self.partitions = set()
 
     def add(self, partitions: Iterable[TopicPartition], timeout_s: float) -> None:
         """AddPartitionsToTxn for those of ``partitions`` not in the open transaction yet (it starts one)."""
@@ -117,11 +147,13 @@ class TransactionManager:
             failed = {tp: error for tp, error in answer.items() if error is not None}
             fatal = [error for error in failed.values() if not error.retriable and error.kind not in _FIND_AGAIN]
             if fatal:
-                raise TransactionError(fatal[0], fenced=fatal[0].kind in _FENCED)
+                raise TransactionError(fatal[0], fenced=fatal[0].kind in FENCED)
+            first = not self.partitions
             self.partitions.update(tp for tp in new if tp not in failed)
             new = sorted(failed)
-            if new:
-                self._sleep(self.retry_backoff_s)  # CONCURRENT_TRANSACTIONS, OPERATION_NOT_ATTEMPTED, ...
+            if new:  # CONCURRENT_TRANSACTIONS, OPERATION_NOT_ATTEMPTED, ...
+                concurrent = any(error.kind is CONCURRENT_TRANSACTIONS for error in failed.values())
+                self._sleep(ADD_PARTITIONS_RETRY_BACKOFF_S if first and concurrent else self.retry_backoff_s)
 
     def commit(self, timeout_s: float) -> None:
         self._end(True, timeout_s)
@@ -160,7 +192,7 @@ class TransactionManager:
             if not isinstance(answer, WireError):
                 return answer
             last = answer
-            if answer.kind in _FENCED:
+            if answer.kind in FENCED:
                 raise TransactionError(answer, fenced=True)
             if not answer.retriable and answer.kind not in _FIND_AGAIN:
                 raise TransactionError(answer)

@@ -44,6 +44,7 @@ from mm2py.wire.cluster import (
     TopicPartition,
 )
 from mm2py.wire.errors import (
+    CONCURRENT_TRANSACTIONS,
     COORDINATOR_NOT_AVAILABLE,
     DUPLICATE_SEQUENCE_NUMBER,
     FENCED_LEADER_EPOCH,
@@ -85,6 +86,7 @@ class _Transaction:
     producer_id: int
     epoch: int
     partitions: set[TopicPartition] = field(default_factory=set)
+    last_epoch: int = -1  # the epoch before an expected-epoch bump; -1 after any other InitProducerId or fence
 
 
 @dataclass
@@ -287,7 +289,12 @@ class FakeCluster:
         return self._send(node, "metadata", (), arrive)
 
     def init_producer_id(
-        self, node: int, *, transactional_id: str | None = None, transaction_timeout_ms: int = -1
+        self,
+        node: int,
+        *,
+        transactional_id: str | None = None,
+        transaction_timeout_ms: int = -1,
+        expected: ProducerIds | None = None,
     ) -> FakePending:
         def arrive() -> ProducerIds | WireError:
             if transactional_id is None:
@@ -299,9 +306,7 @@ class FakeCluster:
             if txn is None:
                 self.next_producer_id += 1
                 txn = self.transactions[transactional_id] = _Transaction(self.next_producer_id, -1)
-            self._complete(txn, commit=False)  # a predecessor's open transaction is aborted
-            txn.epoch += 1  # and every earlier epoch fenced
-            return ProducerIds(txn.producer_id, txn.epoch)
+            return _init_transactional(txn, expected, lambda: self._complete(txn, commit=False))
 
         return self._send(node, "init_producer_id", (), arrive)
 
@@ -337,6 +342,8 @@ class FakeCluster:
             injected = self.inject("end_txn", node, ("", 0))
             if injected is not None:
                 return injected
+            if not self.transactions[transactional_id].partitions:
+                return WireError(INVALID_TXN_STATE)  # nothing open (Kafka: state Empty or CompleteCommit)
             self._complete(self.transactions[transactional_id], commit=commit)
             return None
 
@@ -565,3 +572,25 @@ def written(cluster: FakeCluster, key: TopicPartition) -> list[int]:
         for batch in split_batches(raw).batches:
             offsets.extend(int(r.value or b"-1") for r in decode_records(batch))
     return offsets
+
+
+def _init_transactional(
+    txn: _Transaction, expected: ProducerIds | None, abort_open: Callable[[], None]
+) -> ProducerIds | WireError:
+    """The coordinator's InitProducerId for a transactional.id, as Kafka's TransactionCoordinator
+    (prepareInitProducerIdTransit) and TransactionMetadata (prepareIncrementProducerEpoch) decide it."""
+    if expected is not None and txn.epoch != -1 and expected.producer_id != txn.producer_id:
+        return WireError(PRODUCER_FENCED)
+    if txn.partitions:  # an open transaction: fence its epoch, abort it, and let the client ask again
+        txn.epoch += 1
+        txn.last_epoch = -1
+        abort_open()
+        return WireError(CONCURRENT_TRANSACTIONS)
+    if expected is None:
+        txn.epoch += 1
+        txn.last_epoch = -1
+    elif txn.epoch == -1 or expected.epoch == txn.epoch:
+        txn.last_epoch, txn.epoch = txn.epoch, txn.epoch + 1
+    elif expected.epoch != txn.last_epoch:  # else: a retry of a bump that succeeded, answered again
+        return WireError(PRODUCER_FENCED)
+    return ProducerIds(txn.producer_id, txn.epoch)

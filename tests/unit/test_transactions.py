@@ -4,8 +4,11 @@ TransactionManager's retries, and a copy task's transactions holding its records
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
+from mm2py.control.fencing import SlotEpochs
 from mm2py.executor.batch_results import BatchRange
 from mm2py.executor.contract import CopySpec, PartitionRange
 from mm2py.executor.transactional_copy import TransactionalCopy
@@ -85,7 +88,9 @@ def test_a_successor_fences_its_predecessor_and_aborts_its_open_transaction() ->
     drain(sender)  # written, not committed: then the task dies
     second = TransactionManager(c, "dc1-mm2-MirrorSourceConnector-0", clock=c.clock)
     ids = second.initialize(10)
-    assert ids.epoch == first.producer.epoch + 1 if first.producer else False
+    # Kafka's coordinator answers an InitProducerId that finds a transaction open by fencing its epoch (+1) and
+    # aborting it, CONCURRENT_TRANSACTIONS; the retry bumps again (+2).
+    assert first.producer is not None and ids.epoch == first.producer.epoch + 2
     assert visible(c, q.key) == []  # the predecessor's open transaction was aborted
     with pytest.raises(TransactionError) as caught:
         first.commit(10)
@@ -166,6 +171,14 @@ def spec() -> CopySpec:
     )
 
 
+def job_spec(c: FakeCluster, epochs: SlotEpochs | None = None) -> CopySpec:
+    """The spec of a job whose slot's epoch the driver initialized, as it does before every job."""
+    if epochs is None:
+        epochs = SlotEpochs("dc1->target", "dc1", lambda: c)
+        epochs.take_over(1)
+    return replace(spec(), slot_producers=epochs.next_job(1))
+
+
 def copy_ranges(partitions: int) -> list[BatchRange]:
     return [
         BatchRange(
@@ -179,7 +192,7 @@ def copy_ranges(partitions: int) -> list[BatchRange]:
 
 def test_each_commit_holds_the_ranges_records_and_their_progress_together() -> None:
     c = cluster()
-    task = TransactionalCopy(spec(), c, copy_ranges(2), clock=c.clock)
+    task = TransactionalCopy(job_spec(c), c, copy_ranges(2), clock=c.clock)
     producer = task.initialize(10)
     ranges = task.ranges
     sender = Sender(
@@ -216,7 +229,9 @@ def test_each_commit_holds_the_ranges_records_and_their_progress_together() -> N
 
 def test_a_task_killed_mid_transaction_counts_only_what_it_committed() -> None:
     c = cluster()
-    task = TransactionalCopy(spec(), c, copy_ranges(1), clock=c.clock)
+    epochs = SlotEpochs("dc1->target", "dc1", lambda: c)
+    epochs.take_over(1)
+    task = TransactionalCopy(job_spec(c, epochs), c, copy_ranges(1), clock=c.clock)
     producer = task.initialize(10)
     (r,) = task.ranges
     sender = Sender(
@@ -234,7 +249,7 @@ def test_a_task_killed_mid_transaction_counts_only_what_it_committed() -> None:
     sender.add(r.queue.key, source_batches(10, first=100))
     task.before_step(sender, 10)
     drain(sender)  # acknowledged, then the task is killed before its commit
-    successor = TransactionalCopy(spec(), c, copy_ranges(1), clock=c.clock)
+    successor = TransactionalCopy(job_spec(c, epochs), c, copy_ranges(1), clock=c.clock)  # the next job
     successor.initialize(10)
     assert visible(c, r.queue.key) == list(range(100))
     assert task.committed[id(r)].upstream == 99 and r.queue.acked_upstream == 199
