@@ -106,18 +106,31 @@ class Transaction:
     partitions: frozenset[tuple[str, int]]
 
 
-def describe_transactions(bootstrap: str, transactional_ids: Sequence[str]) -> dict[str, Transaction]:
-    """DescribeTransactions at each id's coordinator (kafka-python; ids unknown to the cluster are left out)."""
-    from kafka.admin import KafkaAdminClient  # type: ignore[import-untyped]
-    from kafka.errors import TransactionalIdNotFoundError  # type: ignore[import-untyped]
+class TransactionDescriber:
+    """DescribeTransactions at each id's coordinator, through one kafka-python admin client (a new client costs
+    a bootstrap and an ApiVersions round; a test that polls for a transaction state cannot afford that)."""
 
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=30_000)
-    out: dict[str, Transaction] = {}
-    try:
+    def __init__(self, bootstrap: str) -> None:
+        from kafka.admin import KafkaAdminClient  # type: ignore[import-untyped]
+
+        self._admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=30_000)
+
+    def describe(self, transactional_ids: Sequence[str]) -> dict[str, Transaction]:
+        """The ids' transactions; ids unknown to the cluster, or whose coordinator is not ready, are left out."""
+        from kafka import errors  # type: ignore[import-untyped]
+
+        not_known = (
+            errors.TransactionalIdNotFoundError,
+            errors.CoordinatorNotAvailableError,
+            errors.NotCoordinatorError,
+            errors.CoordinatorLoadInProgressError,
+        )
+
+        out: dict[str, Transaction] = {}
         for tid in transactional_ids:
             try:
-                described = admin.describe_transactions([tid])[tid]
-            except TransactionalIdNotFoundError:
+                described = self._admin.describe_transactions([tid])[tid]
+            except not_known:
                 continue
             out[tid] = Transaction(
                 tid,
@@ -127,9 +140,19 @@ def describe_transactions(bootstrap: str, transactional_ids: Sequence[str]) -> d
                 described.producer_epoch,
                 frozenset((tp.topic, tp.partition) for tp in described.topic_partitions),
             )
-    finally:
-        admin.close()
-    return out
+        return out
+
+    def __enter__(self) -> TransactionDescriber:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._admin.close()
+
+
+def describe_transactions(bootstrap: str, transactional_ids: Sequence[str]) -> dict[str, Transaction]:
+    """:meth:`TransactionDescriber.describe` once."""
+    with TransactionDescriber(bootstrap) as describer:
+        return describer.describe(transactional_ids)
 
 
 def transaction_state_partition(transactional_id: str, partitions: int) -> int:
