@@ -11,6 +11,9 @@ offsets on the target every 0.1 s through a read_committed consumer (the last st
 read_committed reader of the target can see), and the steady rate is the slope between 10% and 90% of the
 records. A ``TreeMonitor`` gives CPU by process and the brokers' CPU meanwhile.
 
+A second sampler reads the log end (read_uncommitted) meanwhile: for a transactional copy the two slopes
+differ by how records wait in open transactions, which is what commits cost in visibility, not in transfer.
+
 Whether a contender really ran transactions is checked, not assumed: the target's log end (read_uncommitted)
 minus the records is the number of commit markers it wrote, and the target's transaction coordinator lists the
 contender's transactional.ids (``ListTransactions``, through kafka-python's admin client, not mm2py's code).
@@ -75,11 +78,13 @@ def run_mm2py(job: Job, name: str, alias: str, *, exactly_once: bool, master: st
     for conf in ("spark.eventLog.enabled=true", f"spark.eventLog.dir=file://{events}", "spark.eventLog.compress=false"):
         cmd += ["--conf", conf]
     remote = f"{alias}.{job.topic}"
-    monitor, stats = _watch(cmd, job, name, remote)
+    with EndOffsetSampler(job.target, remote, len(job.ends), sum(job.ends), isolation="read_uncommitted") as written:
+        monitor, stats = _watch(cmd, job, name, remote)
     spark = read_timeline(events).summary(stats["started_wall"], sum(job.ends))
     tasks = _task_durations(events)
     return {
         **stats,
+        "written_records_per_s": written.slope()["steady_records_per_s"],
         "spark_startup_s": spark["startup_s"],
         "spark_jobs": spark["jobs"],
         "spark_tasks": spark["tasks"],
@@ -123,10 +128,11 @@ def run_mm2(job: Job, name: str, alias: str, runtime: KafkaRuntime) -> dict[str,
     wanted = {(job.topic, p): end - 1 for p, end in enumerate(job.ends)}
     mirror_maker = MirrorMaker(runtime, config, work, jvm_flags=MM2_JVM_FLAGS)
     sampler = EndOffsetSampler(job.target, remote, len(job.ends), records)
+    written = EndOffsetSampler(job.target, remote, len(job.ends), records, isolation="read_uncommitted")
     started_wall, started = time.time(), time.monotonic()
     mirror_maker.start()
     try:
-        with sampler, TreeMonitor(mirror_maker.pid, watch=job.broker_pids) as monitor:
+        with sampler, written, TreeMonitor(mirror_maker.pid, watch=job.broker_pids) as monitor:
             while True:
                 mirror_maker.check_running()
                 offsets = connect_offsets(job.target, alias)
@@ -145,6 +151,7 @@ def run_mm2(job: Job, name: str, alias: str, runtime: KafkaRuntime) -> dict[str,
         steady["cores_steady"] = _cores(monitor, steady["t10_wall"], steady["t90_wall"])
     return {
         **steady,
+        "written_records_per_s": written.slope()["steady_records_per_s"],
         "started_wall": started_wall,
         "wall_s": wall,
         "exit_code": code,

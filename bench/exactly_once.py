@@ -146,7 +146,19 @@ def ratios(runs: list[dict[str, Any]], value_bytes: int) -> list[dict[str, Any]]
 
 
 def render(results: dict[str, Any]) -> str:
-    head = ("round", "contender", "records", "steady rec/s", "steady MB/s", "wall s", "markers", "txn ids", "check")
+    head = (
+        "round",
+        "contender",
+        "records",
+        "steady rec/s",
+        "steady MB/s",
+        "written rec/s",
+        "wall s",
+        "others' cores",
+        "markers",
+        "txn ids",
+        "check",
+    )
     rows = [head]
     for r in results["runs"]:
         c = r["check"]
@@ -162,7 +174,9 @@ def render(results: dict[str, Any]) -> str:
                 f"{r['records']:,}",
                 f"{_steady(r):,.0f}",
                 f"{_steady(r) * results['value_bytes'] / 1e6:.1f}",
+                f"{r.get('written_records_per_s') or 0:,.0f}",
                 f"{r['wall_s']:.1f}",
+                f"{r.get('cores_steady', {}).get('others', 0):.2f}",
                 f"{r['markers']:,}",
                 str(len(r["transactional_ids"])),
                 check,
@@ -185,8 +199,10 @@ def render(results: dict[str, Any]) -> str:
         lines.append(" ".join(parts))
     lines.append(
         "steady: slope of the remote topic's read_committed end offsets from 10% to 90% of the records; MB/s counts "
-        "value bytes. markers: target offsets holding no record (commit markers). txn ids: the contender's "
-        "transactional.ids the target's coordinator lists. check: every record compared under read_committed."
+        "value bytes. written: the same slope of the log end (read_uncommitted). others' cores: CPU of the rest of the "
+        "machine during the steady window. markers: target offsets holding no record (commit markers). txn ids: "
+        "the contender's transactional.ids the target's coordinator lists. check: every record compared under "
+        "read_committed."
     )
     before, after = results["environment_before"]["loadavg"], results["environment_after"]["loadavg"]
     lines.append(
