@@ -153,7 +153,9 @@ def test_a_flow_handed_from_mm2_to_mm2py_and_back_exactly_once_each_predecessor_
                     assert taken.producer_epoch > paused.producer_epoch, (paused, taken)
                     _signal_run(run, signal.SIGCONT)
                     code = run.proc.wait(timeout=180)
-                    assert connect_offsets(target.bootstrap, alias) == {tp: e - 1 for tp, e in source_ends().items()}
+                    # (MM2 also replicates the source's heartbeats topic, if another test made one: not compared.)
+                    progress = {tp: o for tp, o in connect_offsets(target.bootstrap, alias).items() if tp[0] == topic}
+                    assert progress == {tp: e - 1 for tp, e in source_ends().items()}
             finally:
                 _signal_run(run, signal.SIGCONT)
                 if produced is None and load_started:

@@ -83,7 +83,7 @@ def test_mm2py_killed_five_times_under_load_then_once_leaves_every_record_exactl
         REAL_SMALL_CLUSTER,
         "mm2py.lease.enabled = false\n",
     )
-    load = BurstProducer(real_kafka.bootstrap, topic, PARTITIONS, burst=400, interval_s=0.05).start()
+    load = BurstProducer(real_kafka.bootstrap, topic, PARTITIONS, burst=200, interval_s=0.1).start()
     left_open: list[int] = []  # records of the transaction each kill left open (0: it landed between two)
     try:
         with TargetOffsets(real_kafka_target.bootstrap, remote, PARTITIONS) as offsets:
