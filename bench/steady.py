@@ -20,9 +20,18 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 class EndOffsetSampler:
     """``with EndOffsetSampler(target, topic, partitions, total) as s: ...``; then ``s.slope()``."""
 
-    def __init__(self, bootstrap: str, topic: str, partitions: int, total: int, interval_s: float = 0.1) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        partitions: int,
+        total: int,
+        interval_s: float = 0.1,
+        isolation: str = "read_committed",
+    ) -> None:
         self.bootstrap, self.topic, self.partitions, self.total = bootstrap, topic, partitions, total
         self.interval_s = interval_s
+        self.isolation = isolation  # read_committed (librdkafka's default): the last stable offset
         self.samples: list[tuple[float, int]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="end-offset-sampler", daemon=True)
@@ -36,7 +45,9 @@ class EndOffsetSampler:
         self._thread.join()
 
     def _run(self) -> None:
-        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "bench-sampler"})
+        consumer = Consumer(
+            {"bootstrap.servers": self.bootstrap, "group.id": "bench-sampler", "isolation.level": self.isolation}
+        )
         try:
             while not self._stop.wait(self.interval_s):
                 try:

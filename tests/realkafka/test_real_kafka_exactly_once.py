@@ -14,6 +14,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from mm2py.mirror.record_formats import parse_source_offset_key, parse_source_offset_value
+from tests.harness.exactly_once import describe_transactions, log_batches
 from tests.harness.faults import MirrorRun
 from tests.harness.kafka_harness import Record, client_config, consumer_config, make_records, produce, read_all
 from tests.harness.mm2py_cli import mm2py
@@ -89,6 +90,25 @@ def test_aborted_source_transactions_are_not_copied(
     assert _progress(real_kafka_target, src, topic) == {
         p: max(r.offset for r in committed_offsets if r.partition == p) for p in (0, 1)
     }
+    # The target's log as the broker stored it: the source's control batches (three COMMIT and three ABORT markers
+    # per partition) are not there; every control batch is a COMMIT marker the target's coordinator wrote
+    # (sequence -1) for mm2py's own transactional producers, and the data batches hold the committed records only.
+    ours = describe_transactions(real_kafka_target.bootstrap, [f"{src}-mm2-MirrorSourceConnector-{s}" for s in (0, 1)])
+    producer_ids = {t.producer_id for t in ours.values()}
+    markers: dict[int, int] = {}
+    for p in (0, 1):
+        in_source = Counter(b["marker"] for b in log_batches(real_kafka, 1, topic, p) if b["control"])
+        assert in_source == {"COMMIT": 3, "ABORT": 3}, (p, in_source)  # what the reading below would see
+        batches = log_batches(real_kafka_target, 1, remote, p)
+        control = [b for b in batches if b["control"]]
+        data = [b for b in batches if not b["control"]]
+        assert {b["producer_id"] for b in batches} <= producer_ids, (p, producer_ids, batches[:3])
+        assert control, p
+        assert all(b["marker"] == "COMMIT" and b["base_sequence"] == -1 for b in control), (p, control)
+        assert all(b["transactional"] for b in data), p
+        assert sum(b["count"] for b in data) == len(committed) // 2, p
+        markers[p] = len(control)
+    record_property("target_commit_markers", markers)
     record_property("seconds", round(time.monotonic() - started, 1))
 
 
