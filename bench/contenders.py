@@ -180,6 +180,13 @@ def run_mm2py(job: Job, contender: str, master: str, extra_properties: str = "")
     }
 
 
+def _package_digest() -> str:
+    digest = hashlib.sha256()
+    for path in sorted((REPO / "mm2py").rglob("*.py")):
+        digest.update(path.relative_to(REPO).as_posix().encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
 def environment() -> dict[str, Any]:
     """What the figures depend on: cores, load, versions, and which mm2py code was measured."""
     import confluent_kafka
@@ -198,5 +205,6 @@ def environment() -> dict[str, Any]:
         "librdkafka": confluent_kafka.libversion()[0],
         "git_head": git("rev-parse", "--short", "HEAD"),
         "git_modified": git("status", "--porcelain", "--untracked-files=no").splitlines(),
-        "copy_py_sha256": hashlib.sha256((REPO / "mm2py/engine/copy.py").read_bytes()).hexdigest()[:12],
+        # The copy path's code as measured, even with uncommitted changes: every module of the package.
+        "mm2py_sha256": _package_digest(),
     }

@@ -147,7 +147,7 @@ class _BatchCopier:
             self.fetch.start()
             self._copy(sender, eos)
         except TransactionError as exc:
-            failure = transaction_failure(self.spec, exc)
+            failure = transaction_failure(self.spec, exc, eos.transactional_id if eos else "")
         except ReplicationError as exc:
             failure = exc.failure
         except Exception as exc:  # a bug or the library's: what was copied still counts

@@ -72,11 +72,11 @@ def producer_ids(spec: CopySpec, target: Cluster) -> ProducerIds:
     raise ReplicationError(f"flow={spec.flow}: InitProducerId on {spec.target} failed: {answer}")
 
 
-def transaction_failure(spec: CopySpec, exc: TransactionError) -> Failure:
+def transaction_failure(spec: CopySpec, exc: TransactionError, transactional_id: str) -> Failure:
     if exc.fenced:
         return Failure(
-            f"flow={spec.flow}: fenced: another producer with this task's transactional.id took over (another mm2py "
-            f"run, or MirrorMaker 2, copies {spec.flow} exactly-once): {exc.error}",
+            f"flow={spec.flow}: fenced: another producer took transactional.id {transactional_id} over (another "
+            f"mm2py run, or MirrorMaker 2, copies {spec.flow} exactly-once): {exc.error}",
             exc.error.name,
             retriable=False,
         )

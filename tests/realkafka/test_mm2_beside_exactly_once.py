@@ -9,10 +9,9 @@ when the successor starts, under a producer load, and must be the one that stops
 - MM2 -> mm2py: MM2 keeps running; mm2py's driver fences its producers before reading the progress, and MM2's
   task fails on its next send or commit (Connect never re-initializes a fenced task's producer);
 - mm2py -> MM2: mm2py is stopped (SIGSTOP) inside an open transaction and resumed once MM2 has taken over and
-  copied everything, as a zombie would; it must exit 3 without committing anything. It is paused rather than
-  left copying because a running mm2py initializes its transactional ids again at each copy job: a fence that
-  lands between two jobs is not seen, and the next job takes the id back from MM2 (reported to the lead; this
-  test shows what a fenced mm2py task does, not that race).
+  copied everything, as a zombie would; it must exit 3 without committing anything. (A running mm2py stops too:
+  its driver bumps each id's epoch before every job expecting the epoch it holds, and the coordinator refuses
+  that once MM2 took the id; test_real_kafka_exactly_once_fencing.py shows it.)
 
 A read_committed reader of the target sees every source record exactly once, in order. ``tasks.max = 2``: MM2
 fences only the ids of its own tasks, so it must run at least as many tasks as mm2py has task slots
