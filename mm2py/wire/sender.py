@@ -284,7 +284,7 @@ class Sender:
             self._acknowledged(q, batch, OFFSET_UNKNOWN)  # written before; the broker no longer knows where
             return
         if kind is MESSAGE_TOO_LARGE or kind is RECORD_LIST_TOO_LARGE:
-            q.stop(error)
+            q.stop(self._too_large(q, batch, error))
             return
         if kind is OUT_OF_ORDER_SEQUENCE_NUMBER:
             if batch.producer == q.producer and q.is_next_sequence(batch):
@@ -308,6 +308,20 @@ class Sender:
         batch.attempts += 1
         backoff = min(self.settings.retry_backoff_s * 2 ** (batch.attempts - 1), self.settings.retry_backoff_max_s)
         q.returned(batch, now, backoff)
+
+    def _too_large(self, q: PartitionQueue, batch: ProducerBatch, error: WireError) -> WireError:
+        """Why the partition stops, in terms a user can act on. Java's producer would split the batch and send the
+        halves (``Sender.completeBatch`` -> ``splitAndReenqueue``); a forwarded batch is the source's, kept whole,
+        so the target topic must take it (or the record path re-batch its records)."""
+        size, target, upstream = batch.batch.size, self.settings.target, batch.upstream
+        offsets = f"source offsets {upstream[0]}..{upstream[-1]}" if upstream else "no records"
+        return WireError(
+            error.kind,
+            f"{target} refused a record batch of {size} bytes ({batch.record_count} records, {offsets}) as too "
+            f"large ({error.detail or error.name}); raise the max.message.bytes of topic {q.topic} on {target} (or "
+            f"the brokers' message.max.bytes) to at least {size}, or set mm2py.copy.mode=record to re-batch the "
+            "records",
+        )
 
     def _expire(self, now: float) -> None:
         """delivery.timeout.ms: a partition whose oldest unacknowledged batch is older stops (Java:

@@ -317,7 +317,11 @@ def test_a_batch_too_large_for_the_target_stops_its_partition_with_a_permanent_e
     cluster.inject = lambda kind, node, key: WireError(MESSAGE_TOO_LARGE) if key[1] == 0 else None
     sender, queues = make(cluster, partitions=2, batches=5)
     run(sender)
-    assert queues[0].failure is not None and not queues[0].failure.retriable
+    failure = queues[0].failure
+    assert failure is not None and not failure.retriable and failure.kind is MESSAGE_TOO_LARGE
+    # What to change, as the record path says it: the batch's size and source offsets, the key and the topic.
+    assert "refused a record batch of" in failure.detail and "bytes (10 records, source offsets 0..9)" in failure.detail
+    assert f"raise the max.message.bytes of topic {TOPIC} on b" in failure.detail, failure.detail
     assert queues[1].failure is None and queues[1].acked_records == 50
 
 
