@@ -238,6 +238,20 @@ class KafkaNode:
         if self.running:
             assert self._process is not None
             self._process.send_signal(signal.SIGTERM)
+            self._process.send_signal(signal.SIGCONT)  # a frozen (SIGSTOPped) node must wake up to see SIGTERM
+
+    def send_signal(self, signum: signal.Signals) -> None:
+        """Signal the node's JVM (SIGSTOP and SIGCONT: a machine that stalls and comes back)."""
+        if not self.running:
+            raise RuntimeError(f"kafka node {self.node_id} is not running")
+        assert self._process is not None
+        self._process.send_signal(signum)
+
+    @property
+    def pid(self) -> int:
+        if self._process is None:
+            raise RuntimeError(f"kafka node {self.node_id} was never started")
+        return self._process.pid
 
     def await_exit(self, deadline: float, runtime: KafkaRuntime) -> None:
         """Wait for a requested stop; SIGKILL at ``deadline``. A clean exit publishes the CDS archive."""
