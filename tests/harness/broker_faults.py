@@ -29,7 +29,7 @@ from kafka.admin import KafkaAdminClient  # type: ignore[import-untyped]
 
 from tests.harness.kafka_harness import client_config
 from tests.harness.polling import poll_until
-from tests.harness.real_kafka import KafkaCluster, KafkaRuntime
+from tests.harness.real_kafka import KafkaCluster, KafkaNode, KafkaRuntime
 
 _log = logging.getLogger(__name__)
 
@@ -53,9 +53,12 @@ class PartitionState:
     isr: tuple[int, ...]
 
 
-def partition_states(cluster: KafkaCluster, topic: str | None = None) -> dict[tuple[str, int], PartitionState]:
-    """Every partition of ``topic`` (or of every topic) from a fresh Metadata request to a live node."""
-    admin = AdminClient(client_config(cluster.bootstrap))
+def partition_states(
+    cluster: KafkaCluster, topic: str | None = None, *, bootstrap: str | None = None
+) -> dict[tuple[str, int], PartitionState]:
+    """Every partition of ``topic`` (or of every topic) from a fresh Metadata request: to a live node of the
+    cluster, or to ``bootstrap`` (a fresh client asks its one bootstrap broker first)."""
+    admin = AdminClient(client_config(bootstrap or cluster.bootstrap))
     metadata = admin.list_topics(topic, timeout=10)
     return {
         (name, p.id): PartitionState(p.leader, tuple(p.replicas), tuple(p.isrs))
@@ -81,18 +84,31 @@ def busiest_leader(cluster: KafkaCluster, topic: str) -> int:
 
 
 def in_sync(cluster: KafkaCluster, topics: Iterable[str] | None = None) -> bool:
-    """Every partition (of ``topics``, or of the whole cluster) has a leader and all its replicas in sync."""
+    """Every running node says that every partition (of ``topics``, or of the whole cluster) has a leader and all
+    its replicas in sync.
+
+    Why every node: a node just restarted answers Metadata while it still replays the metadata log, and may say
+    "all in sync" from a state long gone; one that kept running tells the truth. Trusting any one answer let a
+    rolling restart take the next node down while the partitions had a single replica left (seen: an ISR that
+    went empty, and Kafka 4's recovery from its last known eligible leader)."""
     try:
-        states = partition_states(cluster) if topics is None else _states_of(cluster, topics)
+        views = [
+            partition_states(cluster, bootstrap=node.address()) if topics is None else _states_of(cluster, topics, node)
+            for node in cluster.nodes
+            if node.running
+        ]
     except KafkaException:
         return False
-    return bool(states) and all(s.leader >= 0 and set(s.isr) == set(s.replicas) for s in states.values())
+    return bool(views) and all(
+        bool(states) and all(s.leader >= 0 and set(s.isr) == set(s.replicas) for s in states.values())
+        for states in views
+    )
 
 
-def _states_of(cluster: KafkaCluster, topics: Iterable[str]) -> dict[tuple[str, int], PartitionState]:
+def _states_of(cluster: KafkaCluster, topics: Iterable[str], node: KafkaNode) -> dict[tuple[str, int], PartitionState]:
     states: dict[tuple[str, int], PartitionState] = {}
     for topic in topics:
-        states |= partition_states(cluster, topic)
+        states |= partition_states(cluster, topic, bootstrap=node.address())
     return states
 
 
