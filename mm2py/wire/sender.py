@@ -7,7 +7,9 @@ rule for rule where they apply to batches that are already built:
 
 - up to ``max.in.flight.requests.per.connection`` (5) Produce requests per broker, each with at most one batch
   per partition (``RecordAccumulator.drain``), so at most five batches of a partition are in flight: what a
-  broker's duplicate detection remembers per producer and partition;
+  broker's duplicate detection remembers per producer and partition; but one alone until the partition's leader
+  acknowledged one under the current producer id and epoch (stricter than Java: a broker without state for a
+  producer takes its batches at any sequence, so one behind a refused batch would be written first);
 - a partition's batches in flight are all at one broker: after its leader moves, nothing more goes to the new
   leader until every request at the old one is answered or timed out (stricter than Java, which lets a new
   batch go and fails it with OUT_OF_ORDER_SEQUENCE_NUMBER; never a sequence at two brokers at once);
@@ -196,6 +198,11 @@ class Sender:
         if returned is not None:
             return None if q.in_flight else returned  # one at a time while earlier batches are resent
         if not q.unsent or q.in_flight >= self.settings.max_in_flight:
+            return None
+        if q.in_flight and q.last_acked_sequence < 0:
+            # Nothing of this producer id and epoch acknowledged here yet, so the leader may have no state for it,
+            # and then takes any sequence (ProducerAppendInfo.checkSequence): a batch behind one it refuses would
+            # be written first. One at a time until the first is acknowledged; from then on a gap is refused.
             return None
         if q.producer != self.producer and q.sent:
             # The producer's epoch moved on (another partition bumped it): this partition switches to it, at
