@@ -112,6 +112,12 @@ class Bed:
         self.started = time.monotonic()
         self.events: list[Event] = []
 
+    def with_target(self, target: KafkaCluster, work_dir: Path) -> Bed:
+        """The same source (and its loaded datasets) copied to another target."""
+        bed = Bed(self.source, target, work_dir)
+        bed._datasets = self._datasets
+        return bed
+
     def cluster(self, side: str) -> KafkaCluster:
         return {"source": self.source, "target": self.target}[side]
 

@@ -123,21 +123,21 @@ def test_leader_elections_and_reassignments_write_nothing_twice_and_fail_no_task
     """4,000 records/s while the remote topic's replicas are reordered or moved and a preferred-leader election
     runs every 2 s: NOT_LEADER_OR_FOLLOWER answers send batches to the new leaders, never twice, and no Spark
     task attempt fails (a failed task would copy its ranges again)."""
-    outcome = churn_continuous(bed, rate=4000, seconds=20, interval_s=2)
+    outcome = churn_continuous(bed, rate=4000, seconds=14, interval_s=2)
     check(outcome, record_property)
     assert outcome.failed_tasks == [], outcome.failed_tasks
     churn = outcome.notes["churn"]
     moved = [e for e in churn if e["leaders_before"] != e["leaders_after"]]
     record_property("churn_events", len(churn))
-    assert len(churn) >= 4 and len(moved) >= 3, f"too little churn to prove anything: {churn}"
+    assert len(churn) >= 3 and len(moved) >= 2, f"too little churn to prove anything: {churn}"
 
 
 def test_a_partition_with_all_replicas_down_is_copied_once_back_and_the_once_run_exits_0(
     bed: Bed, record_property: Callable[[str, object], None]
 ) -> None:
-    """A source partition whose only replica is down when a ``--once`` run starts, and back 20 s later (well
+    """A source partition whose only replica is down when a ``--once`` run starts, and back 12 s later (well
     within ``mm2py.retry.timeout.seconds``): the run waits for it, copies it, and exits 0."""
-    outcome = partition_offline_once(bed, RECORDS // 2, seconds=20)
+    outcome = partition_offline_once(bed, RECORDS // 2, seconds=12)
     check(outcome, record_property)
     assert outcome.notes["first_run_exit"] == 0
     if outcome.notes["others_copied_after_s"] is None:
@@ -158,7 +158,7 @@ def test_a_leader_killed_mid_copy_on_another_broker_version_as_source_and_as_tar
     try:
         other.start()
         as_source = leader_kill(Bed(other, bed.target, tmp_path / "as-source"), VERSION_RECORDS, side="source")
-        as_target = leader_kill(Bed(bed.source, other, tmp_path / "as-target"), VERSION_RECORDS, side="target")
+        as_target = leader_kill(bed.with_target(other, tmp_path / "as-target"), RECORDS, side="target")
     finally:
         other.stop(timeout=3.0)
     for outcome in (as_source, as_target):
