@@ -5,10 +5,14 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
-# Apache Kafka + MirrorMaker 2 jars for tests/real_kafka.py, resolved once from Maven Central
+# Apache Kafka + MirrorMaker 2 jars for tests/real_kafka.py, resolved once from Maven Central: the pinned
+# version (brokers and MM2) into .kafka-libs/jars, and broker-only jars of other versions, one pom each under
+# tests/kafka-libs/<version>/, into .kafka-libs/<version>/jars (the batch path is proven against them too).
 KAFKA_LIBS       := .kafka-libs
 KAFKA_LIBS_STAMP := $(KAFKA_LIBS)/.resolved
 KAFKA_LIBS_POM   := tests/kafka-libs/pom.xml
+KAFKA_VERSIONS   := 3.9.2 4.4.0
+KAFKA_LIBS_ALL   := $(KAFKA_LIBS_STAMP) $(KAFKA_VERSIONS:%=$(KAFKA_LIBS)/%/.resolved)
 
 .PHONY: install test unit integration lint demo bench clean kafka-libs
 
@@ -18,19 +22,27 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[test,dev]'
 	@touch $(STAMP)
 
-# A changed pom starts from an empty directory, so no jar of an old version stays on the classpath.
+# A changed pom starts from an empty jar directory, so no jar of an old version stays on the classpath. Only that
+# pom's jars go: the other versions' directories, the CDS archives (keyed by classpath, so never stale) and the
+# compiled Java helpers stay.
 $(KAFKA_LIBS_STAMP): $(KAFKA_LIBS_POM)
-	rm -rf $(KAFKA_LIBS)
+	rm -rf $(KAFKA_LIBS)/jars
 	mvn -B -q -f $(KAFKA_LIBS_POM) dependency:copy-dependencies -DincludeScope=runtime \
 		-DoutputDirectory=$(CURDIR)/$(KAFKA_LIBS)/jars
 	@touch $@
 
-kafka-libs: $(KAFKA_LIBS_STAMP)
+$(KAFKA_LIBS)/%/.resolved: tests/kafka-libs/%/pom.xml
+	rm -rf $(KAFKA_LIBS)/$*/jars
+	mvn -B -q -f $< dependency:copy-dependencies -DincludeScope=runtime \
+		-DoutputDirectory=$(CURDIR)/$(KAFKA_LIBS)/$*/jars
+	@touch $@
 
-install: $(STAMP) $(KAFKA_LIBS_STAMP)
+kafka-libs: $(KAFKA_LIBS_ALL)
+
+install: $(STAMP) $(KAFKA_LIBS_ALL)
 
 # Lint and type errors fail the build before any test runs (CI runs this target through .ci/run).
-test: lint $(KAFKA_LIBS_STAMP)
+test: lint $(KAFKA_LIBS_ALL)
 	$(BIN)/pytest -n 2 --dist loadgroup --durations=15 tests
 
 unit: $(STAMP)
@@ -51,7 +63,7 @@ demo: $(STAMP)
 
 # mm2py run --once against a tuned one-process consume->produce loop (docs/performance.md);
 # e.g. make bench BENCH_ARGS="--records 100000" for a quick run
-bench: $(STAMP) $(KAFKA_LIBS_STAMP)
+bench: $(STAMP) $(KAFKA_LIBS_ALL)
 	$(BIN)/python -m bench.run_bench $(BENCH_ARGS)
 
 clean:

@@ -76,7 +76,7 @@ def unique_topic(request: pytest.FixtureRequest) -> Callable[..., str]:
 
 # --- Real Apache Kafka (KRaft) from the jars `make install` resolves: tests/real_kafka.py -----------------
 
-from tests.harness.real_kafka import KafkaCluster, KafkaJarsMissing, KafkaRuntime  # noqa: E402
+from tests.harness.real_kafka import PINNED_VERSION, KafkaCluster, KafkaJarsMissing, KafkaRuntime  # noqa: E402
 from tests.harness.real_kafka_security import ACL_BROKER_SETTINGS, CLIENT_LISTENERS  # noqa: E402
 
 
@@ -124,6 +124,35 @@ def real_kafka(kafka_runtime: KafkaRuntime, tmp_path_factory: pytest.TempPathFac
         tmp_path_factory.mktemp("real-kafka"), 1, runtime=kafka_runtime, listeners=CLIENT_LISTENERS
     ) as cluster:
         yield cluster
+
+
+@pytest.fixture(scope="session")
+def real_kafka_versions(
+    real_kafka: KafkaCluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Callable[[str], KafkaCluster]]:
+    """Factory: ``real_kafka_versions("3.9.2")`` -> a one-node cluster of that Kafka version (PLAINTEXT only),
+    started the first time a test asks for it; the pinned version is ``real_kafka`` itself. For proving the
+    batch path against other brokers (tests/harness/real_kafka.py, *Versions*)."""
+    started: dict[str, KafkaCluster] = {}
+
+    def of(version: str) -> KafkaCluster:
+        if version == PINNED_VERSION:
+            return real_kafka
+        if version not in started:
+            try:
+                runtime = KafkaRuntime.locate(version)
+            except KafkaJarsMissing as exc:
+                pytest.fail(str(exc), pytrace=False)
+            cluster = KafkaCluster(tmp_path_factory.mktemp(f"real-kafka-{version}"), 1, runtime=runtime)
+            cluster.start()
+            started[version] = cluster
+        return started[version]
+
+    try:
+        yield of
+    finally:
+        for cluster in started.values():
+            cluster.stop()
 
 
 @pytest.fixture(scope="session")
@@ -182,13 +211,24 @@ def compacted_topic(unique_topic: Callable[..., str]) -> Callable[..., str]:
 
 # Tests that use a session-wide real-Kafka cluster all run in one worker, so each cluster starts once; the other
 # worker meanwhile runs tansu tests, which start their own brokers.
-_REAL_KAFKA_FIXTURES = {"kafka_runtime", "real_kafka", "real_kafka_acl", "real_kafka_cluster", "real_kafka_target"}
+_REAL_KAFKA_FIXTURES = {
+    "kafka_runtime",
+    "real_kafka",
+    "real_kafka_acl",
+    "real_kafka_cluster",
+    "real_kafka_target",
+    "real_kafka_versions",
+}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     real = [item for item in items if _REAL_KAFKA_FIXTURES & set(getattr(item, "fixturenames", ()))]
     for item in real:
         item.add_marker(pytest.mark.xdist_group("real-kafka"))
-    # The real-Kafka group is the longest unit of work: handed out first, it does not run alone at the end.
+    # Groups that a module declares itself (tests/realkafka/test_broker_failures.py: a source and a target cluster
+    # of three nodes each, for that module only) come next: with two workers, it runs beside the real-Kafka group.
     chosen = set(real)
-    items[:] = real + [item for item in items if item not in chosen]
+    declared = [item for item in items if item not in chosen and item.get_closest_marker("xdist_group")]
+    chosen |= set(declared)
+    # The real-Kafka group is the longest unit of work: handed out first, it does not run alone at the end.
+    items[:] = real + declared + [item for item in items if item not in chosen]

@@ -36,7 +36,6 @@ from mm2py.librdkafka.error_mapping import (
     error_of,
     leader_away,
     reason_of,
-    timed_out,
     wrap_kafka_error,
 )
 
@@ -110,9 +109,10 @@ class ClusterAdmin:
         """Our error for a failed call, with the client's own reason when it has one (TLS, login)."""
         with contextlib.suppress(Exception):  # the reason is a nicety; never hide the original failure
             self.client.poll(0)  # error events are delivered only when the client is polled
-        if isinstance(exc, FutureTimeout):
-            # librdkafka keeps every broker it has seen and waits on a dead one (a killed node) until each later
-            # call times out too; a new client learns only the live brokers from Metadata, so retries succeed.
+        if leader_away(exc):
+            # librdkafka never looks a leader up again: it waits on a dead one and sends a stale leader epoch
+            # (FENCED_LEADER_EPOCH) until its 5-minute refresh. A new client reads the metadata afresh, as Java's
+            # AdminClient does before it retries (PartitionLeaderStrategy unmaps the partition).
             self._client = None
         return wrap_kafka_error(self.alias, operation, exc, self._last_error)
 
@@ -240,8 +240,8 @@ class ClusterAdmin:
         if away and not offsets:
             (topic, partition), exc = next(iter(away.items()))
             raise self._wrap(f"listing {which} offsets of {topic}-{partition}", exc) from None
-        if any(timed_out(exc) for exc in away.values()):
-            self._client = None  # as in _wrap: a new client forgets the dead node the timed-out request waited on
+        if away:
+            self._client = None  # as in _wrap: the next listing looks the leaders up again
         return offsets, {tp: reason_of(exc) for tp, exc in away.items()}
 
     def _list_offsets(

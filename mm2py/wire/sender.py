@@ -7,7 +7,9 @@ rule for rule where they apply to batches that are already built:
 
 - up to ``max.in.flight.requests.per.connection`` (5) Produce requests per broker, each with at most one batch
   per partition (``RecordAccumulator.drain``), so at most five batches of a partition are in flight: what a
-  broker's duplicate detection remembers per producer and partition;
+  broker's duplicate detection remembers per producer and partition; but one alone until the partition's leader
+  acknowledged one under the current producer id and epoch (stricter than Java: a broker without state for a
+  producer takes its batches at any sequence, so one behind a refused batch would be written first);
 - a partition's batches in flight are all at one broker: after its leader moves, nothing more goes to the new
   leader until every request at the old one is answered or timed out (stricter than Java, which lets a new
   batch go and fails it with OUT_OF_ORDER_SEQUENCE_NUMBER; never a sequence at two brokers at once);
@@ -200,6 +202,11 @@ class Sender:
             return None if q.in_flight else returned  # one at a time while earlier batches are resent
         if not q.unsent or q.in_flight >= self.settings.max_in_flight:
             return None
+        if q.in_flight and q.last_acked_sequence < 0:
+            # Nothing of this producer id and epoch acknowledged here yet, so the leader may have no state for it,
+            # and then takes any sequence (ProducerAppendInfo.checkSequence): a batch behind one it refuses would
+            # be written first. One at a time until the first is acknowledged; from then on a gap is refused.
+            return None
         if q.producer != self.producer and q.sent:
             # The producer's epoch moved on (another partition bumped it): this partition switches to it, at
             # sequence 0, once none of its batches is unacknowledged (TransactionManager.maybeUpdateProducerIdAndEpoch;
@@ -287,7 +294,7 @@ class Sender:
             self._acknowledged(q, batch, OFFSET_UNKNOWN)  # written before; the broker no longer knows where
             return
         if kind is MESSAGE_TOO_LARGE or kind is RECORD_LIST_TOO_LARGE:
-            q.stop(error)
+            q.stop(self._too_large(q, batch, error))
             return
         lost_state = (kind is OUT_OF_ORDER_SEQUENCE_NUMBER and q.is_next_sequence(batch)) or (
             kind is UNKNOWN_PRODUCER_ID or kind is INVALID_PRODUCER_EPOCH
@@ -319,6 +326,20 @@ class Sender:
         batch.attempts += 1
         backoff = min(self.settings.retry_backoff_s * 2 ** (batch.attempts - 1), self.settings.retry_backoff_max_s)
         q.returned(batch, now, backoff)
+
+    def _too_large(self, q: PartitionQueue, batch: ProducerBatch, error: WireError) -> WireError:
+        """Why the partition stops, in terms a user can act on. Java's producer would split the batch and send the
+        halves (``Sender.completeBatch`` -> ``splitAndReenqueue``); a forwarded batch is the source's, kept whole,
+        so the target topic must take it (or the record path re-batch its records)."""
+        size, target, upstream = batch.batch.size, self.settings.target, batch.upstream
+        offsets = f"source offsets {upstream[0]}..{upstream[-1]}" if upstream else "no records"
+        return WireError(
+            error.kind,
+            f"{target} refused a record batch of {size} bytes ({batch.record_count} records, {offsets}) as too "
+            f"large ({error.detail or error.name}); raise the max.message.bytes of topic {q.topic} on {target} (or "
+            f"the brokers' message.max.bytes) to at least {size}, or set mm2py.copy.mode=record to re-batch the "
+            "records",
+        )
 
     def _expire(self, now: float) -> None:
         """delivery.timeout.ms: a partition whose oldest unacknowledged batch is older stops (Java:

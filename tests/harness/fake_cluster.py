@@ -8,7 +8,9 @@ sender depend on, so each of their failure rules can be shown to matter:
 - an idempotent producer's batches are checked as ``ProducerStateManager`` checks them: the last five batches
   per producer and partition are remembered (a resent one is answered with its original offset), a sequence
   that does not follow is OUT_OF_ORDER_SEQUENCE_NUMBER, an older one no longer remembered
-  DUPLICATE_SEQUENCE_NUMBER, an older epoch INVALID_PRODUCER_EPOCH, a newer epoch must start at sequence 0;
+  DUPLICATE_SEQUENCE_NUMBER, an older epoch INVALID_PRODUCER_EPOCH, a newer epoch must start at sequence 0, and
+  a producer the partition has no state for (a new one, or one whose first batches the leader lost) is taken at
+  whatever sequence it starts with, as a real broker takes it;
 - a request reaches its broker after a latency and is answered after another; a broker that is killed fails
   every request on its connections (NETWORK_EXCEPTION), one that is stopped answers nothing, and a request
   unanswered after the request timeout fails with REQUEST_TIMED_OUT and closes the connection, failing the
@@ -512,8 +514,10 @@ class FakeCluster:
                 return ProducedPartition(topic, partition, WireError(DUPLICATE_SEQUENCE_NUMBER), -1)
             if seq != state.last_seq + 1:
                 return ProducedPartition(topic, partition, WireError(OUT_OF_ORDER_SEQUENCE_NUMBER), -1)
-        elif seq != 0:  # a new producer, or a new epoch: its sequence starts at 0
+        elif seq != 0 and state is not None:  # a new epoch starts at sequence 0
             return ProducedPartition(topic, partition, WireError(OUT_OF_ORDER_SEQUENCE_NUMBER), -1)
+        # A producer the partition has no state for is taken at any sequence, as Kafka takes it
+        # (ProducerAppendInfo.checkSequence: no current producer epoch, "accept writes with any sequence number").
         if state is None or epoch > state.epoch:
             state = part.producers[pid] = _ProducerState(epoch)
         base = part.end

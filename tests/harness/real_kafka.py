@@ -8,6 +8,10 @@ formatted by Kafka's own StorageTool. Start-up is kept short with a small serial
 class-data-sharing archive that the first clean broker exit of a session writes into the jar cache; it
 halves JVM start-up on later runs. Nothing here downloads anything: missing jars are a loud failure.
 
+Versions: the pinned one (``PINNED_VERSION``, also MirrorMaker 2's) and broker-only jar sets of others
+(``OTHER_VERSIONS``: a 3.x and the newest 4.x), so the batch path is proven against each;
+``KafkaRuntime.locate(version)`` picks one. A 3.x broker logs through log4j 1.x, a 4.x one through log4j 2.
+
 Listeners: every node has CONTROLLER (the KRaft quorum) and PLAINTEXT (clients and inter-broker
 replication). Further client listeners (SASL_PLAINTEXT, SSL, SASL_SSL) come from ``real_kafka_security``;
 a listener's name is its security protocol, so one listener per protocol.
@@ -31,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
@@ -44,6 +48,10 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 LIBS_DIR = REPO_ROOT / ".kafka-libs"
 JARS_DIR = LIBS_DIR / "jars"
 LIBS_STAMP = LIBS_DIR / ".resolved"
+# Keep in step with tests/kafka-libs/pom.xml (the pinned version) and KAFKA_VERSIONS in the Makefile (the others,
+# each from tests/kafka-libs/<version>/pom.xml into .kafka-libs/<version>/jars).
+PINNED_VERSION = "4.3.1"
+OTHER_VERSIONS = ("3.9.2", "4.4.0")
 START_TIMEOUT = 90.0  # three JVMs starting at once on two busy cores can take a while
 STOP_TIMEOUT = 15.0
 # Small heap (the cleaner's dedupe buffer is shrunk to match), serial GC and C1 only: faster start-up and
@@ -72,6 +80,18 @@ logger.config.level = WARN
 logger.appinfo.name = org.apache.kafka.common.utils.AppInfoParser
 logger.appinfo.level = WARN
 """
+# The same for a 3.x broker (reload4j fills in ${mm2py.test.log} from the system properties). 3.x also dumps its
+# KafkaConfig at INFO under its own class name: about 280 lines per start.
+FILE_LOG4J_1 = """\
+log4j.rootLogger=INFO, file
+log4j.appender.file=org.apache.log4j.FileAppender
+log4j.appender.file.File=${mm2py.test.log}
+log4j.appender.file.layout=org.apache.log4j.PatternLayout
+log4j.appender.file.layout.ConversionPattern=[%d] %p %m (%c)%n
+log4j.logger.org.apache.kafka.common.config=WARN
+log4j.logger.org.apache.kafka.common.utils.AppInfoParser=WARN
+log4j.logger.kafka.server.KafkaConfig=WARN
+"""
 _log = logging.getLogger(__name__)
 
 
@@ -94,13 +114,22 @@ class KafkaRuntime:
     classpath: tuple[Path, ...]
 
     @classmethod
-    def locate(cls) -> KafkaRuntime:
+    def locate(cls, version: str | None = None) -> KafkaRuntime:
+        """The pinned version's jars (brokers and MirrorMaker 2), or a broker-only set of ``version``."""
         hint = "run `make install` (it resolves the Kafka jars once with Maven into .kafka-libs/)"
-        if not LIBS_STAMP.is_file():
-            raise KafkaJarsMissing(f"no Kafka jars in {JARS_DIR}; {hint}")
-        jars = tuple(sorted(JARS_DIR.glob("*.jar")))
-        if not any(j.name.startswith("kafka_2.13-") for j in jars):
-            raise KafkaJarsMissing(f"{JARS_DIR} holds no kafka_2.13 jar; {hint}")
+        if version is None or version == PINNED_VERSION:
+            jars_dir, stamp, version = JARS_DIR, LIBS_STAMP, PINNED_VERSION
+        elif version in OTHER_VERSIONS:
+            jars_dir, stamp = LIBS_DIR / version / "jars", LIBS_DIR / version / ".resolved"
+        else:
+            raise KafkaJarsMissing(
+                f"Kafka {version} is not resolved for tests (known: {PINNED_VERSION}, {OTHER_VERSIONS})"
+            )
+        if not stamp.is_file():
+            raise KafkaJarsMissing(f"no Kafka {version} jars in {jars_dir}; {hint}")
+        jars = tuple(sorted(jars_dir.glob("*.jar")))
+        if not any(j.name == f"kafka_2.13-{version}.jar" for j in jars):
+            raise KafkaJarsMissing(f"{jars_dir} holds no kafka_2.13-{version} jar; {hint}")
         java = shutil.which("java")
         if java is None:
             raise KafkaJarsMissing("no `java` on PATH; the Kafka test brokers need Java 17 or newer")
@@ -110,6 +139,22 @@ class KafkaRuntime:
     def version(self) -> str:
         jar = next(j for j in self.classpath if j.name.startswith("kafka_2.13-"))
         return jar.name.removeprefix("kafka_2.13-").removesuffix(".jar")
+
+    @property
+    def major(self) -> int:
+        return int(self.version.split(".")[0])
+
+    @property
+    def log4j_file_name(self) -> str:
+        return "log4j2.properties" if self.major >= 4 else "log4j.properties"
+
+    @property
+    def log4j_text(self) -> str:
+        """A broker log configuration writing to ``${mm2py.test.log}``: log4j 2 for 4.x, log4j 1.x for 3.x."""
+        return FILE_LOG4J if self.major >= 4 else FILE_LOG4J_1
+
+    def log4j_option(self, path: Path) -> str:
+        return f"-Dlog4j2.configurationFile={path}" if self.major >= 4 else f"-Dlog4j.configuration=file:{path}"
 
     @property
     def cds_archive(self) -> Path:
@@ -132,7 +177,7 @@ class KafkaRuntime:
             str(self.java),
             *JVM_FLAGS,
             *cds,
-            f"-Dlog4j2.configurationFile={log4j}",
+            self.log4j_option(log4j),
             f"-Dmm2py.test.log={log_file}",
             "-cp",
             os.pathsep.join(map(str, self.classpath)),
@@ -193,6 +238,20 @@ class KafkaNode:
         if self.running:
             assert self._process is not None
             self._process.send_signal(signal.SIGTERM)
+            self._process.send_signal(signal.SIGCONT)  # a frozen (SIGSTOPped) node must wake up to see SIGTERM
+
+    def send_signal(self, signum: signal.Signals) -> None:
+        """Signal the node's JVM (SIGSTOP and SIGCONT: a machine that stalls and comes back)."""
+        if not self.running:
+            raise RuntimeError(f"kafka node {self.node_id} is not running")
+        assert self._process is not None
+        self._process.send_signal(signum)
+
+    @property
+    def pid(self) -> int:
+        if self._process is None:
+            raise RuntimeError(f"kafka node {self.node_id} was never started")
+        return self._process.pid
 
     def await_exit(self, deadline: float, runtime: KafkaRuntime) -> None:
         """Wait for a requested stop; SIGKILL at ``deadline``. A clean exit publishes the CDS archive."""
@@ -254,7 +313,7 @@ class KafkaCluster:
         self.security = Security(work_dir / "security", self.runtime.java)
         self.cluster_id = _cluster_id()
         self.nodes = [self._new_node(node_id) for node_id in range(1, size + 1)]
-        self.log4j = work_dir / "log4j2.properties"
+        self.log4j = work_dir / self.runtime.log4j_file_name
 
     def __enter__(self) -> KafkaCluster:
         self.start()
@@ -314,7 +373,7 @@ class KafkaCluster:
 
     def _prepare(self) -> None:
         self.work_dir.mkdir(parents=True, exist_ok=True)
-        self.log4j.write_text(FILE_LOG4J)
+        self.log4j.write_text(self.runtime.log4j_text)
         for node in self.nodes:
             node.work_dir.mkdir(parents=True, exist_ok=True)
             node.config_path.write_text(self._properties(node))
@@ -378,16 +437,42 @@ class KafkaCluster:
         return (described.leader, list(described.isrs)) if described is not None else (-1, [])
 
     def create_topic(
-        self, name: str, partitions: int = 1, replication_factor: int = 1, config: Mapping[str, str] | None = None
+        self,
+        name: str,
+        partitions: int = 1,
+        replication_factor: int = 1,
+        config: Mapping[str, str] | None = None,
+        *,
+        replica_assignment: list[list[int]] | None = None,
     ) -> str:
-        """Create ``name`` and return it once every partition has a leader."""
+        """Create ``name`` and return it once every partition has a leader. ``replica_assignment`` (the node ids of
+        each partition's replicas, preferred leader first; as many for every partition) replaces ``partitions`` and
+        ``replication_factor``.
+
+        A fresh AdminClient's first CreateTopics right after a Kafka 3.9 cluster came up sometimes fails with
+        ``_DESTROY_BROKER`` ("Broker handle destroyed without termination": librdkafka dropped the bootstrap
+        broker handle the request was on for the one Metadata named), although the broker created the topic
+        (3 of 16 fresh 3.9 clusters, none of 14 on 4.4.0). A Metadata round trip first makes it rarer but not
+        impossible (seen once since), so such a failure is retried, and the retry accepts TOPIC_ALREADY_EXISTS.
+        """
+        if replica_assignment is not None:
+            partitions = len(replica_assignment)
+            topic = NewTopic(name, partitions, replica_assignment=replica_assignment, config=dict(config or {}))
+        else:
+            topic = NewTopic(name, partitions, replication_factor, config=dict(config or {}))
         admin = AdminClient(client_config(self.bootstrap))
-        futures = admin.create_topics(
-            [NewTopic(name, partitions, replication_factor, config=dict(config or {}))],
-            operation_timeout=30,
-            request_timeout=30,
-        )
-        futures[name].result(timeout=30)
+        admin.list_topics(timeout=10)
+        for attempt in range(1, 4):
+            try:
+                admin.create_topics([topic], operation_timeout=30, request_timeout=30)[name].result(timeout=30)
+                break
+            except KafkaException as exc:
+                code = exc.args[0].code()
+                if attempt > 1 and code == KafkaError.TOPIC_ALREADY_EXISTS:
+                    break  # the attempt that failed with _DESTROY_BROKER had created it
+                if code != KafkaError._DESTROY_BROKER or attempt == 3:
+                    raise
+                _log.warning("creating %s: %s; trying again", name, exc)
         for partition in range(partitions):
             poll_until(functools.partial(self._has_leader, name, partition), 30, f"leader for {name}-{partition}")
         return name
@@ -455,8 +540,14 @@ class KafkaCluster:
             "transaction.state.log.replication.factor": replicas,
             "transaction.state.log.min.isr": min_isr,
             "transaction.state.log.num.partitions": "5",
-            "share.coordinator.state.topic.replication.factor": replicas,
-            "share.coordinator.state.topic.min.isr": min_isr,
+            **(
+                {
+                    "share.coordinator.state.topic.replication.factor": replicas,
+                    "share.coordinator.state.topic.min.isr": min_isr,
+                }
+                if self.runtime.major >= 4
+                else {}  # 3.x has no share groups (it ignores the keys, silently)
+            ),
             "group.initial.rebalance.delay.ms": "0",
             "num.network.threads": "2",
             "num.io.threads": "2",

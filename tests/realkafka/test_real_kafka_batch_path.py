@@ -1,10 +1,14 @@
 """The batch copier against a real broker's log validation (tansu validates nothing a real broker does).
 
-Every kind of batch the batch path forwards or rebuilds is produced to a real Kafka 4.3.1 broker as the
-target: plain, each codec, from an idempotent producer, from transactions (aborted ones dropped under
-read_committed, which tansu cannot show), from a compacted partition (offset holes), with LogAppendTime.
-Records are compared field by field and in order. A batch larger than the target topic accepts is a
-permanent error naming its size and the key to raise, and nothing after it is written.
+Every kind of batch the batch path forwards or rebuilds is produced to a real Kafka broker as the source and
+copied to a real Kafka broker as the target: plain, each codec, from an idempotent producer, from transactions
+(aborted ones dropped under read_committed, which tansu cannot show), from a compacted partition (offset
+holes), with LogAppendTime. Records are compared field by field and in order. A batch larger than the target
+topic accepts is a permanent error naming its size and the key to raise, and nothing after it is written.
+
+Each test runs on the pinned version (4.3.1) on both sides, and with a 3.x broker (3.9.2) and the newest 4.x
+(4.4.0) as the source and as the target, the pinned version on the other side: the wire client negotiates its
+API versions with each, and a 3.x broker still serves the versions 4.0 removed (KIP-896).
 """
 
 from __future__ import annotations
@@ -19,19 +23,33 @@ from mm2py.executor.batch_copy import copy_partitions
 from mm2py.executor.contract import CopyPath, CopyResult, CopySpec, PartitionRange
 from mm2py.librdkafka.clients import drop_producer
 from tests.harness.kafka_harness import Record, client_config, make_records, read_all
-from tests.harness.real_kafka import KafkaCluster
+from tests.harness.real_kafka import OTHER_VERSIONS, PINNED_VERSION, KafkaCluster
 from tests.harness.real_kafka_compaction import await_compaction
 
 pytestmark = pytest.mark.realkafka
+# source version -> target version; one side is always the pinned version
+PAIRS = [
+    f"{PINNED_VERSION}->{PINNED_VERSION}",
+    *(f"{v}->{PINNED_VERSION}" for v in OTHER_VERSIONS),
+    *(f"{PINNED_VERSION}->{v}" for v in OTHER_VERSIONS),
+]
+Pair = tuple[KafkaCluster, KafkaCluster]
 
 
-def spec_for(cluster: KafkaCluster, progress: str, **consumer: str) -> CopySpec:
+@pytest.fixture(params=PAIRS)
+def pair(request: pytest.FixtureRequest, real_kafka_versions: Callable[[str], KafkaCluster]) -> Pair:
+    """(source, target): one-node clusters of the versions the test id names."""
+    source, target = request.param.split("->")
+    return real_kafka_versions(source), real_kafka_versions(target)
+
+
+def spec_for(source: KafkaCluster, target: KafkaCluster, progress: str, **consumer: str) -> CopySpec:
     return CopySpec(
         flow="src->dst",
         source="src",
         target="dst",
-        consumer_settings={"bootstrap.servers": cluster.bootstrap, "group.id": "unused", **consumer},
-        producer_settings={"bootstrap.servers": cluster.bootstrap, "acks": "all", "enable.idempotence": "true"},
+        consumer_settings={"bootstrap.servers": source.bootstrap, "group.id": "unused", **consumer},
+        producer_settings={"bootstrap.servers": target.bootstrap, "acks": "all", "enable.idempotence": "true"},
         syncs_producer_settings=None,
         target_consumer_settings={"bootstrap.servers": cluster.bootstrap},
         syncs_topic=None,
@@ -73,10 +91,10 @@ def produce_batched(
     return kept
 
 
-def copy(cluster: KafkaCluster, spec: CopySpec, topic: str, remote: str, partitions: int) -> list[CopyResult]:
+def copy(source: KafkaCluster, spec: CopySpec, topic: str, remote: str, partitions: int) -> list[CopyResult]:
     from tests.harness.kafka_harness import end_offsets
 
-    ends = end_offsets(cluster.bootstrap, topic)
+    ends = end_offsets(source.bootstrap, topic)
     ranges = [PartitionRange(topic, p, remote, 0, ends[p]) for p in range(partitions)]
     try:
         return list(copy_partitions(spec, iter(ranges)))
@@ -89,7 +107,10 @@ def fields(r: Record) -> tuple[Any, ...]:
 
 
 @pytest.fixture
-def topics(real_kafka: KafkaCluster, unique_topic: Callable[..., str]) -> Callable[..., tuple[str, str, str]]:
+def topics(pair: Pair, unique_topic: Callable[..., str]) -> Callable[..., tuple[str, str, str]]:
+    """Factory: a source topic on the pair's source, its copy and a progress topic on the pair's target."""
+    source, target = pair
+
     def make(
         kind: str,
         partitions: int = 2,
@@ -99,11 +120,11 @@ def topics(real_kafka: KafkaCluster, unique_topic: Callable[..., str]) -> Callab
     ) -> tuple[str, str, str]:
         name = unique_topic(kind)
         if compacted:
-            real_kafka.create_compacted_topic(name, partitions, config=source_config)
+            source.create_compacted_topic(name, partitions, config=source_config)
         else:
-            real_kafka.create_topic(name, partitions, config=source_config)
-        real_kafka.create_topic(f"{name}-copy", partitions, config=target_config)
-        progress = real_kafka.create_topic(f"{name}-progress", 1)
+            source.create_topic(name, partitions, config=source_config)
+        target.create_topic(f"{name}-copy", partitions, config=target_config)
+        progress = target.create_topic(f"{name}-progress", 1)
         return name, f"{name}-copy", progress
 
     return make
@@ -111,44 +132,47 @@ def topics(real_kafka: KafkaCluster, unique_topic: Callable[..., str]) -> Callab
 
 @pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
 def test_every_codec_and_an_idempotent_source_are_accepted_exactly(
-    real_kafka: KafkaCluster, topics: Callable[..., tuple[str, str, str]], codec: str
+    pair: Pair, topics: Callable[..., tuple[str, str, str]], codec: str
 ) -> None:
+    src, dst = pair
     topic, remote, progress = topics(codec)
     produce_batched(
-        real_kafka,
+        src,
         topic,
         make_records(2000, partitions=2, seed=4, value_size=100, tombstone_every=17, null_key_every=13),
         **{"compression.type": codec, "enable.idempotence": True},
     )
-    results = copy(real_kafka, spec_for(real_kafka, progress), topic, remote, 2)
+    results = copy(src, spec_for(src, dst, progress), topic, remote, 2)
     assert all(r.error is None for r in results), results
-    source, target = read_all(real_kafka.bootstrap, topic), read_all(real_kafka.bootstrap, remote)
+    source, target = read_all(src.bootstrap, topic), read_all(dst.bootstrap, remote)
     assert [fields(r) for r in target] == [fields(r) for r in source]
     assert [(r.partition, r.offset) for r in target] == [(r.partition, r.offset) for r in source]
 
 
 def test_aborted_transactions_are_dropped_under_read_committed(
-    real_kafka: KafkaCluster, topics: Callable[..., tuple[str, str, str]]
+    pair: Pair, topics: Callable[..., tuple[str, str, str]]
 ) -> None:
+    src, dst = pair
     topic, remote, progress = topics("txn")
     committed = produce_batched(
-        real_kafka,
+        src,
         topic,
         make_records(1000, partitions=2, seed=5),
         abort_every=3,
         **{"transactional.id": f"tx-{topic}", "compression.type": "lz4"},
     )
-    spec = spec_for(real_kafka, progress, **{"isolation.level": "read_committed"})
-    results = copy(real_kafka, spec, topic, remote, 2)
+    spec = spec_for(src, dst, progress, **{"isolation.level": "read_committed"})
+    results = copy(src, spec, topic, remote, 2)
     assert all(r.error is None for r in results), results
-    target = read_all(real_kafka.bootstrap, remote)
+    target = read_all(dst.bootstrap, remote)
     assert len(target) == len(committed) < 1000
     assert [fields(r) for r in target] == [fields(r) for r in sorted(committed, key=lambda r: r.partition)]
 
 
 def test_a_compacted_source_with_offset_holes_and_log_append_time(
-    real_kafka: KafkaCluster, topics: Callable[..., tuple[str, str, str]]
+    pair: Pair, topics: Callable[..., tuple[str, str, str]]
 ) -> None:
+    src, dst = pair
     topic, remote, progress = topics(
         "compacted", partitions=1, compacted=True, source_config={"message.timestamp.type": "LogAppendTime"}
     )
@@ -156,27 +180,28 @@ def test_a_compacted_source_with_offset_holes_and_log_append_time(
         Record(f"key-{i % 7}".encode(), f"value {i}".encode(), [("i", str(i).encode())], 1000 + i, 0)
         for i in range(700)
     ]
-    produce_batched(real_kafka, topic, produced, **{"compression.type": "zstd"})
-    source = await_compaction(real_kafka, topic, produced, partitions=1)
+    produce_batched(src, topic, produced, **{"compression.type": "zstd"})
+    source = await_compaction(src, topic, produced, partitions=1)
     offsets = [r.offset for r in source]
     assert offsets != list(range(len(offsets)))  # holes, which a forwarded batch must not keep
-    results = copy(real_kafka, spec_for(real_kafka, progress), topic, remote, 1)
+    results = copy(src, spec_for(src, dst, progress), topic, remote, 1)
     assert all(r.error is None for r in results), results
-    target = read_all(real_kafka.bootstrap, remote)
+    target = read_all(dst.bootstrap, remote)
     # LogAppendTime: the source's append times travel as the copies' CreateTime
     assert [fields(r) for r in target] == [fields(r) for r in source]
     assert [r.offset for r in target] == list(range(len(source)))
 
 
 def test_a_batch_larger_than_the_target_accepts_is_a_permanent_error_naming_sizes(
-    real_kafka: KafkaCluster, topics: Callable[..., tuple[str, str, str]]
+    pair: Pair, topics: Callable[..., tuple[str, str, str]]
 ) -> None:
+    src, dst = pair
     topic, remote, progress = topics("toolarge", partitions=1, target_config={"max.message.bytes": "4000"})
-    produce_batched(real_kafka, topic, make_records(500, partitions=1, seed=6, value_size=100))
-    results = copy(real_kafka, spec_for(real_kafka, progress), topic, remote, 1)
+    produce_batched(src, topic, make_records(500, partitions=1, seed=6, value_size=100))
+    results = copy(src, spec_for(src, dst, progress), topic, remote, 1)
     assert len(results) == 1 and results[0].error is not None
     failure = results[0].error
     error = failure.message  # failures travel as data: the message, the Kafka error's name, retriability
     assert not failure.retriable and failure.code, failure
     assert "too large" in error and "bytes" in error and f"max.message.bytes of topic {remote}" in error, error
-    assert read_all(real_kafka.bootstrap, remote) == []  # never skipped past
+    assert read_all(dst.bootstrap, remote) == []  # never skipped past

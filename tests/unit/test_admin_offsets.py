@@ -78,3 +78,21 @@ def test_the_strict_listing_still_fails_on_a_partition_without_a_leader() -> Non
     cluster = admin({("orders", 0): 10, ("orders", 1): 20, ("heartbeats", 0): away})
     with pytest.raises(KafkaOperationError, match="heartbeats-0 on dc1 failed: Broker: Leader not available"):
         cluster.list_offsets(PARTITIONS, "latest")
+
+
+@pytest.mark.parametrize(
+    "code", [KafkaError.FENCED_LEADER_EPOCH, KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.UNKNOWN_LEADER_EPOCH]
+)
+def test_after_stale_metadata_the_next_listing_asks_a_new_client(monkeypatch: pytest.MonkeyPatch, code: int) -> None:
+    """librdkafka keeps a leader (and its epoch) that a partition has left until its 5-minute metadata refresh;
+    the first client here answers as such a client does, the second as one that read the metadata afresh."""
+    stale = {("orders", 0): 10, ("orders", 1): 20, ("heartbeats", 0): KafkaError(code)}
+    fresh = {("orders", 0): 11, ("orders", 1): 21, ("heartbeats", 0): 30}
+    clients = [FakeClient(stale), FakeClient(stale), FakeClient(fresh)]
+    monkeypatch.setattr("mm2py.librdkafka.admin.AdminClient", lambda _settings: clients.pop(0))
+    cluster = ClusterAdmin("dc1", {"bootstrap.servers": "unused:1"}, timeout_s=1.0)
+    with pytest.raises(KafkaOperationError, match="heartbeats-0"):
+        cluster.list_offsets(PARTITIONS, "latest")  # what CopyRounds.place calls; its retry comes next
+    offsets, away = cluster.list_offsets_of_available(PARTITIONS, "latest")
+    assert offsets == {("orders", 0): 10, ("orders", 1): 20} and list(away) == [("heartbeats", 0)]
+    assert cluster.list_offsets(PARTITIONS, "latest") == {("orders", 0): 11, ("orders", 1): 21, ("heartbeats", 0): 30}
