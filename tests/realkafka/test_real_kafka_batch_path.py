@@ -51,7 +51,7 @@ def spec_for(source: KafkaCluster, target: KafkaCluster, progress: str, **consum
         consumer_settings={"bootstrap.servers": source.bootstrap, "group.id": "unused", **consumer},
         producer_settings={"bootstrap.servers": target.bootstrap, "acks": "all", "enable.idempotence": "true"},
         syncs_producer_settings=None,
-        target_consumer_settings={"bootstrap.servers": cluster.bootstrap},
+        target_consumer_settings={"bootstrap.servers": target.bootstrap},
         syncs_topic=None,
         progress_topic=progress,
         offset_lag_max=100,
