@@ -14,7 +14,7 @@ KAFKA_LIBS_POM   := tests/kafka-libs/pom.xml
 KAFKA_VERSIONS   := 3.9.2 4.4.0
 KAFKA_LIBS_ALL   := $(KAFKA_LIBS_STAMP) $(KAFKA_VERSIONS:%=$(KAFKA_LIBS)/%/.resolved)
 
-.PHONY: install test unit integration lint demo bench clean kafka-libs
+.PHONY: install test unit integration lint demo bench executor-loss clean kafka-libs
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -65,6 +65,12 @@ demo: $(STAMP)
 # e.g. make bench BENCH_ARGS="--records 100000" for a quick run
 bench: $(STAMP) $(KAFKA_LIBS_ALL)
 	$(BIN)/python -m bench.run_bench $(BENCH_ARGS)
+
+# An executor JVM SIGKILLed mid-copy on a two-worker Spark standalone cluster, three real Kafka sources merged
+# into one target, --once and continuous (bench/executor_loss.py); one JSON line per scenario run, e.g.
+# make executor-loss EXECUTOR_LOSS_ARGS="--mode once --runs 3"
+executor-loss: $(STAMP) $(KAFKA_LIBS_STAMP)
+	$(BIN)/python -m bench.executor_loss $(EXECUTOR_LOSS_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

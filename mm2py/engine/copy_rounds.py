@@ -60,6 +60,7 @@ class CopyRounds:
         self.lock = threading.RLock()
         self.channel: FlowChannel | None = None  # continuous mode on the batch path: the following generations
         self.epochs: SlotEpochs | None = None  # exactly-once on the batch path: the task slots' producer epochs
+        self._said_rounds = False  # follows() logged that the flow copies in rounds (too few task slots)
 
     # -- positions -------------------------------------------------------------------------------------------
 
@@ -140,18 +141,31 @@ class CopyRounds:
 
     def follows(self) -> bool:
         """Whether a continuous run's copy tasks follow their partitions (the batch path, unless
-        ``mm2py.continuous.tasks = rounds`` or there are fewer Spark task slots than flows); else rounds of jobs."""
+        ``mm2py.continuous.tasks = rounds`` or there are fewer Spark task slots than flows); else rounds of jobs.
+
+        The task slots are those of the executors registered *now*: on a cluster they register after the
+        SparkContext started (and a lost one comes back later), so a flow that copies in rounds asks again
+        before each round, and says so once when it starts following."""
         if not self.spec.copy_path.batch or self.flow.continuous_tasks == "rounds" or self.spark is None:
             return False
         if self.spark.follow_tasks == 0:
+            if not self._said_rounds:
+                log.warning(
+                    "flow=%s copies in rounds, one Spark job each: its tasks cannot follow their partitions while "
+                    "%d flows share %d Spark task slots (give the run at least one per flow)",
+                    self.flow.name,
+                    self.spark.flows,
+                    self.spark.parallelism,
+                )
+                self._said_rounds = True
+            return False
+        if self._said_rounds:
             log.warning(
-                "flow=%s copies in rounds, one Spark job each: its tasks cannot follow their partitions while %d "
-                "flows share %d Spark task slots (give the run at least one per flow)",
+                "flow=%s: %d Spark task slots now, its tasks follow their partitions",
                 self.flow.name,
-                self.spark.flows,
                 self.spark.parallelism,
             )
-            return False
+            self._said_rounds = False
         return True
 
     def copy_round(self, ends: dict[TopicPartition, int]) -> int:

@@ -126,13 +126,14 @@ class FlowRunner:
             pass
 
     def run_continuous(self, stop: threading.Event, lost: threading.Event) -> None:
-        """Copy until ``stop`` (a signal) or ``lost`` (the lease went to another run) is set."""
-        if self.control is not None and self.rounds.follows():
-            self._follow(stop, lost, self.control)
-            return
+        """Copy until ``stop`` (a signal) or ``lost`` (the lease went to another run) is set: following, or in
+        rounds until the flow can follow (a cluster's executors register after the run started)."""
         idle = max(self.flow.consumer_poll_timeout_ms / 1000, 0.1)
         schedule = self.sync.schedule()
         while not stop.is_set() and not lost.is_set():
+            if self.control is not None and self.rounds.follows():
+                self._follow(stop, lost, self.control)
+                return
             schedule.run_due(lambda action: self.retrying(action, stop))
             if not self.retrying(self.rounds.copy_available, stop):
                 stop.wait(idle)

@@ -223,7 +223,8 @@ class _BatchCopier:
     # -- resuming and reporting ----------------------------------------------------------------------------
     def _resume_from_recorded_progress(self) -> None:
         """Spark's next attempt of a task whose process died: its predecessor recorded progress (every few
-        seconds, or in committed transactions) that the driver's range does not know; start after it."""
+        seconds, or in committed transactions) that the driver's range does not know; start after it. A range
+        its predecessor copied to the end is done: nothing would ever be fetched below its end again."""
         messages = read_topic(
             self.spec.target,
             self.spec.target_consumer_settings,
@@ -236,6 +237,7 @@ class _BatchCopier:
             if start > state.fetch.position:
                 log.warning("flow=%s %s: resuming at offset %d", self.spec.flow, state.queue.where, start)
                 state.fetch.position = start
+                state.fetch.done = start >= state.fetch.end
                 state.rng = PartitionRange(*key, state.rng.remote_topic, start, max(start, state.rng.end))
 
     def _rows(self, committed: dict[int, Counted] | None) -> list[dict[str, Any]]:

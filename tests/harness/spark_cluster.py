@@ -1,4 +1,4 @@
-"""A Spark standalone cluster (one master, one worker) on loopback, from the installed pyspark package.
+"""A Spark standalone cluster (one master, one or more workers) on loopback, from the installed pyspark package.
 
 Why: ``local[N]`` runs tasks in Python workers of the driver's own JVM, which share the driver's files and
 environment, so it cannot show that mm2py really reaches executors on a cluster. The pip-installed pyspark
@@ -6,12 +6,17 @@ ships ``bin/spark-class`` and the standalone Master and Worker classes, which is
 cluster needs; nothing is downloaded.
 
 Everything binds to 127.0.0.1 (``--host`` for the RPC endpoints, ``SPARK_LOCAL_IP`` for the web UIs, which
-otherwise listen on 0.0.0.0), every log and the worker's work directory (executor stdout/stderr, fetched
+otherwise listen on 0.0.0.0), every log and the workers' work directories (executor stdout/stderr, fetched
 application files) live under one temporary directory, and readiness is a log line, never a fixed delay.
+
+Several workers (``workers=2``) give an application one executor JVM per worker, so an executor can be lost
+(``kill_executor``: SIGKILL, as a crashed machine) while another one keeps running and the master has a worker
+to start a replacement on; the executors are found as the workers' child processes (``executors()``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -72,6 +77,10 @@ class SparkDaemon:
     def running(self) -> bool:
         return self._process is not None and self._process.poll() is None
 
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
+
     def start(self) -> None:
         with self.log_path.open("ab") as log:
             log.write(f"### {' '.join(self.command)}\n".encode())
@@ -122,13 +131,27 @@ class SparkDaemon:
             self._process.wait()
 
 
+@dataclass(frozen=True)
+class ExecutorProcess:
+    """An executor JVM (``CoarseGrainedExecutorBackend``) one of the cluster's workers started."""
+
+    pid: int
+    app_id: str
+    executor_id: str
+    worker: int  # which worker started it, 1-based
+
+
 @dataclass
 class StandaloneCluster:
-    """A master and one worker (``cores`` cores, ``memory`` for executors); ``master_url`` once started."""
+    """A master and ``workers`` workers (``cores`` cores each, ``memory`` for executors); ``master_url`` once
+    started. One worker keeps its work directory at ``work_dir``; with several, worker ``i`` uses
+    ``work_dir / f"worker-{i}"``."""
 
     base_dir: Path
     cores: int = 1
     memory: str = "1g"
+    workers: int = 1
+    start_timeout: float = START_TIMEOUT  # per daemon: more when the machine is busy with other work
     spark_home: Path = field(default_factory=find_spark_home)
     master_url: str = ""
     master_web_url: str = ""
@@ -136,11 +159,20 @@ class StandaloneCluster:
 
     @property
     def work_dir(self) -> Path:
-        """The worker's work directory: ``app-*/<executor id>/stderr`` holds each executor's log."""
+        """The workers' work directory: ``[worker-<i>/]app-*/<executor id>/stderr`` holds each executor's log."""
         return self.base_dir / "work"
 
+    def worker_dir(self, index: int) -> Path:
+        return self.work_dir if self.workers == 1 else self.work_dir / f"worker-{index}"
+
+    @property
+    def worker_daemons(self) -> list[SparkDaemon]:
+        return [d for d in self.daemons if d.name.startswith("worker")]
+
     def start(self) -> None:
-        """Start the master, then the worker, and return once the worker is registered with the master."""
+        """Start the master, then the workers, and return once every worker is registered with the master."""
+        if self.workers < 1:
+            raise ValueError(f"a cluster needs at least one worker, not {self.workers}")
         env = java_env()
         self.work_dir.mkdir(parents=True, exist_ok=True)
         properties = self.base_dir / "spark-daemons.conf"
@@ -167,11 +199,20 @@ class StandaloneCluster:
         self.daemons.append(master)
         master.start()
         # Spark moves to the next port when one is taken, so the addresses come from the log, not from us.
-        self.master_url = master.wait_for(r"Starting Spark master at (spark://\S+)").group(1)
-        self.master_web_url = "http://" + master.wait_for(r"Start Jetty (\S+) for MasterUI").group(1)
-        master.wait_for(r"I have been elected leader!")
+        timeout = self.start_timeout
+        self.master_url = master.wait_for(r"Starting Spark master at (spark://\S+)", timeout).group(1)
+        self.master_web_url = "http://" + master.wait_for(r"Start Jetty (\S+) for MasterUI", timeout).group(1)
+        master.wait_for(r"I have been elected leader!", timeout)
+        started = [self._start_worker(i, spark_class, properties, env) for i in range(1, self.workers + 1)]
+        for worker in started:
+            worker.wait_for(r"Successfully registered with master", timeout)
+
+    def _start_worker(self, index: int, spark_class: str, properties: Path, env: dict[str, str]) -> SparkDaemon:
+        work = self.worker_dir(index)
+        work.mkdir(parents=True, exist_ok=True)
+        name, log = ("worker", "worker.log") if self.workers == 1 else (f"worker-{index}", f"worker-{index}.log")
         worker = SparkDaemon(
-            "worker",
+            name,
             [
                 spark_class,
                 "org.apache.spark.deploy.worker.Worker",
@@ -187,24 +228,48 @@ class StandaloneCluster:
                 "--memory",
                 self.memory,
                 "--work-dir",
-                str(self.work_dir),
+                str(work),
                 "--properties-file",
                 str(properties),
             ],
-            self.base_dir / "worker.log",
+            self.base_dir / log,
             env,
         )
         self.daemons.append(worker)
         worker.start()
-        worker.wait_for(r"Successfully registered with master")
+        return worker
 
     def stop(self) -> None:
-        """SIGTERM the worker (it kills its executors) and the master, SIGKILL what is left. Idempotent."""
+        """SIGTERM the workers (they kill their executors) and the master, SIGKILL what is left. Idempotent."""
         for daemon in reversed(self.daemons):
             daemon.request_stop()
         deadline = time.monotonic() + STOP_TIMEOUT
         for daemon in reversed(self.daemons):
             daemon.await_exit(deadline)
+
+    def executors(self) -> list[ExecutorProcess]:
+        """The executor JVMs running now under this cluster's workers (from /proc: the workers' descendants)."""
+        workers = {d.pid: i for i, d in enumerate(self.worker_daemons, 1) if d.running and d.pid is not None}
+        parents: dict[int, int] = {}
+        for entry in os.listdir("/proc"):
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                if entry.isdigit():
+                    parents[int(entry)] = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        found = []
+        for pid in sorted(parents):
+            worker, ancestor = None, parents.get(pid)
+            while ancestor is not None and ancestor > 1 and worker is None:
+                worker, ancestor = workers.get(ancestor), parents.get(ancestor)
+            args = _cmdline(pid)
+            if worker is not None and "org.apache.spark.executor.CoarseGrainedExecutorBackend" in args:
+                found.append(ExecutorProcess(pid, _option(args, "--app-id"), _option(args, "--executor-id"), worker))
+        return found
+
+    def kill_executor(self, executor: ExecutorProcess) -> None:
+        """SIGKILL one executor JVM, as a crashed machine (its Python workers see their JVM gone and exit)."""
+        if executor not in self.executors():  # never signal a pid that has been reused since it was listed
+            raise ProcessLookupError(f"{executor} is not running any more")
+        os.kill(executor.pid, signal.SIGKILL)
 
     def master_state(self) -> dict[str, Any]:
         """The master's own view (workers, running and completed applications) from its loopback JSON page."""
@@ -213,10 +278,11 @@ class StandaloneCluster:
         return state
 
     def executor_logs(self) -> dict[str, str]:
-        """``app-id/executor-id/stderr`` -> text, for every executor the worker ran."""
+        """``[worker-<i>/]app-id/executor-id/stderr`` -> text, for every executor the workers ran."""
+        pattern = "app-*/*/stderr" if self.workers == 1 else "worker-*/app-*/*/stderr"
         return {
             str(p.relative_to(self.work_dir)): p.read_text(errors="replace")
-            for p in sorted(self.work_dir.glob("app-*/*/stderr"))
+            for p in sorted(self.work_dir.glob(pattern))
         }
 
     def diagnostics(self, chars: int = 3000) -> str:
@@ -224,6 +290,19 @@ class StandaloneCluster:
         parts = [f"--- {d.name} ({d.log_path}) ---\n{d.log_text()[-chars:]}" for d in self.daemons]
         parts += [f"--- executor {name} ---\n{text[-chars:]}" for name, text in self.executor_logs().items()]
         return "\n".join(parts)
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _option(args: str, name: str) -> str:
+    """The value after ``name`` in a command line (``""`` without it)."""
+    words = args.split()
+    return words[words.index(name) + 1] if name in words[:-1] else ""
 
 
 # Imported by site.py after every .pth file ran, i.e. after the editable install's finder was installed.

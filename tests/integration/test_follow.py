@@ -101,3 +101,38 @@ def test_a_retried_attempt_resumes_after_the_progress_its_predecessor_recorded(
             drop_producer(spec.syncs_producer_settings)
     assert [(r.next_offset, r.records) for r in results] == [(100, 40)]
     assert [r.offset for r in read_all(dst, topic)] == list(range(100))  # nothing copied twice
+
+
+def test_a_retried_attempt_whose_predecessor_copied_a_range_to_its_end_finishes_without_copying_it_again(
+    pair: dict[str, TansuBroker], unique_topic: Callable[..., str]
+) -> None:
+    """An executor lost after its task recorded the progress of a whole range, before the task returned: the next
+    attempt must count that range as done (it used to fetch past its end for ever, and the job never ended)."""
+    src, dst = pair["src"].bootstrap, pair["dst"].bootstrap
+    topic = unique_topic("retried-done")
+    syncs, progress = make_topics(pair, topic, 2)
+    produce(src, topic, make_records(100, partitions=2, seed=6))
+    spec = spec_for(src, dst, syncs, progress)
+    run_task(spec, [PartitionRange(topic, 0, topic, 0, 50), PartitionRange(topic, 1, topic, 0, 20)])
+    write_progress("dst", {"bootstrap.servers": dst}, "src", {(topic, 0): 49, (topic, 1): 19})
+    results: list[CopyResult] = []
+    ranges = [PartitionRange(topic, 0, topic, 0, 50), PartitionRange(topic, 1, topic, 0, 50)]
+
+    def retried() -> None:
+        try:
+            results.extend(copy_partitions(spec, iter(ranges), attempt=1))
+        finally:
+            drop_producer(spec.producer_settings)
+            if spec.syncs_producer_settings is not None:
+                drop_producer(spec.syncs_producer_settings)
+
+    task = threading.Thread(target=retried, daemon=True)
+    task.start()
+    task.join(timeout=60)
+    assert not task.is_alive(), "the retried attempt never finished the range its predecessor had copied"
+    assert [(r.partition, r.start, r.next_offset, r.records, r.error) for r in results] == [
+        (0, 50, 50, 0, None),
+        (1, 20, 50, 30, None),
+    ]
+    copied = read_all(dst, topic)
+    assert sorted((r.partition, r.offset) for r in copied) == [(0, o) for o in range(50)] + [(1, o) for o in range(50)]

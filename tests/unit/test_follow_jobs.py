@@ -230,6 +230,43 @@ def test_jobs_copy_in_rounds_when_they_cannot_follow(
     assert runner(source, FollowingSpark(source, 2, 1)).rounds.follows()  # type: ignore[arg-type]
 
 
+def test_a_flow_copying_in_rounds_follows_once_the_cluster_s_executors_give_it_a_task_slot(
+    recorded: list[Positions],  # noqa: F811 (the fixture)
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """On a cluster, Spark's parallelism at the start counts only the executors registered by then (none yet on
+    a standalone master: 2): three flows must not copy in rounds for the whole run because of that."""
+    source = two_partitions({0: 10, 1: 10})
+    spark = FollowingSpark(source, slots=2, flows=3)
+    r, _spark, control = following(source)
+    r.rounds.spark = spark  # type: ignore[assignment]
+    rounds: list[list[PartitionRange]] = []
+    following_copy = spark.copy
+
+    def copy(spec: CopySpec, ranges: list[PartitionRange]) -> list[CopyResult]:
+        if spec.control is not None:
+            return following_copy(spec, ranges)
+        rounds.append(ranges)
+        spark.parallelism = 6  # the executors registered meanwhile: two task slots per flow
+        return [CopyResult(x.topic, x.partition, x.start, x.end, x.end - 1, x.end - x.start, 0, 0, 0.0) for x in ranges]
+
+    spark.copy = copy  # type: ignore[method-assign]
+    stop = threading.Event()
+    spark.during = [stop.set]
+    deadline = threading.Timer(20, stop.set)  # a flow that never follows would copy in rounds until stopped
+    deadline.start()
+    try:
+        r.run_continuous(stop, threading.Event())
+    finally:
+        deadline.cancel()
+        control.close()
+    assert [[(x.partition, x.start, x.end) for x in job] for job in rounds] == [[(0, 0, 10), (1, 0, 10)]]
+    assert len(spark.jobs) == 1 and spark.specs[0].control is not None  # then one generation that follows
+    assert [(x.partition, x.start, x.end) for x in spark.jobs[0]] == [(0, 10, FOLLOW_END), (1, 10, FOLLOW_END)]
+    said = [m for m in caplog.messages if "copies in rounds" in m or "follow their partitions" in m]
+    assert len(said) == 2 and "copies in rounds" in said[0] and "6 Spark task slots now" in said[1], said
+
+
 def test_follow_ranges_start_every_placed_partition_and_rounds_take_only_what_is_listed() -> None:
     positions = {("a", 0): 20, ("a", 1): 7}
     remote = {"a": "dc1.a"}
