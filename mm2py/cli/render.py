@@ -72,6 +72,9 @@ def print_plan(plan: ReplicationPlan) -> None:
             note = f"merged from {', '.join(t.merged_from)}" if t.merged_from else ""
             if t.action != "up to date" or t.target_partitions != t.partitions:
                 note = "; ".join(x for x in (note, f"remote gets {t.target_partitions} partitions") if x)
+            if t.configs_not_synced:
+                left_out = ", ".join(f"{k}={v}" for k, v in t.configs_not_synced)
+                note = "; ".join(x for x in (note, f"configs not synced: {left_out}") if x)
             table.add_row(t.topic, t.remote_topic, str(t.partitions), t.action, note)
         if not flow.topics:
             table.add_row("(no topic selected)", "", "", "", "")
