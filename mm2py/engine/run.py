@@ -7,6 +7,7 @@ runs one ``FlowRunner`` per flow in a thread of its own.
 
 from __future__ import annotations
 
+import functools
 import logging
 import signal
 import threading
@@ -102,14 +103,15 @@ def _work(
     """One flow's thread: take the lease (or stand by for it), then copy; back to standby if it is lost."""
     never_lost = threading.Event()
     health = runner.metrics.health if runner.metrics is not None else None
+    on_standby = functools.partial(health.standing_by, runner.flow.name) if health is not None else None
     while not stop.is_set():
-        if lease is not None and health is not None:
-            health.standing_by(runner.flow.name, "another run, until it is free")
-        if lease is not None and not lease.acquire(stop, wait=not once):
+        if health is not None:
+            health.starting(runner.flow.name)
+        if lease is not None and not lease.acquire(stop, wait=not once, on_standby=on_standby):
             return
         active.set()
         if health is not None:
-            health.starting(runner.flow.name)
+            health.starting(runner.flow.name)  # holding the lease now: placing its partitions
         runner.retrying(runner.prepare, stop)
         if health is not None:
             health.copying(runner.flow.name)
