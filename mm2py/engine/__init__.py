@@ -1,7 +1,8 @@
 """The replication engine on the driver: each flow's runner, its copy rounds and Spark.
 
 ``run`` (a run's flows, leases, heartbeats and signals), ``driver`` (FlowRunner: one flow from preparation to
-its last round), ``ranges`` (which offset ranges a copy job takes), ``spec`` (the CopySpec every task of a flow
+its last round), ``copy_rounds`` (its copy jobs and positions), ``losses`` (records lost before they were
+replicated), ``ranges`` (which offset ranges a copy job takes), ``spec`` (the CopySpec every task of a flow
 gets), ``spark`` (the only module that imports pyspark), ``schedule`` (MM2's periodic jobs), ``unavailable``
 (partitions whose leader is away) and ``stats`` (what the live view and the summary show). The copy tasks
 themselves run on executors (:mod:`mm2py.executor`).

@@ -1,4 +1,5 @@
-"""The commands that inspect replication without running it: ``lag`` (records and seconds behind),
+"""The commands that inspect replication without running it: ``lag`` (records and seconds behind, records lost;
+with ``liveness``, heartbeat and checkpoint ages),
 ``mirror_client`` (MM2's MirrorClient: upstream clusters, hops, translated offsets) and ``verify``
 (record-by-record comparison of source and target).
 
