@@ -1,12 +1,11 @@
 """The replication engine on the driver: each flow's runner, its copy rounds and Spark.
 
-``run`` (a run's flows, leases, heartbeats and signals), ``driver`` (FlowRunner: one flow from preparation to
-its last round), ``copy_rounds`` (its copy jobs and positions), ``losses`` (records lost before they were
-replicated), ``ranges`` (which offset ranges a copy job takes), ``spec`` (the CopySpec every task of a flow
-gets), ``spark`` (the only module that imports pyspark), ``schedule`` (MM2's periodic jobs), ``unavailable``
-(partitions whose leader is away) and ``stats`` (what the live view and the summary show). The copy tasks
-themselves run on executors (:mod:`mm2py.executor`).
+``run`` (a run's flows, leases, heartbeats and signals), ``driver`` (FlowRunner: one flow from preparation to its last
+round), ``copy_rounds`` (its copy jobs and positions), ``losses`` (records lost before they were replicated), ``ranges``
+(which offset ranges a copy job takes), ``spec`` (the CopySpec every task of a flow gets), ``spark`` (the only module
+that imports pyspark), ``schedule`` (MM2's periodic jobs), ``unavailable`` (partitions whose leader is away) and
+``stats`` (what the live view and the summary show). The copy tasks themselves run on executors (:mod:`mm2py.executor`).
 
-May import every package below it: ``mm2py.control``, ``mm2py.executor``, ``mm2py.metrics``,
-``mm2py.tools.lag`` (lag for the metrics endpoint), ``mm2py.config``, ``mm2py.mirror``, ``mm2py.librdkafka``.
+May import every package below it: ``mm2py.control``, ``mm2py.executor``, ``mm2py.metrics``, ``mm2py.tools.lag`` (lag
+for the metrics endpoint), ``mm2py.config``, ``mm2py.mirror``, ``mm2py.librdkafka``.
 """
