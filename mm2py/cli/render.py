@@ -16,6 +16,10 @@ from mm2py.control.plan import ReplicationPlan
 from mm2py.secrets import Redactor
 
 out = Console(highlight=False, soft_wrap=True)
+if not out.is_terminal:
+    # A cron log or a pipe: room for every column of a table row, where rich's default 80 columns would cut
+    # topic names short (lag's table has nine columns).
+    out.width = max(out.width, 200)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
