@@ -36,8 +36,9 @@ from tests.harness.real_kafka_mm2 import unique_alias, write_real_config
 pytestmark = pytest.mark.realkafka
 
 PARTITIONS = 2
-# No heartbeats: the run's copied=N then counts the topic's records only, as the example does.
-QUIET = "emit.heartbeats.enabled = false\n"
+# No heartbeats written or replicated (the session's source may hold a heartbeats topic from other tests): the
+# run's copied=N then counts the topic's records only, as the example does, and lag shows only them.
+QUIET = "emit.heartbeats.enabled = false\nheartbeats.replication.enabled = false\n"
 
 
 def mm2py(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
