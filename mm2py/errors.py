@@ -127,6 +127,11 @@ def is_retriable(error: KafkaErrorLike) -> bool:
     return error.name() not in PERMANENT_KAFKA_ERRORS
 
 
+# A copy task's failure meaning "the records at this position are gone" (Kafka's OFFSET_OUT_OF_RANGE: deleted by
+# retention or DeleteRecords, or the partition was re-created): the driver counts the loss instead of retrying.
+RECORDS_GONE = "OFFSET_OUT_OF_RANGE"
+
+
 @dataclass(frozen=True)
 class Failure:
     """A copy failure as plain data: what a Spark task returns instead of raising, so the driver learns
@@ -143,6 +148,11 @@ class Failure:
     @classmethod
     def of_kafka(cls, message: str, error: KafkaErrorLike) -> Failure:
         return cls(message, error.name(), is_retriable(error))
+
+    @property
+    def records_gone(self) -> bool:
+        """The source no longer holds the records at the range's position (see RECORDS_GONE)."""
+        return self.code == RECORDS_GONE
 
 
 class ReplicationError(Mm2pyError):

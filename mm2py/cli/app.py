@@ -7,26 +7,23 @@ passes through the secret redactor first.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import re
 import sys
 import traceback
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
 from mm2py import __version__
 from mm2py.cli import render
 from mm2py.config import LoadedConfig, MirrorMakerConfig, load, validate
+from mm2py.config.values import ValueProblem, parse_timestamp
 from mm2py.control.plan import build_plan
-from mm2py.errors import EXIT_CHECK_FAILED, EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, ConfigError, Mm2pyError, UsageError
+from mm2py.errors import EXIT_CHECK_FAILED, EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, Mm2pyError, UsageError
 from mm2py.mirror.filters import PatternError, compile_pattern_list, parse_list
 from mm2py.secrets import RedactingFilter, Redactor
-
-if TYPE_CHECKING:
-    from mm2py.metrics.registry import RunMetrics
 
 app = typer.Typer(
     name="mm2py",
@@ -99,8 +96,12 @@ def plan_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print the plan as JSON")] = False,
 ) -> None:
     """Connect to the clusters and show what `run` would replicate, and what it must create or grow."""
+    from mm2py.control.plan import AdminPool
+    from mm2py.control.topics import with_configs_not_synced
+
     loaded = _load(file, flows)
-    plan = build_plan(list(loaded.flows))
+    pool = AdminPool()
+    plan = with_configs_not_synced(list(loaded.flows), build_plan(list(loaded.flows), pool), pool)
     if as_json:
         render.print_json(plan.to_json())
     else:
@@ -132,17 +133,27 @@ def run_command(
             "--metrics-port",
             min=1,
             max=65535,
-            help="Serve Prometheus /metrics on this port while running "
+            help="Serve Prometheus /metrics, /health and /ready on this port while running "
             "(default mm2py.metrics.port; 0 there means none)",
+        ),
+    ] = None,
+    from_timestamp: Annotated[
+        str | None,
+        typer.Option(
+            "--from-timestamp",
+            help="Partitions without progress start at their first record at or after this time (ISO 8601, UTC "
+            "unless an offset is given, or epoch ms); overrides mm2py.start.timestamp",
         ),
     ] = None,
 ) -> None:
     """Replicate every enabled flow, one Spark job per flow: --once for cron, else until SIGTERM/SIGINT."""
+    from mm2py.cli.endpoint import metrics_endpoint
     from mm2py.cli.live import ProgressView
     from mm2py.engine.run import run  # the engine (and pyspark) load only for this command
     from mm2py.metrics.registry import RunMetrics
 
     loaded = _load(file, flows, clusters)
+    start_ms = _timestamp("--from-timestamp", from_timestamp)
     spark_conf: dict[str, str] = {}
     for item in conf or []:
         key, sep, value = item.partition("=")
@@ -150,7 +161,7 @@ def run_command(
             raise UsageError(f"--conf {item}: write key=value")
         spark_conf[key.strip()] = value.strip()
     metrics = RunMetrics()
-    with _metrics_endpoint(loaded, metrics_port, metrics), ProgressView() as view:
+    with metrics_endpoint(loaded, metrics_port, metrics), ProgressView() as view:
         stats = run(
             loaded,
             once=once,
@@ -159,37 +170,9 @@ def run_command(
             spark_conf=spark_conf,
             on_progress=view,
             metrics=metrics,
+            from_timestamp_ms=start_ms,
         )
         view.summary(stats)
-
-
-def _metrics_endpoint(
-    loaded: LoadedConfig, option: int | None, metrics: RunMetrics
-) -> contextlib.AbstractContextManager[object]:
-    """The /metrics server for the run's lifetime (``--metrics-port`` wins over ``mm2py.metrics.port``);
-    a port that cannot be listened on is a usage error, named where it came from."""
-    first = loaded.flows[0]
-    port = first.metrics_port if option is None else option
-    if port == 0:
-        return contextlib.nullcontext()
-    where = f"--metrics-port {port}" if option is not None else f"mm2py.metrics.port = {port}"
-    if port > 65535:
-        raise ConfigError(
-            "is not a TCP port",
-            source=loaded.mm.source,
-            line=loaded.mm.line_of("mm2py.metrics.port"),
-            key="mm2py.metrics.port",
-            value=str(port),
-            allowed="1 to 65535, or 0 for no endpoint",
-        )
-    try:
-        endpoint = metrics.serve(first.metrics_host, port)
-    except OSError as exc:
-        raise UsageError(
-            f"{where}: cannot serve /metrics on {first.metrics_host}:{port}: {exc.strerror or exc}"
-        ) from None
-    log.info("serving Prometheus metrics on http://%s:%d/metrics", first.metrics_host, endpoint.port)
-    return endpoint
 
 
 @app.command("lag")
@@ -229,6 +212,10 @@ def lag_command(
     max_lag_seconds: Annotated[
         float | None, typer.Option("--max-lag-seconds", help="Exit 1 if any partition lags more seconds")
     ] = None,
+    max_lost: Annotated[
+        int | None,
+        typer.Option("--max-lost", min=0, help="Exit 1 if any partition lost more records before they were replicated"),
+    ] = None,
 ) -> None:
     """Replication lag per flow, topic and partition, in records and seconds, with each flow's heartbeat and
     checkpoint age (exit 1 over a threshold)."""
@@ -241,8 +228,15 @@ def lag_command(
     if groups and max_lag_seconds is not None:
         raise UsageError("--max-lag-seconds does not apply to --groups (group lag is in records: use --max-lag)")
     loaded = _load(file, flows)
+    if groups and max_lost is not None:
+        raise UsageError("--max-lost does not apply to --groups (records lost are counted per source partition)")
     check = LagCheck(
-        list(loaded.flows), _regex("--topics", topics), groups=groups, max_lag=max_lag, max_lag_seconds=max_lag_seconds
+        list(loaded.flows),
+        _regex("--topics", topics),
+        groups=groups,
+        max_lag=max_lag,
+        max_lag_seconds=max_lag_seconds,
+        max_lost=max_lost,
     )
     if watch:
         lag_view.watch(check, 5.0 if interval is None else interval)
@@ -334,6 +328,15 @@ def _regex(option: str, text: str | None) -> re.Pattern[str] | None:
         return compile_pattern_list(parse_list(text))
     except PatternError as exc:
         raise UsageError(f"{option} {text}: not a valid regular expression: {exc}") from None
+
+
+def _timestamp(option: str, text: str | None) -> int | None:
+    if text is None:
+        return None
+    try:
+        return parse_timestamp(text)
+    except ValueProblem as exc:
+        raise UsageError(f"{option} {text}: {exc.reason} (allowed: {exc.allowed})") from None
 
 
 def _load(file: Path, flows: str | None, clusters: list[str] | None = None) -> LoadedConfig:

@@ -19,7 +19,8 @@ from rich.text import Text
 
 from mm2py.cli.render import err, out, print_json, redactor
 from mm2py.errors import KafkaOperationError, UsageError
-from mm2py.tools.lag import FlowAges, GroupLag, LagCheck, LagSnapshot, PartitionLag, lag_key, trend
+from mm2py.tools.lag import GroupLag, LagCheck, LagSnapshot, PartitionLag, lag_key, trend
+from mm2py.tools.liveness import FlowAges
 
 OutputFormat = Literal["table", "json", "prometheus"]
 Trends = Mapping[tuple[str, str, str, int], str]
@@ -59,7 +60,7 @@ def partition_tables(
     tables = []
     for flow, items in flows.items():
         table = Table(title=flow, title_justify="left", caption=flow_caption(ages.get(flow)), caption_justify="left")
-        columns = ["topic", "remote topic", "partition", "end", "replicated", "lag", "lag s"]
+        columns = ["topic", "remote topic", "partition", "end", "replicated", "lag", "lag s", "lost"]
         for column in columns + (["trend"] if trends is not None else []):
             table.add_column(column, justify="left" if "topic" in column else "right")
         for r in items:
@@ -71,6 +72,7 @@ def partition_tables(
                 str(r.replicated_offset),
                 str(r.lag_records),
                 f"{r.lag_seconds:.1f}",
+                str(r.lost),
             ]
             if trends is not None:
                 cells.append(trends.get(lag_key(r), ""))
@@ -86,6 +88,7 @@ def partition_tables(
                 str(sum(r.replicated_offset for r in items)),
                 str(sum(r.lag_records for r in items)),
                 f"{max((r.lag_seconds for r in items), default=0.0):.1f}",
+                str(sum(r.lost for r in items)),
             ]
             table.add_row(*totals, *([""] if trends is not None else []), style="bold")
         tables.append(table)
@@ -130,7 +133,7 @@ def print_lag(snapshot: LagSnapshot) -> None:
 
 def prometheus_text(snapshot: LagSnapshot) -> str:
     """Text exposition format: for a node_exporter textfile collector or a scrape through a file server."""
-    from prometheus_client import CollectorRegistry, Gauge, generate_latest
+    from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
     registry = CollectorRegistry()
     if snapshot.groups is not None:
@@ -172,9 +175,16 @@ def prometheus_text(snapshot: LagSnapshot) -> str:
                 "replicated_offset",
             ),
         ]
+        lost = Counter(
+            "mm2py_records_lost",
+            "Source records that left the source before they were replicated, counted since the flow began",
+            labels,
+            registry=registry,
+        )
         for r in snapshot.partitions:
             for gauge, attribute in partition_gauges:
                 gauge.labels(r.source, r.target, r.topic, str(r.partition)).set(getattr(r, attribute))
+            lost.labels(r.source, r.target, r.topic, str(r.partition)).inc(r.lost)
         heartbeat = Gauge(
             "mm2py_heartbeat_age_seconds",
             "Seconds since the flow's newest heartbeat on the target",
@@ -218,7 +228,7 @@ def report_over(snapshot: LagSnapshot) -> bool:
         else:
             line = (
                 f"lag over threshold: flow={row.flow} topic={row.topic} partition={row.partition} "
-                f"lag_records={row.lag_records} lag_seconds={row.lag_seconds:.1f}"
+                f"lag_records={row.lag_records} lag_seconds={row.lag_seconds:.1f} lost={row.lost}"
             )
         err.print(line, markup=False)
     return bool(snapshot.over)

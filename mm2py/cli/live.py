@@ -15,10 +15,11 @@ from mm2py.engine.stats import FlowStats
 
 def _table(stats: list[FlowStats]) -> Table:
     table = Table(title="mm2py run", title_justify="left")
-    for column in ("flow", "records", "records/s", "MB/s", "lag (records)"):
+    for column in ("flow", "records", "records/s", "MB/s", "lag (records)", "lost"):
         table.add_column(column, justify="left" if column == "flow" else "right")
     for s in stats:
-        table.add_row(s.flow, f"{s.records:,}", f"{s.last_rate:,.0f}", f"{s.last_mb_rate:,.2f}", f"{s.lag:,}")
+        cells = (f"{s.records:,}", f"{s.last_rate:,.0f}", f"{s.last_mb_rate:,.2f}", f"{s.lag:,}", f"{s.lost:,}")
+        table.add_row(s.flow, *cells)
     return table
 
 
@@ -49,7 +50,7 @@ class ProgressView:
             for s in stats:
                 out.print(
                     f"flow={s.flow} records={s.records} records_per_s={s.last_rate:.0f} "
-                    f"mb_per_s={s.last_mb_rate:.2f} lag_records={s.lag}",
+                    f"mb_per_s={s.last_mb_rate:.2f} lag_records={s.lag} lost={s.lost}",
                     markup=False,
                 )
 
@@ -63,6 +64,6 @@ class ProgressView:
             elapsed = max(time.monotonic() - s.started, 1e-9)
             out.print(
                 f"flow={s.flow} copied={s.records} bytes={s.bytes} jobs={s.jobs} lag_records={s.lag} "
-                f"seconds={elapsed:.1f} path={s.path.describe()}",
+                f"lost={s.lost} seconds={elapsed:.1f} path={s.path.describe()}",
                 markup=False,
             )

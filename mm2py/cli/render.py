@@ -16,6 +16,10 @@ from mm2py.control.plan import ReplicationPlan
 from mm2py.secrets import Redactor
 
 out = Console(highlight=False, soft_wrap=True)
+if not out.is_terminal:
+    # A cron log or a pipe: room for every column of a table row, where rich's default 80 columns would cut
+    # topic names short (lag's table has nine columns).
+    out.width = max(out.width, 200)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
@@ -72,6 +76,9 @@ def print_plan(plan: ReplicationPlan) -> None:
             note = f"merged from {', '.join(t.merged_from)}" if t.merged_from else ""
             if t.action != "up to date" or t.target_partitions != t.partitions:
                 note = "; ".join(x for x in (note, f"remote gets {t.target_partitions} partitions") if x)
+            if t.configs_not_synced:
+                left_out = ", ".join(f"{k}={v}" for k, v in t.configs_not_synced)
+                note = "; ".join(x for x in (note, f"configs not synced: {left_out}") if x)
             table.add_row(t.topic, t.remote_topic, str(t.partitions), t.action, note)
         if not flow.topics:
             table.add_row("(no topic selected)", "", "", "", "")

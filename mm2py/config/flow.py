@@ -20,7 +20,7 @@ from mm2py.config.mirror_maker import (
     client_props,
     worker_producer_props,
 )
-from mm2py.config.mm2py_keys import MM2PY_KEYS, SPARK_CONF_PREFIX
+from mm2py.config.mm2py_keys import FLOW_MM2PY_KEYS, MM2PY_KEYS, SPARK_CONF_PREFIX
 from mm2py.config.problems import Problem, ProblemSink
 from mm2py.config.values import Setting, ValueProblem, parse_value
 from mm2py.librdkafka.settings import masked, translate_client_config
@@ -81,6 +81,8 @@ class FlowConfig:
     offset_lag_max: int = _key("offset.lag.max")
     emit_offset_syncs_enabled: bool = _key("emit.offset-syncs.enabled")
     heartbeats_replication_enabled: bool = _key("heartbeats.replication.enabled")
+    metric_names_formats: tuple[str, ...] = _key("metric.names.formats")
+    use_incremental_alter_configs: str = _key("use.incremental.alter.configs")
     refresh_topics_enabled: bool = _key("refresh.topics.enabled")
     refresh_topics_interval_seconds: int = _key("refresh.topics.interval.seconds")
     sync_topic_configs_enabled: bool = _key("sync.topic.configs.enabled")
@@ -117,6 +119,8 @@ class FlowConfig:
     spark_deploy_mode: str = _key("mm2py.spark.deploy-mode")
     metrics_port: int = _key("mm2py.metrics.port")
     metrics_host: str = _key("mm2py.metrics.host")
+    source_loss: str = _key("mm2py.source.loss")
+    start_timestamp_ms: int | None = _key("mm2py.start.timestamp")  # None: auto.offset.reset decides
     spark_conf: Pairs = field(default=(), repr=False)
     connector_config: Pairs = field(default=(), repr=False)  # MM2's flattened map, for user plugins
 
@@ -164,7 +168,10 @@ def build_flow_config(mm: MirrorMakerConfig, flow: Flow, sink: ProblemSink | Non
     for f in _KEY_FIELDS:
         key = f.metadata["key"]
         definition = _DEFINITIONS[key]
-        setting = (worker if key in WORKER_KEYS else top if key in MM2PY_KEYS else connector).get(key)
+        if key in FLOW_MM2PY_KEYS:
+            setting = connector.get(key) or top.get(key)  # A->B.mm2py.<key> wins over the top-level one
+        else:
+            setting = (worker if key in WORKER_KEYS else top if key in MM2PY_KEYS else connector).get(key)
         values[f.name] = _parse(mm, definition, setting, sink)
     clients: dict[str, Any] = {}
     for attr, side, kind, role in _CLIENTS:

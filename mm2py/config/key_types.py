@@ -20,6 +20,7 @@ class KeyType(enum.Enum):
     DOUBLE = "double"
     CLASS = "class"
     PASSWORD = "password"
+    TIMESTAMP = "timestamp"  # mm2py's own: ISO 8601 or epoch milliseconds, parsed to epoch milliseconds
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,7 @@ def k(
     return KeyDef(name, type_, default, doc, connectors, choices, minimum)
 
 
-S, L, B, INT, LG, SH, C = (
+S, L, B, INT, LG, SH, C, TS = (
     KeyType.STRING,
     KeyType.LIST,
     KeyType.BOOLEAN,
@@ -55,4 +56,5 @@ S, L, B, INT, LG, SH, C = (
     KeyType.LONG,
     KeyType.SHORT,
     KeyType.CLASS,
+    KeyType.TIMESTAMP,
 )

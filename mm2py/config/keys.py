@@ -100,6 +100,25 @@ CONNECTOR_KEYS: dict[str, KeyDef] = {
         k("emit.offset-syncs.enabled", B, "true", "write offset syncs at all", "SC"),
         k("heartbeats.replication.enabled", B, "true", "replicate heartbeats topics even if filtered out", "S"),
         k(
+            "metric.names.formats",
+            L,
+            "legacy",
+            "names the connectors' metrics have (KIP-1280, Kafka 4.3): legacy (kafka.connect.mirror MBeans), new "
+            "(kafka.connect:type=plugins MBeans), or legacy,new for both while dashboards move",
+            "SC",
+            choices=("legacy", "new"),
+        ),
+        k(
+            "use.incremental.alter.configs",
+            S,
+            "requested",
+            "which Admin API syncs topic configs (KIP-894): requested = IncrementalAlterConfigs, falling back to "
+            "AlterConfigs on a broker without it; required = IncrementalAlterConfigs or fail; never = AlterConfigs "
+            "(Kafka 4.0 removed the key from MM2, which always acts as required)",
+            "S",
+            choices=("requested", "required", "never"),
+        ),
+        k(
             "exactly.once.support",
             S,
             "requested",

@@ -6,7 +6,7 @@ MM2 ignores these keys, so a file written for mm2py still runs on MirrorMaker 2 
 
 from __future__ import annotations
 
-from mm2py.config.key_types import INT, LG, B, KeyDef, S, k
+from mm2py.config.key_types import INT, LG, TS, B, KeyDef, S, k
 
 MM2PY_KEYS: dict[str, KeyDef] = {
     d.name: d
@@ -95,6 +95,27 @@ MM2PY_KEYS: dict[str, KeyDef] = {
             minimum=0,
         ),
         k("mm2py.metrics.host", S, "0.0.0.0", "address the /metrics endpoint listens on", "M"),
+        k(
+            "mm2py.source.loss",
+            S,
+            "warn",
+            "what a run does when records left the source before they were replicated (retention, DeleteRecords, "
+            "a re-created topic): warn counts them (lost=N, mm2py lag, mm2py_records_lost_total) and goes on; "
+            "fail stops the flow (exit 3) before anything after the gap is copied",
+            "M",
+            choices=("warn", "fail"),
+        ),
+        k(
+            "mm2py.start.timestamp",
+            TS,
+            None,
+            "where a partition without progress starts: at the first record at or after this time (ISO 8601, "
+            "or epoch milliseconds), instead of auto.offset.reset; the start is recorded as progress at once",
+            "M",
+        ),
     )
 }
+# mm2py keys that also work per flow (``A->B.mm2py.source.loss``), the flow-level value winning: they decide how
+# one flow behaves, where the others tune the run as a whole.
+FLOW_MM2PY_KEYS = frozenset({"mm2py.source.loss", "mm2py.start.timestamp"})
 SPARK_CONF_PREFIX = "mm2py.spark.conf."

@@ -24,7 +24,7 @@ from mm2py.config.keys import (
     is_known_top_level,
 )
 from mm2py.config.mirror_maker import Flow, MirrorMakerConfig
-from mm2py.config.mm2py_keys import MM2PY_KEYS
+from mm2py.config.mm2py_keys import FLOW_MM2PY_KEYS, MM2PY_KEYS
 from mm2py.config.not_acted_on import CONNECT_WORKER_KEYS, not_acted_on
 from mm2py.config.problems import Problem, ProblemSink
 from mm2py.config.values import ValueProblem, parse_value
@@ -239,10 +239,17 @@ class _Validator:
                     f"did you mean {close[0]}?" if close else ", ".join(self.mm.clusters) or None,
                 )
                 return
-        if rest in CONNECTOR_KEYS or rest in CONNECTION_KEYS:
+        if rest in CONNECTOR_KEYS or rest in CONNECTION_KEYS or rest in FLOW_MM2PY_KEYS:
             self.check_typed_value(key, rest)
         elif rest.startswith(_FLOW_CLIENT_PREFIXES) or rest.startswith(("ssl.", "sasl.")):
             return
+        elif rest in MM2PY_KEYS:
+            self.problem(
+                "warning",
+                key,
+                f"{rest} applies to the whole run, so mm2py reads it at the top level only",
+                f"top-level {rest} (per flow: {', '.join(sorted(FLOW_MM2PY_KEYS))})",
+            )
         else:
             self.unknown(key, [f"{flow}.{n}" for n in CONNECTOR_KEYS])
 

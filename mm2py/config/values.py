@@ -6,6 +6,7 @@ want the first) share one set of rules.
 
 from __future__ import annotations
 
+import datetime
 from typing import NamedTuple
 
 from mm2py.config.key_types import KeyDef, KeyType
@@ -71,8 +72,45 @@ def parse_value(definition: KeyDef, text: str) -> object:
         except ValueError:
             raise ValueProblem("is not a number", "a decimal number") from None
     if t is KeyType.LIST:
-        return tuple(parse_list(text))
+        items = tuple(parse_list(text))
+        if definition.choices:
+            # Kafka's ValidList.in(false, ...): at least one value, each one of the accepted values.
+            wrong = [item for item in items if item not in definition.choices]
+            if not items or wrong:
+                reason = "names no value" if not items else f"has {', '.join(repr(w) for w in wrong)}, not accepted"
+                raise ValueProblem(reason, "a comma-separated list of " + ", ".join(definition.choices))
+        return items
+    if t is KeyType.TIMESTAMP:
+        return parse_timestamp(text)
     value = text.strip()
     if definition.choices and value not in definition.choices:
         raise ValueProblem("is not one of the accepted values", ", ".join(definition.choices))
     return value
+
+
+TIMESTAMP_FORMS = "an ISO 8601 time such as 2026-11-25T06:00:00Z (UTC when no offset is given), or epoch milliseconds"
+
+
+def parse_timestamp(text: str) -> int | None:
+    """A point in time as epoch milliseconds (None for an empty value): what ListOffsets by timestamp takes.
+
+    Operators write times ("the last 6 hours: 2026-11-25T06:00:00Z"), scripts write epoch milliseconds (what
+    Kafka's record timestamps and ``kafka-consumer-groups --to-datetime`` use); both are accepted. A time
+    without an offset is UTC, never the host's local time, so one file means the same on every host.
+    """
+    value = text.strip()
+    if not value:
+        return None
+    if value.isdigit():
+        return int(value)
+    iso = value[:-1] + "+00:00" if value[-1:] in ("Z", "z") else value
+    try:
+        moment = datetime.datetime.fromisoformat(iso)
+    except ValueError:
+        raise ValueProblem("is not a time", TIMESTAMP_FORMS) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=datetime.timezone.utc)
+    millis = int(moment.timestamp() * 1000)
+    if millis < 0:
+        raise ValueProblem("is before 1970", TIMESTAMP_FORMS)
+    return millis

@@ -33,7 +33,8 @@ from collections.abc import Callable, Iterable
 
 from mm2py.config.flow import FlowConfig
 from mm2py.control.plan import flow_policy, flow_topic_filter
-from mm2py.librdkafka.admin import ClusterAdmin, SecurityDisabledError, TopicAcl
+from mm2py.librdkafka.admin import ClusterAdmin
+from mm2py.librdkafka.admin_acls import SecurityDisabledError, TopicAcl
 from mm2py.mirror.filters import should_replicate_topic
 from mm2py.mirror.policy import ReplicationPolicy
 

@@ -20,7 +20,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -94,11 +94,12 @@ class FlowLease:
 
     # -- joining -------------------------------------------------------------------------------------------
 
-    def acquire(self, stop: threading.Event, *, wait: bool) -> bool:
+    def acquire(self, stop: threading.Event, *, wait: bool, on_standby: Callable[[str], None] | None = None) -> bool:
         """Join the group; True once this run holds the lease.
 
         ``wait=False`` (``--once``): return False as soon as the group has given the partition to another
-        member. ``wait=True`` (continuous): stay a standby until the lease comes to us or ``stop`` is set.
+        member. ``wait=True`` (continuous): stay a standby until the lease comes to us or ``stop`` is set;
+        ``on_standby`` hears who holds it then (the run's /ready and /health say so).
         """
         self.join()
         deadline = time.monotonic() + max(30.0, 3 * self._session_timeout_ms / 1000)
@@ -119,11 +120,12 @@ class FlowLease:
                 return False
             if wait and self._decided.is_set() and not said_standby:
                 holder = self.current_holder()
+                described = holder.describe() if holder else "another run"
                 log.warning(
-                    "flow=%s is held by %s; this run stands by and takes over if the holder stops",
-                    self.flow,
-                    holder.describe() if holder else "another run",
+                    "flow=%s is held by %s; this run stands by and takes over if the holder stops", self.flow, described
                 )
+                if on_standby is not None:
+                    on_standby(described)
                 said_standby = True
             if not wait and time.monotonic() > deadline:
                 raise KafkaOperationError(

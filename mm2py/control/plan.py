@@ -33,6 +33,9 @@ class TopicPlan:
     # of what the target already has (topics are never shrunk).
     target_partitions: int
     merged_from: tuple[str, ...] = ()  # every source alias feeding remote_topic on this target (N->1)
+    # Properties set on the source topic that the ConfigPropertyFilter keeps off the remote topic (tiered
+    # storage's, by default): filled in for ``mm2py plan`` only (control.topics.with_configs_not_synced).
+    configs_not_synced: tuple[tuple[str, str], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -44,6 +47,8 @@ class TopicPlan:
         }
         if self.merged_from:
             data["merged_from"] = list(self.merged_from)
+        if self.configs_not_synced:
+            data["configs_not_synced"] = dict(self.configs_not_synced)
         return data
 
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
+from confluent_kafka.admin import NewTopic
 
 from mm2py.config.flow import FlowConfig
-from mm2py.control.plan import FlowPlan, flow_policy
+from mm2py.control.plan import AdminPool, FlowPlan, ReplicationPlan, flow_policy
 from mm2py.errors import KafkaOperationError
 from mm2py.librdkafka.admin import ClusterAdmin, TopicConfigValue
 from mm2py.mirror.filters import ConfigPropertyFilter, load_config_property_filter
@@ -134,6 +134,17 @@ def config_property_filter(flow: FlowConfig) -> ConfigPropertyFilter:
     return load_config_property_filter(flow.config_property_filter_class, flow.plugin_config())
 
 
+def left_out_configs(flow: FlowConfig, source_configs: Mapping[str, TopicConfigValue]) -> dict[str, str]:
+    """Properties set on the source topic that the ConfigPropertyFilter keeps off the remote topic (tiered
+    storage's among them, by default): what ``plan`` names, so nobody wonders why a remote topic lacks them."""
+    prop_filter = config_property_filter(flow)
+    return {
+        k: v.value
+        for k, v in sorted(source_configs.items())
+        if not v.is_default and not prop_filter.should_replicate_config_property(k)
+    }
+
+
 def remote_topic_configs(flow: FlowConfig, source_configs: Mapping[str, TopicConfigValue]) -> dict[str, str]:
     """Source topic configs MM2 copies to a remote topic: set on the source topic (or a source default when
     ``use.defaults.from = source``) and not excluded by ``config.properties.exclude``."""
@@ -185,42 +196,14 @@ def remote_partition_counts(plan: FlowPlan) -> dict[str, int]:
     return {t.remote_topic: max(t.target_partitions, t.partitions) for t in plan.topics}
 
 
-def config_sync_ops(flow: FlowConfig, source_configs: Mapping[str, TopicConfigValue]) -> dict[str, str | None]:
-    """MM2's incremental config sync for one topic: property -> value to SET, or None to DELETE.
-
-    Every property the ConfigPropertyFilter lets through is considered, defaults included: a source default is
-    deleted on the remote topic (so the target's own default applies again, undoing an override an earlier sync
-    or a person set), unless ``use.defaults.from = source``, in which case the source's default value is SET.
-    Excluded properties are never touched, so a target-side override of one survives.
-    """
-    prop_filter = config_property_filter(flow)
-    ops: dict[str, str | None] = {}
-    for name, value in source_configs.items():
-        if not prop_filter.should_replicate_config_property(name):
-            continue
-        if value.is_default and not prop_filter.should_replicate_source_default(name):
-            ops[name] = None
-        else:
-            ops[name] = value.value
-    return ops
-
-
-def sync_topic_configs(flow: FlowConfig, plan: FlowPlan, source: ClusterAdmin, target: ClusterAdmin) -> int:
-    """MM2's periodic config sync: one incremental alter of every remote topic's copied properties.
-
-    Returns how many topics were altered. Excluded properties are never touched.
-    """
-    pairs = [(t.topic, t.remote_topic) for t in plan.topics]
-    source_configs = source.describe_topic_configs([s for s, _ in pairs])
-    resources = []
-    for topic, remote in pairs:
-        ops = config_sync_ops(flow, source_configs.get(topic, {}))
-        entries = [
-            ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
-            if v is not None
-            else ConfigEntry(k, "", incremental_operation=AlterConfigOpType.DELETE)
-            for k, v in sorted(ops.items())
-        ]
-        if entries:
-            resources.append(ConfigResource(ConfigResource.Type.TOPIC, remote, incremental_configs=entries))
-    return target.incremental_alter_configs(resources)
+def with_configs_not_synced(flows: list[FlowConfig], plan: ReplicationPlan, pool: AdminPool) -> ReplicationPlan:
+    """``plan`` with, per topic, the source-set properties config sync leaves out (:func:`left_out_configs`)."""
+    flow_plans = []
+    for flow, flow_plan in zip(flows, plan.flows, strict=True):
+        configs = pool.admin(flow.source, flow).describe_topic_configs([t.topic for t in flow_plan.topics])
+        topics = tuple(
+            replace(t, configs_not_synced=tuple(left_out_configs(flow, configs.get(t.topic, {})).items()))
+            for t in flow_plan.topics
+        )
+        flow_plans.append(replace(flow_plan, topics=topics))
+    return replace(plan, flows=tuple(flow_plans))

@@ -2,8 +2,10 @@
 
 A job takes at most one offset range per source partition (so per-partition order holds and progress never
 goes backwards) of at most ``mm2py.batch.max.records`` records. Positions move only past ranges a task
-reported as copied; a source partition that shrank below its position (deleted, re-created, truncated) is
-placed again by the resume rule; a partition whose leader is away is left out, and named, until it is back.
+reported as copied; a source partition that shrank below its position (deleted, re-created, truncated), or
+whose records at the position are gone (a task says so), is placed again by the resume rule, and what it lost
+is counted (:mod:`mm2py.engine.losses`); a partition whose leader is away is left out, and named, until it is
+back.
 """
 
 from __future__ import annotations
@@ -18,16 +20,17 @@ from mm2py.config.flow import FlowConfig
 from mm2py.control.fencing import SlotEpochs
 from mm2py.control.plan import AdminPool, FlowPlan
 from mm2py.control.progress_store import read_progress, write_progress
+from mm2py.engine.losses import FlowLosses
 from mm2py.engine.ranges import follow_ranges, round_ranges
 from mm2py.engine.spark import SparkRunner, raise_failure
 from mm2py.engine.stats import FlowStats
 from mm2py.engine.task_control import FlowChannel
 from mm2py.engine.unavailable import UnavailablePartitions
-from mm2py.errors import KafkaOperationError
+from mm2py.errors import KafkaOperationError, ReplicationError
 from mm2py.executor.contract import CopyResult, CopySpec, PartitionRange
 from mm2py.metrics.measurement import PartitionMeasurement
 from mm2py.metrics.registry import RunMetrics
-from mm2py.mirror.resume import resume_position
+from mm2py.mirror.resume import Resume, resume_position
 
 log = logging.getLogger(__name__)
 TopicPartition = tuple[str, int]
@@ -56,6 +59,7 @@ class CopyRounds:
         self.positions: dict[TopicPartition, int] = {}  # where the next range of each partition starts
         self.ends: dict[TopicPartition, int] = {}  # the source end offsets the last copy round saw
         self.away = UnavailablePartitions(flow.name)
+        self.losses = FlowLosses(flow, stats, metrics)
         # The flow's thread, the periodic jobs' thread and the task-control endpoint all read and move positions.
         self.lock = threading.RLock()
         self.channel: FlowChannel | None = None  # continuous mode on the batch path: the following generations
@@ -72,28 +76,51 @@ class CopyRounds:
 
     def place(self, progress: dict[TopicPartition, int]) -> None:
         """Where each partition not placed yet resumes (``mm2py.mirror.resume``), from ``progress`` (the last
-        replicated offsets); starts that are not stored progress yet are recorded at once, so the next run
-        continues from them."""
+        replicated offsets), and what it lost (counted, or, under ``mm2py.source.loss = fail``, raised before
+        any position moves); starts that are not stored progress yet are recorded at once, with the losses, so
+        the next run continues from them."""
         admin = self.pool.admin(self.flow.source, self.flow)
         partitions = [tp for tp in self.partitions() if tp not in self.positions]
         earliest = admin.list_offsets(partitions, "earliest")
         latest = admin.list_offsets(partitions, "latest", self._read_committed())
+        starts = self._timestamp_starts([tp for tp in partitions if progress.get(tp) is None])
         reset = self.flow.source_consumer.settings().get("auto.offset.reset", "earliest")
+        resumes: dict[TopicPartition, Resume] = {
+            tp: resume_position(
+                progress.get(tp),
+                earliest[tp],
+                latest[tp],
+                reset,
+                start_at=starts.get(tp),
+                loss=self.losses.state(tp, self.ends.get(tp)),
+            )
+            for tp in partitions
+        }
+        losses = self.losses.settle(resumes)  # under mm2py.source.loss = fail, a gap stops here
         record: dict[TopicPartition, int] = {}
-        for tp in partitions:
-            resume = resume_position(progress.get(tp), earliest[tp], latest[tp], reset)
-            if resume.warning:
-                log.warning(
-                    "flow=%s topic=%s partition=%d: %s",
-                    self.flow.name,
-                    tp[0],
-                    tp[1],
-                    resume.warning.format(start=resume.start),
-                )
+        for tp, resume in resumes.items():
+            if resume.warning and resume.gap is None:  # a gap was logged when it was counted
+                log.warning("flow=%s topic=%s partition=%d: %s", self.flow.name, tp[0], tp[1], resume.warning)
             if resume.record:
                 record[tp] = resume.start - 1
             self.positions[tp] = resume.start
-        write_progress(self.flow.target, self.spec.producer_settings, self.flow.source, record)
+        write_progress(self.flow.target, self.spec.producer_settings, self.flow.source, record, losses=losses)
+        self.losses.written(losses)
+
+    def _timestamp_starts(self, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
+        """``mm2py.start.timestamp`` (or ``run --from-timestamp``): the first offset at or after that time of
+        each partition without progress (-1: none that late), by ListOffsets."""
+        at = self.flow.start_timestamp_ms
+        if at is None or not partitions:
+            return {}
+        return self.pool.admin(self.flow.source, self.flow).offsets_for_times(partitions, at)
+
+    def save_tails(self) -> None:
+        """When a run ends: keep the source ends it saw beyond what it copied (see FlowLosses.seen_tails)."""
+        tails = self.losses.seen_tails(self.ends, self.positions)
+        if tails:
+            write_progress(self.flow.target, self.spec.producer_settings, self.flow.source, {}, losses=tails)
+            self.losses.written(tails)
 
     def replan(self, plan: FlowPlan) -> None:
         """A refreshed plan (new topics or partitions): the new partitions are placed, the others keep going; a
@@ -191,7 +218,7 @@ class CopyRounds:
             self.metrics.record_copy(r.measurement for r in results if r.measurement is not None)
             self.metrics.copy_job_finished(self.flow.source, self.flow.target, seconds)
         log.info("copied flow=%s ranges=%d records=%d", self.flow.name, len(results), sum(r.records for r in results))
-        raise_failure(self.flow.name, results)  # after what the failed ranges copied before their failure is counted
+        self._raise_failures(results)  # after what the failed ranges copied before their failure is counted
         return len(ranges)
 
     def follow(self, channel: FlowChannel) -> bool:
@@ -213,8 +240,15 @@ class CopyRounds:
         self._take_results(results, counts=False)
         if self.metrics is not None:
             self.metrics.copy_job_finished(self.flow.source, self.flow.target, time.monotonic() - started)
-        raise_failure(self.flow.name, results)
+        self._raise_failures(results)
         return True
+
+    def _raise_failures(self, results: list[CopyResult]) -> None:
+        """Records gone at a position are a loss to count (or, under mm2py.source.loss = fail, to stop at); the
+        other failures are raised."""
+        self._records_gone([r for r in results if r.error is not None and r.error.records_gone])
+        self.stats.lag = self.lag()
+        raise_failure(self.flow.name, [r for r in results if r.error is None or not r.error.records_gone])
 
     def _run_job(self, spec: CopySpec, ranges: list[PartitionRange]) -> list[CopyResult]:
         """One Spark job. Exactly-once on the batch path, its task slots first get epochs the driver initialized
@@ -286,14 +320,25 @@ class CopyRounds:
         """Records between each partition's position and the end last seen, summed."""
         return sum(max(0, end - self.positions.get(tp, end)) for tp, end in self.ends.items())
 
-    def _check_truncation(self, ends: dict[TopicPartition, int]) -> None:
-        """A source partition that now ends below what was replicated was deleted, re-created or truncated:
-        place it again by the resume rule, as if its progress were stored (mid-run, it is)."""
-        # An end of -1 is "not known now" (a leader election), never a truncation.
-        shrunk = {tp: end for tp, end in ends.items() if 0 <= end < self.positions.get(tp, 0)}
-        if not shrunk:
+    def _records_gone(self, results: list[CopyResult]) -> None:
+        """Tasks found the records at these positions gone: place the partitions again from what their logs hold
+        now, counting the gap. A log that still holds the position (a broker answered out of range for another
+        reason) is retried with backoff, as any transient failure."""
+        if not results:
             return
-        saved = {tp: self.positions.pop(tp) for tp in shrunk}
+        before = {(r.topic, r.partition): self.positions[(r.topic, r.partition)] for r in results}
+        self._place_again(before)
+        if all(self.positions[tp] == position for tp, position in before.items()):
+            first = results[0].error
+            raise ReplicationError(
+                f"flow {self.flow.name}: {first.message if first else 'offset out of range'}; the source still "
+                "holds that offset, so the range is copied again",
+                code=first.code if first else None,
+            )
+
+    def _place_again(self, positions: dict[TopicPartition, int]) -> None:
+        """Place ``positions`` again by the resume rule, as if they were stored progress (mid-run, they are)."""
+        saved = {tp: self.positions.pop(tp) for tp in positions}
         try:
             self.place({tp: position - 1 for tp, position in saved.items()})
         except BaseException:
@@ -301,3 +346,11 @@ class CopyRounds:
             # positions back, so the retry places them again and nothing is skipped.
             self.positions.update(saved)
             raise
+
+    def _check_truncation(self, ends: dict[TopicPartition, int]) -> None:
+        """A source partition that now ends below what was replicated was deleted, re-created or truncated:
+        place it again by the resume rule, as if its progress were stored (mid-run, it is)."""
+        # An end of -1 is "not known now" (a leader election), never a truncation.
+        shrunk = {tp: self.positions[tp] for tp, end in ends.items() if 0 <= end < self.positions.get(tp, 0)}
+        if shrunk:
+            self._place_again(shrunk)

@@ -21,7 +21,7 @@ from mm2py.config.flow import FlowConfig
 from mm2py.control.fencing import SlotEpochs, fence, target_connection
 from mm2py.control.group_sync import GroupSyncCoordinator
 from mm2py.control.plan import AdminPool, FlowPlan
-from mm2py.control.progress_store import read_progress
+from mm2py.control.progress_store import read_replication_state
 from mm2py.control.topics import ensure_internal_topics, ensure_remote_topics, internal_topics
 from mm2py.engine.copy_rounds import CopyRounds, TopicPartition
 from mm2py.engine.flow_sync import FlowSync
@@ -59,6 +59,8 @@ class FlowRunner:
         self.sync = FlowSync(flow, self.rounds, pool, coordinator, metrics)
         self.retrying = Retrier(flow, self.stats, metrics)
         self.control: TaskControl | None = None  # the run's endpoint for following tasks, once Spark is up
+        if metrics is not None:
+            metrics.set_metric_names_formats(flow.source, flow.target, flow.metric_names_formats)
 
     def ensure_topics(self) -> None:
         """Create what the flow needs on the target (driver, admin calls only)."""
@@ -74,7 +76,9 @@ class FlowRunner:
         self.sync.start()
         self._fence_earlier_transactions()
         self.rounds.positions = {}
-        self.rounds.place(read_progress(f.target, f.target_consumer.settings(), f.source))
+        state = read_replication_state(f.target, f.target_consumer.settings(), f.source)
+        self.rounds.losses.load(state.losses)
+        self.rounds.place(state.progress)
         if self.metrics is not None:
             self.metrics.set_copy_path(f.source, f.target, self.spec.copy_path)
 
@@ -104,6 +108,14 @@ class FlowRunner:
         )
         self.rounds.epochs = epochs  # every job's tasks get epochs the driver initialized for it
         self.spec = self.rounds.spec = replace(self.spec, exactly_once_slots=slots)
+
+    def save_tails(self) -> None:
+        """When the flow's work ends, however it ends: keep the source ends this run saw beyond what it copied
+        (:meth:`CopyRounds.save_tails`). Never hides why the work ended."""
+        try:
+            self.rounds.save_tails()
+        except Exception as exc:  # the count of a later re-created topic is a nicety next to the run's outcome
+            log.warning("flow=%s: could not keep the source end offsets this run saw: %s", self.flow.name, exc)
 
     def run_once(self, stop: threading.Event) -> None:
         """Copy up to the end offsets the source had when the run started; a signal stops after the job in

@@ -14,10 +14,11 @@ import logging
 from mm2py.config.flow import FlowConfig
 from mm2py.control.acls import sync_topic_acls
 from mm2py.control.checkpoints import CheckpointWriter, FlowTranslator, GroupOffset, now_ms
+from mm2py.control.config_sync import TopicConfigSync
 from mm2py.control.group_sync import GroupSyncCoordinator
 from mm2py.control.offset_sync_store import OffsetSyncStore
 from mm2py.control.plan import AdminPool, build_plan
-from mm2py.control.topics import ensure_remote_topics, sync_topic_configs
+from mm2py.control.topics import ensure_remote_topics
 from mm2py.engine.copy_rounds import CopyRounds
 from mm2py.engine.schedule import Periodic, Schedule
 from mm2py.metrics.measurement import CheckpointMeasurement
@@ -47,6 +48,7 @@ class FlowSync:
         self._checkpoints: CheckpointWriter | None = None
         self._syncs: OffsetSyncStore | None = None  # tailed, not re-read, at every checkpoint
         self.group_offsets: list[GroupOffset] = []  # the latest translation of every group, for group sync
+        self._configs = TopicConfigSync(flow)
 
     def start(self) -> None:
         """Once the run holds the flow: configs and ACLs synced now (MM2 syncs them when a connector starts)."""
@@ -182,10 +184,7 @@ class FlowSync:
         """MM2's topic-config sync (``sync.topic.configs.*``): source configs onto the remote topics."""
         if not self.flow.sync_topic_configs_enabled:
             return
-        altered = sync_topic_configs(
-            self.flow,
-            self.rounds.plan,
-            self.pool.admin(self.flow.source, self.flow),
-            self.pool.admin(self.flow.target, self.flow),
+        altered = self._configs.sync(
+            self.rounds.plan, self.pool.admin(self.flow.source, self.flow), self.pool.admin(self.flow.target, self.flow)
         )
         log.info("topic configs synced flow=%s topics=%d", self.flow.name, altered)

@@ -2,7 +2,8 @@
 call that timed out) are tried again with backoff for up to ``mm2py.retry.timeout.seconds``; permanent ones
 (a record larger than the target accepts, a denied authorisation) are raised at once.
 
-Nothing is lost while a step is retried: progress only moves after a range is copied.
+Nothing is lost while a step is retried: progress only moves after a range is copied. While a step is being
+retried, the run's ``/health`` names the flow and why (:mod:`mm2py.metrics.health`).
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ class Retrier:
         backoff = FIRST_BACKOFF_S
         while True:
             try:
-                return step()
+                result = step()
             except (ReplicationError, KafkaOperationError) as exc:
                 if deadline is None:
                     deadline = self.clock() + self.flow.retry_timeout_seconds
@@ -58,6 +59,11 @@ class Retrier:
                 self.stats.retries += 1
                 if self.metrics is not None:
                     self.metrics.retried(self.flow.source, self.flow.target)
+                    self.metrics.health.failing(self.flow.name, str(exc))
                 log.warning("flow=%s will retry in %.0f s: %s", self.flow.name, backoff, exc)
                 stop.wait(backoff)
                 backoff = min(backoff * 2, MAX_BACKOFF_S)
+                continue
+            if self.metrics is not None:
+                self.metrics.health.succeeded(self.flow.name)
+            return result

@@ -7,10 +7,12 @@ runs one ``FlowRunner`` per flow in a thread of its own.
 
 from __future__ import annotations
 
+import functools
 import logging
 import signal
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from types import FrameType
 
 from mm2py.config import LoadedConfig
@@ -38,9 +40,15 @@ def run(
     spark_conf: dict[str, str],
     on_progress: Callable[[list[FlowStats]], None] | None = None,
     metrics: RunMetrics | None = None,
+    from_timestamp_ms: int | None = None,
 ) -> list[FlowStats]:
-    """Replicate until done (``once``) or until SIGTERM/SIGINT, after which the job in flight finishes."""
-    first = loaded.flows[0]
+    """Replicate until done (``once``) or until SIGTERM/SIGINT, after which the job in flight finishes.
+
+    ``from_timestamp_ms`` (``run --from-timestamp``) is every flow's ``mm2py.start.timestamp`` for this run."""
+    flows = list(loaded.flows)
+    if from_timestamp_ms is not None:
+        flows = [replace(f, start_timestamp_ms=from_timestamp_ms) for f in flows]
+    first = flows[0]
     conf = {**dict(first.spark_conf), **spark_conf}
     stop = threading.Event()
 
@@ -65,7 +73,7 @@ def run(
 
     try:
         return run_flows(
-            list(loaded.flows),
+            flows,
             start_spark,
             once=once,
             stop=stop,
@@ -95,15 +103,26 @@ def _work(
 ) -> None:
     """One flow's thread: take the lease (or stand by for it), then copy; back to standby if it is lost."""
     never_lost = threading.Event()
+    health = runner.metrics.health if runner.metrics is not None else None
+    on_standby = functools.partial(health.standing_by, runner.flow.name) if health is not None else None
     while not stop.is_set():
-        if lease is not None and not lease.acquire(stop, wait=not once):
+        if health is not None:
+            health.starting(runner.flow.name)
+        if lease is not None and not lease.acquire(stop, wait=not once, on_standby=on_standby):
             return
         active.set()
+        if health is not None:
+            health.starting(runner.flow.name)  # holding the lease now: placing its partitions
         runner.retrying(runner.prepare, stop)
-        if once:
-            runner.run_once(stop)
-            return
-        runner.run_continuous(stop, lease.lost if lease is not None else never_lost)
+        if health is not None:
+            health.copying(runner.flow.name)
+        try:
+            if once:
+                runner.run_once(stop)
+                return
+            runner.run_continuous(stop, lease.lost if lease is not None else never_lost)
+        finally:
+            runner.save_tails()
         if lease is not None and lease.lost.is_set():
             log.warning("flow=%s: lease lost; standing by until it can be taken again", runner.flow.name)
 
@@ -123,6 +142,8 @@ def _skip_held(
             continue
         holder = lease.current_holder()
         runner.stats.held_by = holder.describe() if holder else "another run"
+        if runner.metrics is not None:
+            runner.metrics.health.standing_by(runner.flow.name, runner.stats.held_by)
         log.warning(
             "flow=%s is being replicated by %s; this run copies nothing for it", runner.flow.name, runner.stats.held_by
         )
@@ -142,6 +163,14 @@ def _heartbeats(
     )
 
 
+def _expect(metrics: RunMetrics, flows: Sequence[FlowConfig], heartbeat_pairs: Sequence[FlowConfig]) -> None:
+    """What /health and /ready wait for: every flow of the run, and every heartbeat pair on its interval."""
+    for flow in flows:
+        metrics.health.starting(flow.name)
+    for pair in heartbeat_pairs:
+        metrics.health.heartbeats_expected(pair.source, pair.target, pair.emit_heartbeats_interval_seconds)
+
+
 def run_flows(
     flows: list[FlowConfig],
     spark_factory: Callable[[], SparkRunner],
@@ -158,6 +187,8 @@ def run_flows(
     first, so a run whose flows are all held elsewhere exits at once without starting Spark.
     """
     pool = AdminPool()
+    if metrics is not None:
+        _expect(metrics, flows, heartbeat_pairs)
     # Heartbeats topics first: the reverse pairs' topic on a source (MM2 creates it there too) is then part of
     # the plan, and replicated, from the very first run on.
     for pair in heartbeat_pairs:

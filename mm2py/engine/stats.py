@@ -23,6 +23,7 @@ class FlowStats:
     started: float = field(default_factory=time.monotonic)
     last_rate: float = 0.0
     retries: int = 0
+    lost: int = 0  # records that left the source before they were replicated, counted by this run
     last_mb_rate: float = 0.0
     held_by: str | None = None  # another run holds this flow's lease: nothing was copied
     path: CopyPath = field(default_factory=lambda: CopyPath("record"))  # as the plan decided it

@@ -21,7 +21,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from mm2py.errors import Failure, ReplicationError
+from mm2py.errors import RECORDS_GONE, Failure, ReplicationError
 from mm2py.executor.contract import CopyResult, CopySpec, PartitionRange, failed_result
 from mm2py.executor.delivery import flush_producer, raise_delivery_failure, write_offset_syncs
 from mm2py.executor.task_logging import executor_logging
@@ -44,6 +44,7 @@ class _Batch:
     last_read: int = -1
     bytes: int = 0
     measurer: RangeMeasurer = field(default_factory=RangeMeasurer)
+    gone: Failure | None = None  # the records at ``position`` are gone from the source: the range ends there
     # timestamps of the records produced, for the replication latency measured when the target acknowledged
     ts: list[float] = field(default_factory=lambda: [math.inf, -math.inf, 0.0, math.nan])  # min, max, sum, last
 
@@ -145,6 +146,7 @@ def copy_range(spec: CopySpec, rng: PartitionRange) -> CopyResult:
         batch.bytes,
         syncs,
         time.monotonic() - started,
+        error=batch.gone,
         measurement=measurement,
     )
 
@@ -187,12 +189,9 @@ def _pump(spec: CopySpec, rng: PartitionRange, consumer: Any, producer: Any, bat
         for msg in messages:
             err = msg.error()
             if err is not None:
-                if err.code() == KafkaError._PARTITION_EOF:
-                    batch.position = max(batch.position, msg.offset())
-                    continue
-                raise ReplicationError.of_kafka(
-                    f"{where}: consuming from {spec.source} at offset {batch.position} failed: {err.str()}", err
-                )
+                if _range_ends_at(spec, batch, msg, err, where):
+                    break
+                continue
             offset = msg.offset()
             if offset >= end:
                 batch.position = end
@@ -228,10 +227,28 @@ def _pump(spec: CopySpec, rng: PartitionRange, consumer: Any, producer: Any, bat
                 batch.bytes += len(value)
         batch.read(stamps, batch.bytes - bytes_before)
         poll(0)
+        if batch.gone is not None:
+            return
         if batch.failures:
             raise_delivery_failure(
                 spec, spec.producer_settings, batch.failures, f"{where} offsets {rng.start}..{batch.last_read}"
             )
+
+
+def _range_ends_at(spec: CopySpec, batch: _Batch, msg: Any, err: KafkaError, where: str) -> bool:
+    """A consumer event: partition EOF moves the position (False: go on); records gone at the position end the
+    range there (True: what came before it is acknowledged and recorded as usual, and the driver counts the gap,
+    which retrying cannot bring back); anything else raises."""
+    if err.code() == KafkaError._PARTITION_EOF:
+        batch.position = max(batch.position, msg.offset())
+        return False
+    if err.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
+        message = f"{where}: offset {batch.position} is no longer on {spec.source}: {err.str()}"
+        batch.gone = Failure(message, RECORDS_GONE, retriable=False)
+        return True
+    raise ReplicationError.of_kafka(
+        f"{where}: consuming from {spec.source} at offset {batch.position} failed: {err.str()}", err
+    )
 
 
 def _refused(spec: CopySpec, rng: PartitionRange, msg: Any, exc: KafkaException, where: str) -> ReplicationError:

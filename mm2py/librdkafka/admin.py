@@ -15,21 +15,16 @@ from typing import Any
 
 from confluent_kafka import ConsumerGroupTopicPartitions, IsolationLevel, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import (
-    AclBinding,
-    AclBindingFilter,
-    AclOperation,
-    AclPermissionType,
     AdminClient,
     ConfigResource,
     ConfigSource,
     NewPartitions,
     NewTopic,
     OffsetSpec,
-    ResourcePatternType,
-    ResourceType,
 )
 
 from mm2py.errors import KafkaOperationError
+from mm2py.librdkafka.admin_acls import TopicAclAdmin
 from mm2py.librdkafka.error_mapping import (
     AUTH_ERRORS,
     UNREACHABLE,
@@ -64,24 +59,13 @@ class TopicInfo:
     partitions: int
 
 
-@dataclass(frozen=True)
-class TopicAcl:
-    """One ACL binding on a topic, with Kafka's own enum names (as ``kafka-acls.sh`` prints them)."""
-
-    topic: str
-    pattern_type: str  # LITERAL or PREFIXED
-    principal: str  # User:alice
-    host: str  # * for any
-    operation: str  # READ, WRITE, ALL, DESCRIBE, ...
-    permission: str  # ALLOW or DENY
+class UnsupportedByBrokerError(KafkaOperationError):
+    """The broker does not know the API a call needs (UNSUPPORTED_VERSION): an older broker, or one (a test
+    broker, a Kafka-compatible service) that leaves it out."""
 
 
-class SecurityDisabledError(KafkaOperationError):
-    """The cluster runs without an authorizer (Kafka's SECURITY_DISABLED): it has no ACLs to read or write."""
-
-
-class ClusterAdmin:
-    """A lazily created AdminClient for one cluster alias."""
+class ClusterAdmin(TopicAclAdmin):
+    """A lazily created AdminClient for one cluster alias (topic ACLs: :class:`TopicAclAdmin`)."""
 
     def __init__(self, alias: str, settings: Mapping[str, str], timeout_s: float = MAX_CALL_TIMEOUT_S) -> None:
         self.alias = alias
@@ -208,6 +192,19 @@ class ClusterAdmin:
                     outcome[name] = err.str() if err is not None else str(exc)
         return outcome
 
+    def alter_configs(self, resources: list[ConfigResource]) -> int:
+        """Replace the whole config of each resource (the AlterConfigs API, deprecated by KIP-339 but the one
+        MM2's ``use.incremental.alter.configs = never`` uses); returns how many resources were altered."""
+        if not resources:
+            return 0
+        futures = self.client.alter_configs(resources, request_timeout=self.timeout_s)
+        for resource, future in futures.items():
+            try:
+                future.result(timeout=self.timeout_s)
+            except (KafkaException, FutureTimeout) as exc:
+                raise self._wrap(f"altering configs of {resource.name}", exc) from None
+        return len(resources)
+
     def incremental_alter_configs(self, resources: list[ConfigResource]) -> int:
         """Apply incremental config changes; returns how many resources were altered."""
         if not resources:
@@ -217,17 +214,27 @@ class ClusterAdmin:
             try:
                 future.result(timeout=self.timeout_s)
             except (KafkaException, FutureTimeout) as exc:
-                raise self._wrap(f"altering configs of {resource.name}", exc) from None
+                err = error_of(exc)
+                operation = f"altering configs of {resource.name} incrementally"
+                if err is not None and err.code() in (KafkaError.UNSUPPORTED_VERSION, KafkaError._UNSUPPORTED_FEATURE):
+                    raise UnsupportedByBrokerError(self.alias, operation, err.str()) from None
+                raise self._wrap(operation, exc) from None
         return len(resources)
 
     def list_offsets(
         self, partitions: list[tuple[str, int]], which: str, read_committed: bool = False
     ) -> dict[tuple[str, int], int]:
-        """Earliest or latest offset of each (topic, partition); latest is the LSO under read_committed."""
+        """Earliest or latest offset of each (topic, partition); latest is the LSO under read_committed
+        (``which = "at <epoch ms>"``: see ``offsets_for_times``)."""
         offsets, away = self._list_offsets(partitions, which, read_committed)
         for (topic, partition), exc in away.items():
             raise self._wrap(f"listing {which} offsets of {topic}-{partition}", exc) from None
         return offsets
+
+    def offsets_for_times(self, partitions: list[tuple[str, int]], timestamp_ms: int) -> dict[tuple[str, int], int]:
+        """The first offset at or after ``timestamp_ms`` of each partition (ListOffsets by timestamp, what
+        ``KafkaConsumer.offsetsForTimes`` asks); -1 where no record is that late."""
+        return self.list_offsets(partitions, f"at {timestamp_ms}")
 
     def list_offsets_of_available(
         self, partitions: list[tuple[str, int]], which: str, read_committed: bool = False
@@ -251,7 +258,13 @@ class ClusterAdmin:
         failure is raised at once."""
         if not partitions:
             return {}, {}
-        spec = OffsetSpec.earliest() if which == "earliest" else OffsetSpec.latest()  # type: ignore[no-untyped-call]
+        spec = (
+            OffsetSpec.earliest()  # type: ignore[no-untyped-call]
+            if which == "earliest"
+            else OffsetSpec.latest()  # type: ignore[no-untyped-call]
+            if which == "latest"
+            else OffsetSpec.for_timestamp(int(which.removeprefix("at ")))
+        )
         request = {TopicPartition(t, p): spec for t, p in partitions}
         level = IsolationLevel.READ_COMMITTED if read_committed else IsolationLevel.READ_UNCOMMITTED
         futures = self.client.list_offsets(request, isolation_level=level, request_timeout=self.timeout_s)
@@ -331,70 +344,3 @@ class ClusterAdmin:
                 f"committing offsets of group {group}",
                 f"{failed[0].topic}-{failed[0].partition}: {failed[0].error.str()}",
             )
-
-    def describe_topic_acls(self) -> list[TopicAcl]:
-        """Every ACL binding on a topic resource, of any pattern type; SecurityDisabledError without an authorizer."""
-        operation = "describing topic ACLs"
-        # None matches any name, principal and host (the client's hints say str, its docs and code take None).
-        any_name: Any = None
-        acl_filter = AclBindingFilter(
-            ResourceType.TOPIC,
-            any_name,
-            ResourcePatternType.ANY,
-            any_name,
-            any_name,
-            AclOperation.ANY,
-            AclPermissionType.ANY,
-        )
-        future = self.client.describe_acls(acl_filter, request_timeout=self.timeout_s)
-        try:
-            bindings = future.result(timeout=self.timeout_s)
-        except (KafkaException, FutureTimeout) as exc:
-            raise self._acl_error(operation, exc) from None
-        return [
-            TopicAcl(
-                b.name, b.resource_pattern_type.name, b.principal, b.host, b.operation.name, b.permission_type.name
-            )
-            for b in bindings
-        ]
-
-    def create_topic_acls(self, acls: list[TopicAcl]) -> dict[TopicAcl, str | None]:
-        """Create ACL bindings (creating an existing one is a no-op in Kafka); returns acl -> None or the error.
-
-        Never call this against a broker that has no authorizer support at all: tansu aborts the client
-        process on CreateAcls. Callers describe first and skip when there is nothing to create.
-        """
-        if not acls:
-            return {}
-        bindings = [
-            AclBinding(
-                ResourceType.TOPIC,
-                a.topic,
-                ResourcePatternType[a.pattern_type],
-                a.principal,
-                a.host,
-                AclOperation[a.operation],
-                AclPermissionType[a.permission],
-            )
-            for a in acls
-        ]
-        futures = self.client.create_acls(bindings, request_timeout=self.timeout_s)
-        outcome: dict[TopicAcl, str | None] = {}
-        for acl, binding in zip(acls, bindings, strict=True):
-            try:
-                futures[binding].result(timeout=self.timeout_s)
-                outcome[acl] = None
-            except (KafkaException, FutureTimeout) as exc:
-                err = error_of(exc)
-                if isinstance(exc, FutureTimeout) or (
-                    err is not None and err.code() in (*UNREACHABLE, KafkaError.SECURITY_DISABLED)
-                ):
-                    raise self._acl_error(f"creating ACLs on topic {acl.topic}", exc) from None
-                outcome[acl] = err.str() if err is not None else str(exc)
-        return outcome
-
-    def _acl_error(self, operation: str, exc: BaseException) -> KafkaOperationError:
-        err = error_of(exc)
-        if err is not None and err.code() == KafkaError.SECURITY_DISABLED:
-            return SecurityDisabledError(self.alias, operation, "the cluster has no authorizer")
-        return self._wrap(operation, exc)

@@ -77,6 +77,14 @@ def cached_consumer(settings: Mapping[str, str]) -> Consumer:
         return consumer
 
 
+def drop_consumer(settings: Mapping[str, str]) -> None:
+    """Close and forget this process's consumer for these settings (a caller done with a cluster)."""
+    with _lock:
+        consumer = _consumers.pop(_key(settings), None)
+    if consumer is not None:
+        consumer.close()
+
+
 @atexit.register
 def _close_all() -> None:
     with _lock:

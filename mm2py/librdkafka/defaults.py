@@ -24,8 +24,11 @@ PRODUCER_DEFAULTS = {
     "queue.buffering.max.messages": "200000",
 }
 # The copy task relies on partition EOF to finish ranges that end in transaction markers, and the progress
-# record needs Connect's key->partition mapping.
-CONSUMER_FORCED = {"enable.partition.eof": "true", "enable.auto.commit": "false"}
+# record needs Connect's key->partition mapping. A copy task always starts at an offset the driver chose, so an
+# offset the source no longer holds (deleted before it was copied) must stop it with an error the driver counts
+# as lost records, never move it silently elsewhere: auto.offset.reset = error (the user's value still decides
+# where a partition without progress starts, on the driver).
+CONSUMER_FORCED = {"enable.partition.eof": "true", "enable.auto.commit": "false", "auto.offset.reset": "error"}
 PRODUCER_FORCED = {"partitioner": "murmur2_random"}
 
 

@@ -11,7 +11,9 @@ the names they get from Strimzi's JMX Prometheus Exporter rules for KafkaMirrorM
   partition=(.+)><>([a-z-_]+)`` into ``kafka_connect_mirror_mirrorcheckpointconnector_$6`` with labels source,
   target, group, topic, partition,
 
-with ``lowercaseOutputName`` and every ``-`` of the attribute name made ``_``, all typed GAUGE. Since Kafka 4.0
+with ``lowercaseOutputName`` and every ``-`` of the attribute name made ``_``, all typed GAUGE. With
+``metric.names.formats = new`` (Kafka 4.3, KIP-1280) they are served under Kafka's new names instead, or under
+both with ``legacy,new`` (:mod:`mm2py.metrics.names`). Since Kafka 4.0
 (KIP-911, KAFKA-16769) every MirrorSourceConnector MBean also carries a ``source`` tag, which Strimzi's metrics
 reporter passes on as a label; mm2py always sets it. ``topic`` is the remote topic for the source connector
 and the downstream topic for checkpoints, as in MM2.
@@ -30,7 +32,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -39,53 +41,24 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 from mm2py.executor.contract import CopyPath
+from mm2py.metrics import names
+from mm2py.metrics.health import RunHealth
 from mm2py.metrics.measurement import CheckpointMeasurement, PartitionMeasurement
+from mm2py.metrics.names import (
+    CHECKPOINT_ATTRIBUTES,
+    CHECKPOINT_CONNECTOR,
+    FLOW_LABELS,
+    LAG_LABELS,
+    SOURCE_ATTRIBUTES,
+    SOURCE_CONNECTOR,
+    TASK,
+    MetricNamesFormat,
+)
 from mm2py.metrics.sampled_stat import SampledStat
 from mm2py.metrics.server import MetricsEndpoint
 
-SOURCE_PREFIX = "kafka_connect_mirror_mirrorsourceconnector_"
-CHECKPOINT_PREFIX = "kafka_connect_mirror_mirrorcheckpointconnector_"
-SOURCE_LABELS = ("source", "target", "topic", "partition")
-CHECKPOINT_LABELS = ("source", "target", "group", "topic", "partition")
-LAG_LABELS = ("source", "target", "topic", "partition")  # as mm2py lag --prometheus labels them
-FLOW_LABELS = ("source", "target")
-
 JOB_SECONDS_BUCKETS = (0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, math.inf)
-
-_SOURCE_ATTRIBUTES = (
-    "record_count",
-    "record_rate",
-    "byte_count",
-    "byte_rate",
-    "record_age_ms",
-    "record_age_ms_min",
-    "record_age_ms_max",
-    "record_age_ms_avg",
-    "replication_latency_ms",
-    "replication_latency_ms_min",
-    "replication_latency_ms_max",
-    "replication_latency_ms_avg",
-)
-_CHECKPOINT_ATTRIBUTES = (
-    "checkpoint_latency_ms",
-    "checkpoint_latency_ms_min",
-    "checkpoint_latency_ms_max",
-    "checkpoint_latency_ms_avg",
-)
-
-# Every sample name a scrape can show (a histogram shows three per family, a counter its _total).
-METRIC_NAMES: tuple[str, ...] = (
-    *(SOURCE_PREFIX + a for a in _SOURCE_ATTRIBUTES),
-    *(CHECKPOINT_PREFIX + a for a in _CHECKPOINT_ATTRIBUTES),
-    "mm2py_replication_lag_records",
-    "mm2py_replication_lag_seconds",
-    "mm2py_heartbeat_age_seconds",
-    "mm2py_copy_job_duration_seconds_bucket",
-    "mm2py_copy_job_duration_seconds_count",
-    "mm2py_copy_job_duration_seconds_sum",
-    "mm2py_retries_total",
-    "mm2py_copy_path",
-)
+METRIC_NAMES = names.METRIC_NAMES
 
 
 class LagRow(Protocol):
@@ -143,10 +116,13 @@ class RunMetrics(Collector):
         self._partitions: dict[tuple[str, str, str, str], _PartitionStats] = {}
         self._checkpoints: dict[tuple[str, str, str, str, str], _Latency] = {}
         self._lag: dict[tuple[str, str], dict[tuple[str, str], tuple[float, float]]] = {}
+        self._lost: dict[tuple[str, str], dict[tuple[str, str], int]] = {}
         self._heartbeats: dict[tuple[str, str], float] = {}
         self._jobs: dict[tuple[str, str], _Jobs] = {}
         self._retries: dict[tuple[str, str], int] = {}
         self._paths: dict[tuple[str, str], str] = {}
+        self._formats: dict[tuple[str, str], tuple[MetricNamesFormat, ...]] = {}
+        self.health = RunHealth(clock)  # what /health and /ready answer
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self)
 
@@ -185,10 +161,24 @@ class RunMetrics(Collector):
         with self._lock:
             self._lag[(source, target)] = {(r.topic, str(r.partition)): (r.lag_records, r.lag_seconds) for r in rows}
 
+    def set_records_lost(self, source: str, target: str, lost: Mapping[tuple[str, int], int]) -> None:
+        """Records of these source partitions lost before they were replicated, since counting began (the
+        count kept with the progress, so it survives restarts)."""
+        with self._lock:
+            rows = self._lost.setdefault((source, target), {})
+            rows.update({(topic, str(partition)): n for (topic, partition), n in lost.items()})
+
+    def set_metric_names_formats(self, source: str, target: str, formats: Iterable[str]) -> None:
+        """The name sets MM2's metrics of this flow are served under (``metric.names.formats``, KIP-1280)."""
+        wanted = tuple(f for f in ("legacy", "new") if f in set(formats))
+        with self._lock:
+            self._formats[(source, target)] = wanted or ("legacy",)
+
     def heartbeat_written(self, source: str, target: str, at: float | None = None) -> None:
         """A heartbeat reached the target; its age is measured from ``at`` (Unix seconds) when scraped."""
         with self._lock:
             self._heartbeats[(source, target)] = self._clock() if at is None else at
+        self.health.heartbeat_written(source, target, at)
 
     def copy_job_finished(self, source: str, target: str, seconds: float) -> None:
         with self._lock:
@@ -220,15 +210,20 @@ class RunMetrics(Collector):
         """The exposition text a scrape would get."""
         return generate_latest(self.registry).decode("utf-8")
 
+    def _formats_of(self, source: str, target: str) -> tuple[MetricNamesFormat, ...]:
+        return self._formats.get((source, target), ("legacy",))
+
     def _source_families(self, now: float) -> Iterator[Metric]:
         families = {
-            a: GaugeMetricFamily(
-                SOURCE_PREFIX + a, f"MirrorSourceConnector {a.replace('_', '-')}", labels=SOURCE_LABELS
+            (fmt, a): GaugeMetricFamily(
+                names.source_name(a, fmt),
+                f"MirrorSourceConnector {a.replace('_', '-')}",
+                labels=names.source_labels(fmt),
             )
-            for a in _SOURCE_ATTRIBUTES
+            for fmt in self._served_formats()
+            for a in SOURCE_ATTRIBUTES
         }
         for key, s in sorted(self._partitions.items()):
-            labels = list(key)
             age_min, age_max, age_avg = s.age.stats(now)
             lat_min, lat_max, lat_avg = s.latency.stats(now)
             values = (
@@ -245,21 +240,33 @@ class RunMetrics(Collector):
                 lat_max,
                 lat_avg,
             )
-            for attribute, value in zip(_SOURCE_ATTRIBUTES, values, strict=True):
-                families[attribute].add_metric(labels, value)
+            for fmt in self._formats_of(key[0], key[1]):
+                labels = list(key) if fmt == "legacy" else [SOURCE_CONNECTOR, TASK, *key]
+                for attribute, value in zip(SOURCE_ATTRIBUTES, values, strict=True):
+                    families[(fmt, attribute)].add_metric(labels, value)
         yield from families.values()
 
     def _checkpoint_families(self, now: float) -> Iterator[Metric]:
-        families = [
-            GaugeMetricFamily(
-                CHECKPOINT_PREFIX + a, f"MirrorCheckpointConnector {a.replace('_', '-')}", labels=CHECKPOINT_LABELS
+        families = {
+            (fmt, a): GaugeMetricFamily(
+                names.checkpoint_name(a, fmt),
+                f"MirrorCheckpointConnector {a.replace('_', '-')}",
+                labels=names.checkpoint_labels(fmt),
             )
-            for a in _CHECKPOINT_ATTRIBUTES
-        ]
+            for fmt in self._served_formats()
+            for a in CHECKPOINT_ATTRIBUTES
+        }
         for key, entry in sorted(self._checkpoints.items()):
-            for family, value in zip(families, (entry.last, *entry.window.stats(now)), strict=True):
-                family.add_metric(list(key), value)
-        yield from families
+            for fmt in self._formats_of(key[0], key[1]):
+                labels = list(key) if fmt == "legacy" else [CHECKPOINT_CONNECTOR, TASK, *key]
+                for attribute, value in zip(CHECKPOINT_ATTRIBUTES, (entry.last, *entry.window.stats(now)), strict=True):
+                    families[(fmt, attribute)].add_metric(labels, value)
+        yield from families.values()
+
+    def _served_formats(self) -> list[MetricNamesFormat]:
+        """The name sets some flow asks for (legacy when none was set), in a fixed order."""
+        asked = {fmt for formats in self._formats.values() for fmt in formats} or {"legacy"}
+        return [fmt for fmt in ("legacy", "new") if fmt in asked]
 
     def _own_families(self, now: float) -> Iterator[Metric]:
         records = GaugeMetricFamily(
@@ -272,6 +279,15 @@ class RunMetrics(Collector):
             for (topic, partition), (lag_records, lag_seconds) in sorted(rows.items()):
                 records.add_metric([source, target, topic, partition], lag_records)
                 seconds.add_metric([source, target, topic, partition], lag_seconds)
+        lost = CounterMetricFamily(
+            "mm2py_records_lost",
+            "Source records that left the source (retention, DeleteRecords, a re-created topic) before they "
+            "were replicated, counted since the flow began",
+            labels=LAG_LABELS,
+        )
+        for (source, target), counts in sorted(self._lost.items()):
+            for (topic, partition), count in sorted(counts.items()):
+                lost.add_metric([source, target, topic, partition], count)
         heartbeat = GaugeMetricFamily(
             "mm2py_heartbeat_age_seconds",
             "Seconds since this run's newest heartbeat reached the target",
@@ -295,10 +311,11 @@ class RunMetrics(Collector):
         )
         for flow, name in sorted(self._paths.items()):
             path.add_metric([*flow, name], 1)
-        yield from (records, seconds, heartbeat, jobs, retries, path)
+        yield from (records, seconds, lost, heartbeat, jobs, retries, path)
 
     # -- the endpoint ----------------------------------------------------------------------------------------
 
-    def serve(self, host: str, port: int) -> MetricsEndpoint:
-        """Start ``/metrics`` on ``host:port`` (0 = any free port); raises OSError if it cannot listen."""
-        return MetricsEndpoint(self.registry, host, port)
+    def serve(self, host: str, port: int, redact: Callable[[str], str] = lambda text: text) -> MetricsEndpoint:
+        """Start ``/metrics``, ``/health`` and ``/ready`` on ``host:port`` (0 = any free port); raises OSError if
+        it cannot listen. ``redact`` cleans the probes' answers of secrets."""
+        return MetricsEndpoint(self.registry, host, port, self.health, redact)

@@ -29,11 +29,18 @@ DEFAULT_TOPICS = ".*"
 DEFAULT_TOPICS_EXCLUDE = r".*[\-\.]internal, .*\.replica, __.*"
 DEFAULT_GROUPS = ".*"
 DEFAULT_GROUPS_EXCLUDE = "console-consumer-.*, connect-.*, __.*"
-DEFAULT_CONFIG_PROPERTIES_EXCLUDE = (
+MM2_CONFIG_PROPERTIES_EXCLUDE = (
     r"follower\.replication\.throttled\.replicas, leader\.replication\.throttled\.replicas, "
     r"message\.timestamp\.difference\.max\.ms, message\.timestamp\.type, "
     r"unclean\.leader\.election\.enable, min\.insync\.replicas"
 )
+# Tiered storage's topic configs (KIP-405): a broker without tiered storage rejects a topic that sets them
+# (remote.storage.enable=true: "Tiered Storage functionality is disabled in the broker"), so copying them from a
+# tiered source breaks creating and syncing the remote topic on a plain target. MM2's default list does not
+# leave them out; mm2py's does. Setting config.properties.exclude replaces the whole list (as in MM2), so a
+# target that has tiered storage gets them by a list without these entries.
+TIERED_STORAGE_PROPERTIES = r"remote\.storage\.enable, remote\.log\..*, local\.retention\..*"
+DEFAULT_CONFIG_PROPERTIES_EXCLUDE = f"{MM2_CONFIG_PROPERTIES_EXCLUDE}, {TIERED_STORAGE_PROPERTIES}"
 DEFAULT_USE_DEFAULTS_FROM = "target"
 
 DEFAULT_TOPIC_FILTER_CLASS = "org.apache.kafka.connect.mirror.DefaultTopicFilter"
@@ -168,6 +175,8 @@ class ConfigPropertyFilter(abc.ABC):
 class DefaultConfigPropertyFilter(ConfigPropertyFilter):
     """``config.properties.exclude`` (whole-name Java regexes) and ``use.defaults.from``.
 
+    The default list is MM2's plus tiered storage's topic configs (``TIERED_STORAGE_PROPERTIES``).
+
     Only ``use.defaults.from = source`` (exactly, after trimming) copies source defaults; any other value,
     including the default ``target``, leaves the target's defaults in place.
     """
@@ -233,3 +242,11 @@ def should_replicate_topic(
     if not wanted or policy.is_internal_topic(topic):
         return False
     return not is_cycle(policy, topic, target_cluster_alias)
+
+
+def is_tiered_storage_property(prop: str) -> bool:
+    """One of tiered storage's topic configs, which a broker without tiered storage rejects."""
+    return _full_match(_TIERED, prop)
+
+
+_TIERED = compile_pattern_list(parse_list(TIERED_STORAGE_PROPERTIES))

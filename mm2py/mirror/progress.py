@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from mm2py.mirror.loss import LOSS_CONNECTOR_NAME
 from mm2py.mirror.record_formats import (
     parse_source_offset_key,
     parse_source_offset_value,
@@ -53,8 +54,8 @@ def progress_of(records: Iterable[tuple[bytes | None, bytes | None]], source_ali
         parsed = parse_source_offset_key(key or b"")
         if parsed is None:
             continue
-        _connector, cluster, topic, partition = parsed
-        if cluster != source_alias:
+        connector, cluster, topic, partition = parsed
+        if cluster != source_alias or connector == LOSS_CONNECTOR_NAME:  # losses share the topic and key format
             continue
         offset = parse_source_offset_value(value)
         if offset is None:

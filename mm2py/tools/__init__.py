@@ -1,7 +1,7 @@
-"""The commands that inspect replication without running it: ``lag`` (records and seconds behind),
-``mirror_client`` (MM2's MirrorClient: upstream clusters, hops, translated offsets) and ``verify``
-(record-by-record comparison of source and target).
+"""The commands that inspect replication without running it: ``lag`` (records and seconds behind, records lost; with
+``liveness``, heartbeat and checkpoint ages), ``mirror_client`` (MM2's MirrorClient: upstream clusters, hops,
+translated offsets) and ``verify`` (record-by-record comparison of source and target).
 
-May import: ``mm2py.control``, ``mm2py.config``, ``mm2py.mirror`` and ``mm2py.librdkafka``; never the engine,
-so these commands start without a JVM.
+May import: ``mm2py.control``, ``mm2py.config``, ``mm2py.mirror`` and ``mm2py.librdkafka``; never the engine, so these
+commands start without a JVM.
 """

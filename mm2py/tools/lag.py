@@ -18,22 +18,18 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, TypeVar
 
 from mm2py.config.flow import FlowConfig
-from mm2py.control.plan import AdminPool, ReplicationPlan, build_plan, flow_policy
-from mm2py.control.progress_store import read_progress
-from mm2py.control.topics import checkpoints_topic
+from mm2py.control.plan import AdminPool, ReplicationPlan, build_plan
+from mm2py.control.progress_store import read_replication_state
 from mm2py.librdkafka.defaults import copy_consumer_settings
-from mm2py.librdkafka.partition_reader import PartitionReader, read_partitions
-from mm2py.mirror.record_formats import Checkpoint, Heartbeat, RecordFormatError
+from mm2py.librdkafka.partition_reader import PartitionReader
 from mm2py.mirror.resume import resume_position
+from mm2py.tools.liveness import FlowAges, flow_ages
 
-# Records read from the end of each partition of heartbeats/checkpoints to find the newest one; heartbeats
-# come every second per flow, so an uncompacted tail of a week would otherwise be read in full every time.
-TAIL_RECORDS = 1000
 GROWS, SHRINKS, SAME = "↑", "↓", "="
 
 K = TypeVar("K")
@@ -51,26 +47,12 @@ class PartitionLag:
     replicated_offset: int
     lag_records: int
     lag_seconds: float
+    # Records that left the source before they were replicated: counted by runs, plus a gap the next run will
+    # count (the same rule as run's), so lag says what is lost before a run has seen it.
+    lost: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
-
-
-@dataclass(frozen=True)
-class FlowAges:
-    """Seconds since the flow's newest heartbeat and newest checkpoint; None when there is none at all."""
-
-    flow: str
-    source: str
-    target: str
-    heartbeat_age_seconds: float | None
-    checkpoint_age_seconds: float | None
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "heartbeat_age_seconds": self.heartbeat_age_seconds,
-            "checkpoint_age_seconds": self.checkpoint_age_seconds,
-        }
 
 
 @dataclass(frozen=True)
@@ -137,12 +119,15 @@ def trend(previous: Mapping[K, int] | None, current: Mapping[K, int]) -> dict[K,
     }
 
 
-def breaches(rows: list[PartitionLag], max_lag: int | None, max_lag_seconds: float | None) -> list[PartitionLag]:
+def breaches(
+    rows: list[PartitionLag], max_lag: int | None, max_lag_seconds: float | None, max_lost: int | None = None
+) -> list[PartitionLag]:
     return [
         r
         for r in rows
         if (max_lag is not None and r.lag_records > max_lag)
         or (max_lag_seconds is not None and r.lag_seconds > max_lag_seconds)
+        or (max_lost is not None and r.lost > max_lost)
     ]
 
 
@@ -162,12 +147,14 @@ class LagCheck:
         max_lag: int | None = None,
         max_lag_seconds: float | None = None,
         pool: AdminPool | None = None,
+        max_lost: int | None = None,
     ) -> None:
         self.flows = flows
         self.topics = topics
         self.groups = groups
         self.max_lag = max_lag
         self.max_lag_seconds = max_lag_seconds
+        self.max_lost = max_lost
         self.pool = pool or AdminPool()
         self._asked = False
 
@@ -184,7 +171,7 @@ class LagCheck:
         rows = partition_lags(self.flows, plan, self.pool, self.topics, now_ms)
         ages = flow_ages(self.flows, self.pool, now_ms)
         return LagSnapshot(
-            checked_at, tuple(rows), ages, over=tuple(breaches(rows, self.max_lag, self.max_lag_seconds))
+            checked_at, tuple(rows), ages, over=tuple(breaches(rows, self.max_lag, self.max_lag_seconds, self.max_lost))
         )
 
 
@@ -198,19 +185,29 @@ def partition_lags(
         if not partitions:
             continue
         admin = pool.admin(flow.source, flow)
-        # The same reads and the same resume rule as `run`, so lag is exactly what a run started now copies.
+        # The same reads and the same resume rule as `run`, so lag is exactly what a run started now copies,
+        # and lost what it counts.
         consumer = copy_consumer_settings(flow.source_consumer.settings(), "", exactly_once=flow.exactly_once)
         read_committed = consumer.get("isolation.level") == "read_committed"
         ends = admin.list_offsets(partitions, "latest", read_committed)
         starts = admin.list_offsets(partitions, "earliest")
-        progress = read_progress(flow.target, flow.target_consumer.settings(), flow.source)
-        reset = consumer.get("auto.offset.reset", "earliest")
-        positions = {tp: resume_position(progress.get(tp), starts[tp], ends[tp], reset).start for tp in partitions}
-        lagging = {tp: pos for tp, pos in positions.items() if ends[tp] > pos}
+        state = read_replication_state(flow.target, flow.target_consumer.settings(), flow.source)
+        unplaced = [tp for tp in partitions if tp not in state.progress]
+        at = flow.start_timestamp_ms
+        timed = admin.offsets_for_times(unplaced, at) if at is not None and unplaced else {}
+        reset = flow.source_consumer.settings().get("auto.offset.reset", "earliest")
+        resumes = {
+            tp: resume_position(
+                state.progress.get(tp), starts[tp], ends[tp], reset, start_at=timed.get(tp), loss=state.losses.get(tp)
+            )
+            for tp in partitions
+        }
+        lagging = {tp: r.start for tp, r in resumes.items() if ends[tp] > r.start}
         ages = record_ages(flow, lagging, now_ms) if lagging else {}
         remote = {t.topic: t.remote_topic for t in selected}
         for tp in partitions:
-            lag = ends[tp] - positions[tp]
+            position = resumes[tp].start
+            lag = ends[tp] - position
             rows.append(
                 PartitionLag(
                     flow.name,
@@ -220,9 +217,10 @@ def partition_lags(
                     remote[tp[0]],
                     tp[1],
                     ends[tp],
-                    positions[tp],
+                    position,
                     lag,
                     ages.get(tp, 0.0) if lag > 0 else 0.0,
+                    resumes[tp].loss.lost,
                 )
             )
     return rows
@@ -243,109 +241,6 @@ def record_ages(
             ages[tp] = max(0.0, (now_ms - msg.timestamp()[1]) / 1000)
             reader.stop(*tp)  # its first record is all this needs of a partition
     return ages
-
-
-def flow_ages(flows: list[FlowConfig], pool: AdminPool, now_ms: int) -> dict[str, FlowAges]:
-    """Heartbeat and checkpoint age of every flow; flows into one target share one read of its heartbeats."""
-    newest_heartbeats: dict[tuple[str, str], dict[tuple[str, str], int]] = {}
-    result: dict[str, FlowAges] = {}
-    for flow in flows:
-        topic = flow_policy(flow).heartbeats_topic()
-        if (flow.target, topic) not in newest_heartbeats:
-            wanted = {
-                (f.source, f.target)
-                for f in flows
-                if f.target == flow.target and flow_policy(f).heartbeats_topic() == topic
-            }
-            newest_heartbeats[(flow.target, topic)] = _newest_heartbeats(flow, pool, topic, wanted)
-        heartbeat = newest_heartbeats[(flow.target, topic)].get((flow.source, flow.target))
-        checkpoint = _newest_checkpoint(flow, pool)
-        result[flow.name] = FlowAges(
-            flow.name, flow.source, flow.target, _age(heartbeat, now_ms), _age(checkpoint, now_ms)
-        )
-    return result
-
-
-def _age(timestamp_ms: int | None, now_ms: int) -> float | None:
-    return None if timestamp_ms is None else max(0.0, (now_ms - timestamp_ms) / 1000)
-
-
-def _newest_heartbeats(
-    flow: FlowConfig, pool: AdminPool, topic: str, wanted: set[tuple[str, str]]
-) -> dict[tuple[str, str], int]:
-    """Newest Heartbeat timestamp per (source, target) in ``topic`` on the flow's target.
-
-    The tail is read first; only a flow whose heartbeat is not in it (stopped long ago) costs a full read.
-    """
-    newest: dict[tuple[str, str], int] = {}
-
-    def scan(starts: Mapping[tuple[str, int], int]) -> None:
-        for msg in _read_from(flow, starts, purpose="reading heartbeats for lag"):
-            try:
-                hb = Heartbeat.from_record(msg.key(), msg.value())
-            except RecordFormatError:
-                continue
-            key = (hb.source_cluster_alias, hb.target_cluster_alias)
-            newest[key] = max(newest.get(key, hb.timestamp), hb.timestamp)
-
-    starts, complete = _tail_starts(flow, pool, topic, TAIL_RECORDS)
-    scan(starts)
-    if not complete and not wanted <= newest.keys():
-        scan(_tail_starts(flow, pool, topic, None)[0])
-    return newest
-
-
-def _newest_checkpoint(flow: FlowConfig, pool: AdminPool) -> int | None:
-    """Timestamp of the newest Checkpoint record in the flow's checkpoints topic; None if it has none."""
-    newest: int | None = None
-    starts, _ = _tail_starts(flow, pool, checkpoints_topic(flow), TAIL_RECORDS)
-    for msg in _read_from(flow, starts, purpose="reading checkpoints for lag"):
-        try:
-            Checkpoint.from_record(msg.key(), msg.value())
-        except RecordFormatError:
-            continue
-        timestamp = msg.timestamp()[1]
-        if timestamp >= 0:
-            newest = timestamp if newest is None else max(newest, timestamp)
-    return newest
-
-
-def _tail_starts(
-    flow: FlowConfig, pool: AdminPool, topic: str, window: int | None
-) -> tuple[dict[tuple[str, int], int], bool]:
-    """Where the last ``window`` records (all when None) of each partition of ``topic`` on the target start,
-    and whether that is the whole topic. No partitions when the topic does not exist.
-
-    A ListOffsets end that is too low (some brokers answer a stale one) only makes the tail longer; the
-    reading goes on to partition EOF anyway, so the newest record is never missed.
-    """
-    info = pool.topics(flow.target, flow).get(topic)
-    if info is None or info.partitions == 0:
-        return {}, True
-    admin = pool.admin(flow.target, flow)
-    partitions = [(topic, p) for p in range(info.partitions)]
-    earliest = admin.list_offsets(partitions, "earliest")
-    if window is None:
-        return earliest, True
-    latest = admin.list_offsets(partitions, "latest")
-    starts = {tp: max(earliest[tp], latest[tp] - window) for tp in partitions}
-    return starts, starts == earliest
-
-
-def _read_from(
-    flow: FlowConfig, starts: Mapping[tuple[str, int], int], *, purpose: str, timeout_s: float = 30.0
-) -> Iterator[Any]:
-    """Every record of the target from ``starts`` up to partition EOF (the end ``read_topic`` reads to)."""
-    if not starts:
-        return
-    assert flow.target_consumer is not None
-    settings = {
-        **flow.target_consumer.settings(),
-        "group.id": f"mm2py-lag-{flow.target}",
-        "isolation.level": "read_committed",
-        "fetch.wait.max.ms": "50",
-    }
-    yield from read_partitions(flow.target, settings, starts, purpose=purpose, timeout_s=timeout_s)
 
 
 def group_lags(

@@ -237,12 +237,15 @@ def properties_text(settings: Mapping[str, str] | Iterable[tuple[str, str]]) -> 
 # --- RemoteClusterUtils.translateOffsets through the Java helper ----------------------------------------------
 
 
-def java_helper_classes(runtime: KafkaRuntime) -> Path:
-    """The directory holding the compiled helper; compiled at most once per source and classpath."""
-    digest = hashlib.sha256(JAVA_HELPER_SOURCE.read_bytes())
+def java_helper_classes(
+    runtime: KafkaRuntime, source: Path = JAVA_HELPER_SOURCE, class_file: str = "TranslateOffsets.class"
+) -> Path:
+    """The directory holding a compiled helper (``class_file`` is its path in there); compiled at most once per
+    source and classpath."""
+    digest = hashlib.sha256(source.read_bytes())
     digest.update("\n".join(p.name for p in runtime.classpath).encode())
     classes = LIBS_DIR / "java-helpers" / digest.hexdigest()[:16]
-    if (classes / "TranslateOffsets.class").is_file():
+    if (classes / class_file).is_file():
         return classes
     javac = runtime.java.with_name("javac")
     if not javac.is_file():
@@ -260,7 +263,7 @@ def java_helper_classes(runtime: KafkaRuntime) -> Path:
                 str(staging),
                 "-cp",
                 os.pathsep.join(map(str, runtime.classpath)),
-                str(JAVA_HELPER_SOURCE),
+                str(source),
             ],
             capture_output=True,
             text=True,
@@ -268,11 +271,11 @@ def java_helper_classes(runtime: KafkaRuntime) -> Path:
             check=False,
         )
         if done.returncode != 0:
-            raise RuntimeError(f"javac {JAVA_HELPER_SOURCE.name} failed:\n{done.stdout}{done.stderr}")
+            raise RuntimeError(f"javac {source.name} failed:\n{done.stdout}{done.stderr}")
         try:
             staging.rename(classes)  # atomic; a concurrent session may have won, which is as good
         except OSError:
-            if not (classes / "TranslateOffsets.class").is_file():
+            if not (classes / class_file).is_file():
                 raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)

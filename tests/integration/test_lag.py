@@ -189,7 +189,7 @@ def test_lag_watch_shows_lag_growing_and_stops_cleanly_on_ctrl_c(kafka_cluster: 
     def wait_for(pattern: str) -> str:
         return poll_until(lambda: next_line_matching(pattern), 60, f"--watch printing {pattern!r}", interval=0)
 
-    row = r"orders\W+dc1\.orders\W+0\W+{end}\W+0\W+{end}\W+[\d.]+\W+{arrow}"  # a partition row and its trend
+    row = r"orders\W+dc1\.orders\W+0\W+{end}\W+0\W+{end}\W+[\d.]+\W+0\W+{arrow}"  # a row (0 lost) and its trend
     try:
         wait_for(row.format(end=10, arrow=""))
         wait_for("1 row\\(s\\) over threshold")  # 10 records behind, threshold 5: highlighted, not an exit

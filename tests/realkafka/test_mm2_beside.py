@@ -22,6 +22,8 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
+from mm2py.control.progress_store import read_replication_state, write_progress
+from mm2py.mirror.loss import LossState
 from tests.harness.kafka_harness import (
     Record,
     client_config,
@@ -177,6 +179,10 @@ def test_mirror_maker_continues_a_flow_mm2py_started_without_loss_or_duplicates(
     produce(source.bootstrap, topic, first)
     run_once(config)  # creates the remote topic and every internal topic MM2 will find
     assert_exactly_once(first, read_all(target.bootstrap, f"src2.{topic}"))
+    # mm2py's loss records share MM2's offsets topic under a key of their own (mirror/loss.py): MM2 must
+    # resume from mm2py's progress beside them, and leave them as they are.
+    losses = {(topic, p): LossState(lost=10 * (p + 1), counted_to=0, end=200) for p in range(PARTITIONS)}
+    write_progress("dst", {"bootstrap.servers": target.bootstrap}, "src2", {}, losses=losses)
 
     second = make_records(450, partitions=PARTITIONS, seed=4, base_timestamp=first[-1].timestamp + 1)
     produce(source.bootstrap, topic, second)
@@ -189,6 +195,9 @@ def test_mirror_maker_continues_a_flow_mm2py_started_without_loss_or_duplicates(
     assert code is not None, f"MirrorMaker did not stop within its timeout after SIGTERM:\n{mirror_maker.log_tail()}"
 
     assert_exactly_once(first + second, read_all(target.bootstrap, f"src2.{topic}"))
+    state = read_replication_state("dst", {"bootstrap.servers": target.bootstrap}, "src2")
+    assert state.losses == losses
+    assert state.progress == {tp: end - 1 for tp, end in ends_of(source, topic).items()}  # MM2's, read beside them
 
 
 def produce_in_transactions(cluster: KafkaCluster, topic: str, records: list[Record], transactions: int) -> None:

@@ -14,6 +14,7 @@ API versions with each, and a 3.x broker still serves the versions 4.0 removed (
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -21,7 +22,7 @@ from confluent_kafka import Producer
 
 from mm2py.executor.batch_copy import copy_partitions
 from mm2py.executor.contract import CopyPath, CopyResult, CopySpec, PartitionRange
-from mm2py.librdkafka.clients import drop_producer
+from mm2py.librdkafka.clients import drop_consumer, drop_producer
 from tests.harness.kafka_harness import Record, client_config, make_records, read_all
 from tests.harness.real_kafka import OTHER_VERSIONS, PINNED_VERSION, KafkaCluster
 from tests.harness.real_kafka_compaction import await_compaction
@@ -205,3 +206,34 @@ def test_a_batch_larger_than_the_target_accepts_is_a_permanent_error_naming_size
     assert not failure.retriable and failure.code, failure
     assert "too large" in error and "bytes" in error and f"max.message.bytes of topic {remote}" in error, error
     assert read_all(dst.bootstrap, remote) == []  # never skipped past
+
+
+@pytest.mark.parametrize("path", ["batch", "record"])
+def test_a_range_whose_records_were_deleted_stops_at_them_with_records_gone(
+    pair: Pair, topics: Callable[..., tuple[str, str, str]], path: str
+) -> None:
+    """Both copy paths stop a range at records deleted before they were copied (DeleteRecords here), copy
+    nothing after them, and say so with a failure the driver counts as lost records rather than retries."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    from mm2py.executor import record_copy
+    from mm2py.librdkafka.defaults import copy_consumer_settings
+
+    source, target = pair
+    topic, remote, progress = topics(f"gone-{path}", partitions=1)
+    produce_batched(source, topic, make_records(1000, partitions=1, seed=7))
+    admin = AdminClient(client_config(source.bootstrap))
+    for future in admin.delete_records([TopicPartition(topic, 0, 600)]).values():
+        future.result(timeout=30)
+    consumer = copy_consumer_settings({"bootstrap.servers": source.bootstrap}, "unused", exactly_once=False)
+    spec = replace(spec_for(source, target, progress), consumer_settings=consumer, copy_path=CopyPath(path))  # type: ignore[arg-type]
+    copier = copy_partitions if path == "batch" else record_copy.copy_partitions
+    try:
+        [result] = list(copier(spec, iter([PartitionRange(topic, 0, remote, 200, 1000)]), last_attempt=True))
+    finally:
+        drop_producer(spec.producer_settings)
+        drop_consumer(spec.consumer_settings)  # not left for the interpreter's exit, after the broker stopped
+    assert result.error is not None and result.error.records_gone and not result.error.retriable, result
+    assert (result.records, result.next_offset) == (0, 200)
+    assert read_all(target.bootstrap, remote) == []

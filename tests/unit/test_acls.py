@@ -12,7 +12,7 @@ from mm2py.config.mirror_maker import Flow
 from mm2py.config.properties import parse_properties
 from mm2py.control.acls import sync_topic_acls, target_topic_acls
 from mm2py.errors import KafkaOperationError
-from mm2py.librdkafka.admin import SecurityDisabledError, TopicAcl
+from mm2py.librdkafka.admin_acls import SecurityDisabledError, TopicAcl
 from mm2py.mirror.policy import DefaultReplicationPolicy, IdentityReplicationPolicy
 
 

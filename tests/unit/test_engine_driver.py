@@ -41,12 +41,21 @@ class FakeSource:
         self.earliest = earliest
         self.latest = latest
         self.away: dict[tuple[str, int], int] = {}  # partition -> how many more end-offset lists it misses
+        self.times: dict[tuple[str, int], dict[int, int]] = {}  # partition -> offset -> record timestamp
 
     def list_offsets(
         self, partitions: list[tuple[str, int]], which: str, read_committed: bool = False
     ) -> dict[tuple[str, int], int]:
         table = self.earliest if which == "earliest" else self.latest
         return {tp: table[tp] for tp in partitions}
+
+    def offsets_for_times(self, partitions: list[tuple[str, int]], timestamp_ms: int) -> dict[tuple[str, int], int]:
+        """The first offset at or after ``timestamp_ms`` per ``self.times`` (offset -> timestamp), -1 if none."""
+        found = {}
+        for tp in partitions:
+            later = [o for o, t in sorted(self.times.get(tp, {}).items()) if t >= timestamp_ms]
+            found[tp] = later[0] if later else -1
+        return found
 
     def list_offsets_of_available(
         self, partitions: list[tuple[str, int]], which: str, read_committed: bool = False
@@ -91,7 +100,13 @@ class InstantStop(threading.Event):
 def recorded(monkeypatch: pytest.MonkeyPatch) -> list[Mapping[tuple[str, int], int]]:
     """Starting positions the driver records as progress (instead of producing them to a target)."""
     written: list[Mapping[tuple[str, int], int]] = []
-    monkeypatch.setattr(copy_rounds, "write_progress", lambda _t, _s, _src, offsets: written.append(dict(offsets)))
+
+    def write(
+        _target: str, _settings: object, _source: str, offsets: Mapping[tuple[str, int], int], **_: object
+    ) -> None:
+        written.append(dict(offsets))
+
+    monkeypatch.setattr(copy_rounds, "write_progress", write)
     return written
 
 

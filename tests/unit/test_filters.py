@@ -153,7 +153,7 @@ def test_groups_list_selects_only_the_named_groups() -> None:
     assert not f.should_replicate_group("group2")
 
 
-def test_default_config_property_filter_excludes_mm2_defaults_only() -> None:
+def test_default_config_property_filter_excludes_mm2_defaults_and_tiered_storage_configs() -> None:
     f = DefaultConfigPropertyFilter()
     assert f.should_replicate_config_property("name-1")
     assert f.should_replicate_config_property("retention.ms")
@@ -163,6 +163,11 @@ def test_default_config_property_filter_excludes_mm2_defaults_only() -> None:
         name = prop.replace("\\", "")
         assert not f.should_replicate_config_property(name), name
     assert "min.insync.replicas" in DEFAULT_CONFIG_PROPERTIES_EXCLUDE.replace("\\", "")
+    for tiered in ("remote.storage.enable", "remote.log.copy.disable", "remote.log.delete.on.disable"):
+        assert not f.should_replicate_config_property(tiered), tiered
+    for tiered in ("local.retention.ms", "local.retention.bytes"):
+        assert not f.should_replicate_config_property(tiered), tiered
+    assert f.should_replicate_config_property("retention.bytes")  # only the local (tiered) retention is left out
 
 
 def test_config_properties_exclude_replaces_the_default_list() -> None:
@@ -171,6 +176,7 @@ def test_config_properties_exclude_replaces_the_default_list() -> None:
     assert f.should_replicate_config_property("prop1")
     assert not f.should_replicate_config_property("prop2")
     assert f.should_replicate_config_property("min.insync.replicas")
+    assert f.should_replicate_config_property("remote.storage.enable")  # a tiered target can ask for them
 
 
 def test_custom_config_property_excludes_are_regexes() -> None:

@@ -21,7 +21,6 @@ from mm2py.tools.lag import (
     GROWS,
     SAME,
     SHRINKS,
-    FlowAges,
     GroupLag,
     LagCheck,
     LagSnapshot,
@@ -30,8 +29,9 @@ from mm2py.tools.lag import (
     group_breaches,
     trend,
 )
+from mm2py.tools.liveness import FlowAges
 
-HOT = PartitionLag("dc1->target", "dc1", "target", "orders", "dc1.orders", 0, 37, 30, 7, 5.5)
+HOT = PartitionLag("dc1->target", "dc1", "target", "orders", "dc1.orders", 0, 37, 30, 7, 5.5, lost=2500)
 COLD = PartitionLag("dc1->target", "dc1", "target", "orders", "dc1.orders", 1, 30, 30, 0, 0.0)
 OTHER = PartitionLag("dc2->target", "dc2", "target", "orders", "dc2.orders", 0, 12, 2, 10, 1.0)
 AGES = {
@@ -90,6 +90,19 @@ def test_partition_over_max_lag_seconds_breaches() -> None:
     assert breaches([HOT, COLD, OTHER], max_lag=None, max_lag_seconds=5.0) == [HOT]
 
 
+def test_partition_that_lost_more_than_max_lost_breaches_but_equal_does_not() -> None:
+    assert breaches([HOT, COLD], max_lag=None, max_lag_seconds=None, max_lost=0) == [HOT]
+    assert breaches([HOT, COLD], max_lag=None, max_lag_seconds=None, max_lost=2500) == []
+
+
+def test_lost_records_are_a_column_totalled_per_flow_and_a_prometheus_counter() -> None:
+    text = rendered(lag_view.partition_tables([HOT, COLD], AGES))
+    assert re.search(r"lag s\s+lost", text) and re.search(r"total\s+67\s+60\s+7\s+5\.5\s+2500", text)
+    metrics = samples(lag_view.prometheus_text(LagSnapshot(1_700_000_000.5, (HOT, COLD), AGES)))
+    lost = {(s["topic"], s["partition"]): v for s, v in metrics["mm2py_records_lost_total"]}
+    assert lost == {("orders", "0"): 2500, ("orders", "1"): 0}
+
+
 def test_no_threshold_means_no_breach() -> None:
     assert breaches([HOT, OTHER], None, None) == []
     assert group_breaches([GroupLag("target", "g", "orders", 0, 0, 99, 99)], None) == []
@@ -127,6 +140,7 @@ def test_json_rows_keep_the_partition_keys_and_add_the_flow_ages() -> None:
         "replicated_offset": 30,
         "lag_records": 7,
         "lag_seconds": 5.5,
+        "lost": 2500,
         "heartbeat_age_seconds": 1.5,
         "checkpoint_age_seconds": 42.0,
     }
@@ -184,7 +198,7 @@ def test_watch_table_has_a_trend_column_and_plain_table_has_none() -> None:
     trends = {("dc1->target", "", "orders", 0): GROWS, ("dc1->target", "", "orders", 1): SAME}
     watched = rendered(lag_view.partition_tables([HOT, COLD], AGES, trends))
     assert "trend" in watched
-    assert re.search(r"\b7\s+5\.5\s+↑", watched) and re.search(r"\b0\s+0\.0\s+=", watched)
+    assert re.search(r"\b7\s+5\.5\s+2500\s+↑", watched) and re.search(r"\b0\s+0\.0\s+0\s+=", watched)
     assert "trend" not in rendered(lag_view.partition_tables([HOT, COLD], AGES))
 
 

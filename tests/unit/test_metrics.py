@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -235,7 +236,111 @@ def test_a_scrape_serves_exactly_the_listed_metric_names(served: tuple[RunMetric
     metrics.copy_job_finished("dc1", "target", 1.0)
     metrics.retried("dc1", "target")
     metrics.set_copy_path("dc1", "target", CopyPath("record"))
+    metrics.set_records_lost("dc1", "target", {("orders", 0): 5})
+    metrics.set_metric_names_formats("dc1", "target", ["legacy", "new"])
     assert {name for name, _ in scrape(port)} == set(METRIC_NAMES)
+
+
+def test_metric_names_formats_new_serves_kafka_4_3_names_with_connector_and_task_labels(
+    served: tuple[RunMetrics, int],
+) -> None:
+    metrics, port = served
+    metrics.set_metric_names_formats("dc1", "target", ["new"])
+    metrics.record_copy([measurement(7, 70, [1], [2])])
+    metrics.record_checkpoints([CheckpointMeasurement("dc1", "target", "g", "dc1.orders", 0, 3.0)])
+    samples = scrape(port)
+    plugin = {"connector": "MirrorSourceConnector", "task": "0", **P0}
+    assert value(samples, "kafka_connect_plugins_record_count", **plugin) == 7
+    assert value(samples, "kafka_connect_plugins_byte_count", **plugin) == 70
+    checkpoint = {"connector": "MirrorCheckpointConnector", "task": "0", "source": "dc1", "target": "target"}
+    labels = {**checkpoint, "group": "g", "topic": "dc1.orders", "partition": "0"}
+    assert value(samples, "kafka_connect_plugins_checkpoint_latency_ms", **labels) == 3.0
+    assert not any(name.startswith((SRC, CKP)) for name, _ in samples)  # new only: no legacy names
+
+
+def test_legacy_and_new_serve_both_name_sets_per_flow_and_legacy_is_the_default(
+    served: tuple[RunMetrics, int],
+) -> None:
+    metrics, port = served
+    metrics.set_metric_names_formats("dc1", "target", ["legacy", "new"])
+    metrics.record_copy([measurement(7, 70, [1], [2]), measurement(3, 30, [1], [2], source="dc2")])
+    samples = scrape(port)
+    assert value(samples, SRC + "record_count", **P0) == 7
+    assert value(samples, "kafka_connect_plugins_record_count", connector="MirrorSourceConnector", task="0", **P0) == 7
+    dc2 = {**P0, "source": "dc2"}
+    assert value(samples, SRC + "record_count", **dc2) == 3  # dc2->target asked for nothing: legacy
+    assert (
+        "kafka_connect_plugins_record_count",
+        tuple(sorted({"connector": "MirrorSourceConnector", "task": "0", **dc2}.items())),
+    ) not in samples
+
+
+def test_records_lost_is_a_counter_per_source_partition(served: tuple[RunMetrics, int]) -> None:
+    metrics, port = served
+    metrics.set_records_lost("dc1", "target", {("orders", 0): 2500, ("orders", 1): 0})
+    metrics.set_records_lost("dc1", "target", {("orders", 1): 2500})
+    samples = scrape(port)
+    flow = {"source": "dc1", "target": "target", "topic": "orders"}
+    assert value(samples, "mm2py_records_lost_total", partition="0", **flow) == 2500
+    assert value(samples, "mm2py_records_lost_total", partition="1", **flow) == 2500
+
+
+def probe(port: int, path: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def test_ready_once_every_flow_copies_or_stands_by(served: tuple[RunMetrics, int]) -> None:
+    metrics, port = served
+    for flow in ("dc1->target", "dc2->target"):
+        metrics.health.starting(flow)
+    status, body = probe(port, "/ready")
+    assert status == 503 and "flow dc1->target: starting" in body
+    metrics.health.copying("dc1->target")
+    metrics.health.standing_by("dc2->target", "host-b:42")
+    status, body = probe(port, "/ready")
+    assert status == 200, body
+    assert "flow dc2->target: standing by (the lease is held by host-b:42)" in body
+
+
+def test_health_is_503_with_one_line_per_failing_flow_and_200_again_once_it_recovers(
+    served: tuple[RunMetrics, int], clock: Clock
+) -> None:
+    metrics, port = served
+    health = metrics.health
+    health.heartbeats_expected("dc1", "target", 1.0)
+    health.heartbeats_expected("dc2", "target", 1.0)
+    for flow in ("dc1->target", "dc2->target"):
+        health.starting(flow)
+        health.copying(flow)
+    metrics.heartbeat_written("dc1", "target")
+    metrics.heartbeat_written("dc2", "target")
+    assert probe(port, "/health")[0] == 200
+    clock.now += 10
+    metrics.heartbeat_written("dc2", "target")
+    health.failing("dc2->target", "listing latest offsets of orders-0 on dc2 failed: no broker answered")
+    clock.now += 6  # dc1's newest heartbeat is 16 s old: over the 15 s a 1 s interval allows
+    status, body = probe(port, "/health")
+    lines = body.splitlines()
+    assert status == 503 and lines[0] == "unavailable" and len(lines) == 3, body
+    assert lines[1] == "flow dc1->target: no heartbeat reached target for 16 s (one is written every 1 s)"
+    assert lines[2].startswith("flow dc2->target: failing for 6 s, retrying: listing latest offsets")
+    metrics.heartbeat_written("dc1", "target")
+    health.succeeded("dc2->target")
+    status, body = probe(port, "/health")
+    assert status == 200 and body.splitlines() == ["ok", "flow dc1->target: copying", "flow dc2->target: copying"]
+
+
+def test_probe_answers_pass_through_the_redactor(clock: Clock) -> None:
+    metrics = RunMetrics(clock)
+    metrics.health.starting("dc1->target")
+    metrics.health.failing("dc1->target", "login failed for password hunter2")
+    with metrics.serve("127.0.0.1", 0, lambda text: text.replace("hunter2", "****")) as endpoint:
+        status, body = probe(endpoint.port, "/health")
+    assert status == 503 and "hunter2" not in body and "****" in body
 
 
 def test_the_endpoint_answers_while_a_long_operation_runs_and_shows_its_progress(

@@ -59,7 +59,7 @@ def test_internal_topic_names_and_homes_follow_mm2() -> None:
 
 
 def test_config_sync_sets_copied_properties_and_deletes_source_defaults_from_the_remote_topic() -> None:
-    from mm2py.control.topics import config_sync_ops
+    from mm2py.control.config_sync import config_sync_ops
 
     ops = config_sync_ops(flow(), SOURCE)
     assert ops == {"retention.ms": "86400000", "cleanup.policy": "compact", "segment.bytes": None}

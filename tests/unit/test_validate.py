@@ -216,3 +216,34 @@ def test_connect_worker_settings_are_named_as_such_not_as_unknown_keys() -> None
         found = find(problems, key, "Kafka Connect worker setting")
         assert found.severity == "warning"
     assert not [p for p in problems if "is not an MM2 key" in p.reason]
+
+
+def test_the_keys_of_kafka_4_3_and_of_loss_accounting_are_known_and_checked() -> None:
+    good = GOOD + (
+        "metric.names.formats = legacy,new\nuse.incremental.alter.configs = never\nmm2py.source.loss = fail\n"
+        "dc1->target.mm2py.start.timestamp = 2026-11-25T06:00:00Z\ndc1->target.mm2py.source.loss = warn\n"
+    )
+    assert problems_of(good) == []
+    bad = problems_of(
+        GOOD
+        + "metric.names.formats = new,newest\nuse.incremental.alter.configs = sometimes\n"
+        + "mm2py.source.loss = ignore\nmm2py.start.timestamp = last tuesday\nmetric.names.formats.x = 1\n"
+    )
+    assert find(bad, "metric.names.formats", "'newest'").allowed == "a comma-separated list of legacy, new"
+    assert find(bad, "use.incremental.alter.configs", "not one of").allowed == "requested, required, never"
+    assert find(bad, "mm2py.source.loss", "not one of").allowed == "warn, fail"
+    assert find(bad, "mm2py.start.timestamp", "is not a time").line == 9
+    assert all(p.severity == "error" for p in bad if p.key != "metric.names.formats.x")
+
+
+def test_an_empty_metric_names_formats_is_an_error_as_kafkas_validlist_makes_it() -> None:
+    assert find(problems_of(GOOD + "metric.names.formats =\n"), "metric.names.formats", "names no value")
+
+
+def test_run_wide_mm2py_keys_given_per_flow_are_said_to_be_read_at_the_top_level() -> None:
+    problem = find(
+        problems_of(GOOD + "dc1->target.mm2py.batch.max.records = 5\n"),
+        "dc1->target.mm2py.batch.max.records",
+        "top level only",
+    )
+    assert problem.severity == "warning" and "mm2py.start.timestamp" in (problem.allowed or "")

@@ -1,0 +1,122 @@
+"""Topic ACLs through the admin client (driver side): what MM2's ACL sync reads on a source and writes on a target.
+
+Kept apart from :mod:`mm2py.librdkafka.admin` as a mixin of :class:`~mm2py.librdkafka.admin.ClusterAdmin`,
+which gives it its client, timeout and error wrapping.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    ResourcePatternType,
+    ResourceType,
+)
+
+from mm2py.errors import KafkaOperationError
+from mm2py.librdkafka.error_mapping import UNREACHABLE, error_of
+
+
+@dataclass(frozen=True)
+class TopicAcl:
+    """One ACL binding on a topic, with Kafka's own enum names (as ``kafka-acls.sh`` prints them)."""
+
+    topic: str
+    pattern_type: str  # LITERAL or PREFIXED
+    principal: str  # User:alice
+    host: str  # * for any
+    operation: str  # READ, WRITE, ALL, DESCRIBE, ...
+    permission: str  # ALLOW or DENY
+
+
+class SecurityDisabledError(KafkaOperationError):
+    """The cluster runs without an authorizer (Kafka's SECURITY_DISABLED): it has no ACLs to read or write."""
+
+
+class TopicAclAdmin:
+    """Topic ACL calls of :class:`~mm2py.librdkafka.admin.ClusterAdmin`."""
+
+    alias: str
+    timeout_s: float
+
+    @property
+    def client(self) -> AdminClient:
+        raise NotImplementedError
+
+    def _wrap(self, operation: str, exc: BaseException) -> KafkaOperationError:
+        raise NotImplementedError
+
+    def describe_topic_acls(self) -> list[TopicAcl]:
+        """Every ACL binding on a topic resource, of any pattern type; SecurityDisabledError without an authorizer."""
+        operation = "describing topic ACLs"
+        # None matches any name, principal and host (the client's hints say str, its docs and code take None).
+        any_name: Any = None
+        acl_filter = AclBindingFilter(
+            ResourceType.TOPIC,
+            any_name,
+            ResourcePatternType.ANY,
+            any_name,
+            any_name,
+            AclOperation.ANY,
+            AclPermissionType.ANY,
+        )
+        future = self.client.describe_acls(acl_filter, request_timeout=self.timeout_s)
+        try:
+            bindings = future.result(timeout=self.timeout_s)
+        except (KafkaException, FutureTimeout) as exc:
+            raise self._acl_error(operation, exc) from None
+        return [
+            TopicAcl(
+                b.name, b.resource_pattern_type.name, b.principal, b.host, b.operation.name, b.permission_type.name
+            )
+            for b in bindings
+        ]
+
+    def create_topic_acls(self, acls: list[TopicAcl]) -> dict[TopicAcl, str | None]:
+        """Create ACL bindings (creating an existing one is a no-op in Kafka); returns acl -> None or the error.
+
+        Never call this against a broker that has no authorizer support at all: tansu aborts the client
+        process on CreateAcls. Callers describe first and skip when there is nothing to create.
+        """
+        if not acls:
+            return {}
+        bindings = [
+            AclBinding(
+                ResourceType.TOPIC,
+                a.topic,
+                ResourcePatternType[a.pattern_type],
+                a.principal,
+                a.host,
+                AclOperation[a.operation],
+                AclPermissionType[a.permission],
+            )
+            for a in acls
+        ]
+        futures = self.client.create_acls(bindings, request_timeout=self.timeout_s)
+        outcome: dict[TopicAcl, str | None] = {}
+        for acl, binding in zip(acls, bindings, strict=True):
+            try:
+                futures[binding].result(timeout=self.timeout_s)
+                outcome[acl] = None
+            except (KafkaException, FutureTimeout) as exc:
+                err = error_of(exc)
+                if isinstance(exc, FutureTimeout) or (
+                    err is not None and err.code() in (*UNREACHABLE, KafkaError.SECURITY_DISABLED)
+                ):
+                    raise self._acl_error(f"creating ACLs on topic {acl.topic}", exc) from None
+                outcome[acl] = err.str() if err is not None else str(exc)
+        return outcome
+
+    def _acl_error(self, operation: str, exc: BaseException) -> KafkaOperationError:
+        err = error_of(exc)
+        if err is not None and err.code() == KafkaError.SECURITY_DISABLED:
+            return SecurityDisabledError(self.alias, operation, "the cluster has no authorizer")
+        return self._wrap(operation, exc)
