@@ -121,7 +121,10 @@ class _BatchCopier:
                 "fences its predecessor and copies its ranges in the next job",
                 retriable=True,
             )
-            return finish(self.spec, self.recorder, not_again, 0.0, {id(r): Counted() for r in self.ranges.values()})
+            nothing = {id(r): Counted() for r in self.ranges.values()}
+            results = finish(self.spec, self.recorder, not_again, 0.0, nothing)
+            self._final_report(nothing, not_again)
+            return results
         # The producers of progress and offset syncs are created now: a new idempotent producer first waits for
         # its producer id (about 0.5 s on a real broker), which then overlaps the copy instead of delaying it.
         cached_producer(self.spec.producer_settings)
@@ -160,9 +163,15 @@ class _BatchCopier:
             target.close()
         committed = eos.committed if eos is not None else None
         results = finish(self.spec, self.recorder, failure, time.monotonic() - self.started, committed)
-        if self.link is not None:
-            self.link.report(self._rows(committed), final=True)  # what the last report did not count
+        self._final_report(committed, failure)
         return results
+
+    def _final_report(self, committed: dict[int, Counted] | None, failure: Failure | None) -> None:
+        """Following: what the last report did not count; and a task-wide failure (a fenced or failed
+        transaction) on every row, so the driver ends the generation instead of waiting on the other tasks."""
+        if self.link is None:
+            return
+        self.link.report(with_task_failure(self._rows(committed), failure), final=True)
 
     def _copy(self, sender: Sender, eos: TransactionalCopy | None) -> None:
         """Hand fetched batches to the sender until the fetcher is done (or the driver says stop) and everything
@@ -269,3 +278,11 @@ class _BatchCopier:
             )
             self.reported[id(r)] = (counted.records, counted.bytes)
         return rows
+
+
+def with_task_failure(rows: list[dict[str, Any]], failure: Failure | None) -> list[dict[str, Any]]:
+    """A following task's last report rows, each carrying the task's own failure unless it has one already."""
+    if failure is None:
+        return rows
+    task_failure = {"message": failure.message, "retriable": failure.retriable}
+    return [{**row, "failure": row.get("failure") or task_failure} for row in rows]

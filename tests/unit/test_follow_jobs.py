@@ -306,3 +306,18 @@ def test_local_star_gets_a_task_slot_per_flow(
 ) -> None:
     monkeypatch.setattr("os.cpu_count", lambda: cpus)
     assert effective_master(master, flows) == expected
+
+
+def test_a_following_task_that_fails_as_a_whole_marks_every_row_of_its_last_report() -> None:
+    """A fenced transaction fails the task, not one partition: every row says so, so the driver ends the
+    generation instead of waiting for the other tasks, which would follow on for ever."""
+    from mm2py.errors import Failure
+    from mm2py.executor.batch_copy import with_task_failure
+
+    own = {"message": "partition 1 failed", "retriable": True}
+    rows = [report_row("orders", 0, 10, 0, 0, 10, None), report_row("orders", 1, 5, 0, 0, 9, None, own)]
+    fenced = Failure("fenced: another producer took transactional.id x over", "PRODUCER_FENCED", retriable=False)
+    marked = with_task_failure(rows, fenced)
+    assert marked[0]["failure"] == {"message": fenced.message, "retriable": False}
+    assert marked[1]["failure"] == own
+    assert with_task_failure(rows, None) == rows
