@@ -36,6 +36,26 @@ def write_real_config(
     return path
 
 
+def one_flow_config(
+    path: Path,
+    source: str,
+    target: str,
+    topic: str,
+    extra: str = "",
+    *,
+    exactly_once: bool = False,
+    cluster_settings: str = REAL_SMALL_CLUSTER,
+) -> tuple[Path, str, str]:
+    """One flow ``src->tgt`` under fresh aliases copying ``topic`` (bootstraps given), exactly-once if asked:
+    (the file, the source alias, the target alias)."""
+    src, tgt = unique_alias("src"), unique_alias("tgt")
+    body = f"{src}->{tgt}.enabled = true\ntopics = {topic}\n"
+    if exactly_once:
+        body += f"{tgt}.exactly.once.source.support = enabled\n"
+    config = write_real_config(path, {src: source, tgt: target}, body + extra, cluster_settings)
+    return config, src, tgt
+
+
 def latest_checkpoints(records: list[Record]) -> dict[tuple[str, str, int], Checkpoint]:
     """The newest checkpoint per (group, topic, partition) of a read of ``<source>.checkpoints.internal``;
     records that are not checkpoints (seal records of a compaction) are skipped, as MM2's readers skip them."""

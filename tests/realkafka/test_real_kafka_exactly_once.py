@@ -19,7 +19,7 @@ from tests.harness.faults import MirrorRun
 from tests.harness.kafka_harness import Record, client_config, consumer_config, make_records, produce, read_all
 from tests.harness.mm2py_cli import mm2py
 from tests.harness.real_kafka import KafkaCluster
-from tests.harness.real_kafka_mm2 import unique_alias, write_real_config
+from tests.harness.real_kafka_mm2 import one_flow_config
 
 pytestmark = [pytest.mark.realkafka, pytest.mark.spark]
 
@@ -27,13 +27,9 @@ pytestmark = [pytest.mark.realkafka, pytest.mark.spark]
 def _config(
     tmp_path: Path, source: KafkaCluster, target: KafkaCluster, topic: str, extra: str = ""
 ) -> tuple[Path, str, str]:
-    src, tgt = unique_alias("src"), unique_alias("tgt")
-    config = write_real_config(
-        tmp_path / "mm2.properties",
-        {src: source.bootstrap, tgt: target.bootstrap},
-        (f"{src}->{tgt}.enabled = true\ntopics = {topic}\n{tgt}.exactly.once.source.support = enabled\n" + extra),
+    return one_flow_config(
+        tmp_path / "mm2.properties", source.bootstrap, target.bootstrap, topic, extra, exactly_once=True
     )
-    return config, src, tgt
 
 
 def _produce_transactions(bootstrap: str, topic: str, outcomes: list[bool], per_partition: int) -> list[bytes]:

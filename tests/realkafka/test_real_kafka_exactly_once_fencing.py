@@ -19,7 +19,7 @@ from tests.harness.faults import MirrorRun
 from tests.harness.kafka_harness import client_config, end_offsets, make_records, produce, read_all
 from tests.harness.mm2py_cli import mm2py
 from tests.harness.real_kafka import KafkaCluster
-from tests.harness.real_kafka_mm2 import unique_alias, write_real_config
+from tests.harness.real_kafka_mm2 import one_flow_config
 
 pytestmark = [pytest.mark.realkafka, pytest.mark.spark]
 
@@ -27,11 +27,8 @@ pytestmark = [pytest.mark.realkafka, pytest.mark.spark]
 def _config(
     tmp_path: Path, source: KafkaCluster, target: KafkaCluster, topic: str, extra: str = ""
 ) -> tuple[Path, str]:
-    src, tgt = unique_alias("src"), unique_alias("tgt")
-    config = write_real_config(
-        tmp_path / "mm2.properties",
-        {src: source.bootstrap, tgt: target.bootstrap},
-        f"{src}->{tgt}.enabled = true\ntopics = {topic}\n{tgt}.exactly.once.source.support = enabled\n" + extra,
+    config, src, _tgt = one_flow_config(
+        tmp_path / "mm2.properties", source.bootstrap, target.bootstrap, topic, extra, exactly_once=True
     )
     return config, src
 

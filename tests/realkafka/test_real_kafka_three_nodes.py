@@ -19,7 +19,7 @@ from tests.harness.kafka_harness import Record, client_config, make_records, pro
 from tests.harness.mm2py_cli import mm2py
 from tests.harness.polling import poll_until
 from tests.harness.real_kafka import KafkaCluster
-from tests.harness.real_kafka_mm2 import REAL_SMALL_CLUSTER, unique_alias, write_real_config
+from tests.harness.real_kafka_mm2 import REAL_SMALL_CLUSTER, one_flow_config
 
 pytestmark = [pytest.mark.realkafka, pytest.mark.spark]
 
@@ -32,11 +32,12 @@ THREE_NODE_SOURCE = REAL_SMALL_CLUSTER.replace(
 def _config(
     tmp_path: Path, source: KafkaCluster, target: KafkaCluster, topic: str, extra: str = ""
 ) -> tuple[Path, str]:
-    src, tgt = unique_alias("src"), unique_alias("tgt")
-    config = write_real_config(
+    config, src, _tgt = one_flow_config(
         tmp_path / "mm2.properties",
-        {src: source.bootstrap, tgt: target.bootstrap},
-        f"{src}->{tgt}.enabled = true\ntopics = {topic}\n" + extra,
+        source.bootstrap,
+        target.bootstrap,
+        topic,
+        extra,
         cluster_settings=THREE_NODE_SOURCE,
     )
     return config, f"{src}.{topic}"
