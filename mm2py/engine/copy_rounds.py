@@ -57,6 +57,7 @@ class CopyRounds:
         self.plan = plan
         self.remote: dict[str, str] = {t.topic: t.remote_topic for t in plan.topics}
         self.positions: dict[TopicPartition, int] = {}  # where the next range of each partition starts
+        self.stored_progress: dict[TopicPartition, int] = {}  # as read when the flow was prepared
         self.ends: dict[TopicPartition, int] = {}  # the source end offsets the last copy round saw
         self.away = UnavailablePartitions(flow.name)
         self.losses = FlowLosses(flow, stats, metrics)
@@ -80,9 +81,14 @@ class CopyRounds:
         any position moves); starts that are not stored progress yet are recorded at once, with the losses, so
         the next run continues from them."""
         admin = self.pool.admin(self.flow.source, self.flow)
-        partitions = [tp for tp in self.partitions() if tp not in self.positions]
-        earliest = admin.list_offsets(partitions, "earliest")
-        latest = admin.list_offsets(partitions, "latest", self._read_committed())
+        progress = {**self.stored_progress, **progress}
+        asked = [tp for tp in self.partitions() if tp not in self.positions]
+        # A partition whose leader is away stays unplaced (no range is made for it) while the others are placed
+        # and copied; place_pending() places it once it is back.
+        earliest, away = admin.list_offsets_of_available(asked, "earliest")
+        latest, away_now = admin.list_offsets_of_available(list(earliest), "latest", self._read_committed())
+        self.away.update(asked, away | away_now)
+        partitions = [tp for tp in asked if tp in latest]
         starts = self._timestamp_starts([tp for tp in partitions if progress.get(tp) is None])
         reset = self.flow.source_consumer.settings().get("auto.offset.reset", "earliest")
         resumes: dict[TopicPartition, Resume] = {
@@ -106,6 +112,18 @@ class CopyRounds:
             self.positions[tp] = resume.start
         write_progress(self.flow.target, self.spec.producer_settings, self.flow.source, record, losses=losses)
         self.losses.written(losses)
+
+    def pending(self) -> list[TopicPartition]:
+        """Partitions of the plan not placed yet (their leader was away when they were to be placed)."""
+        return [tp for tp in self.partitions() if tp not in self.positions]
+
+    def place_pending(self) -> bool:
+        """Place the partitions left unplaced, from the progress stored when the flow was prepared; True if
+        any was placed."""
+        before = len(self.pending())
+        if before:
+            self.place({})
+        return len(self.pending()) < before
 
     def _timestamp_starts(self, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
         """``mm2py.start.timestamp`` (or ``run --from-timestamp``): the first offset at or after that time of
@@ -150,17 +168,18 @@ class CopyRounds:
         self.away.update(partitions, away)
         return ends
 
-    def ends_of_unavailable(self) -> dict[TopicPartition, int]:
-        """``--once``: the end offsets of the partitions left out at the start, once their leaders are back.
-        Fails (retriably) while one is still away, so the run waits for it up to ``mm2py.retry.timeout.seconds``
-        and then exits 3 naming it; nothing is skipped in silence."""
-        ends = self._available_ends(sorted(self.unavailable))
-        if self.unavailable:
-            (topic, partition), reason = min(self.unavailable.items())
+    def ends_of_unavailable(self, late: list[TopicPartition]) -> dict[TopicPartition, int]:
+        """``--once``: the end offsets of the partitions ``late`` left out at the start (their leader was away),
+        once their leaders are back. Fails (retriably) while one is still away, so the run waits for it up to
+        ``mm2py.retry.timeout.seconds`` and then exits 3 naming it; nothing is skipped in silence."""
+        ends = self._available_ends(sorted(late))
+        missing = sorted(tp for tp in late if tp not in ends)
+        if missing:
+            topic, partition = missing[0]
             raise KafkaOperationError(
                 self.flow.source,
                 f"listing latest offsets of {topic}-{partition}",
-                f"{reason} ({len(self.unavailable)} partition(s) not copied by this run)",
+                f"{self.unavailable.get(missing[0], 'no leader')} ({len(missing)} partition(s) not copied by this run)",
             )
         return ends
 
@@ -197,6 +216,7 @@ class CopyRounds:
 
     def copy_round(self, ends: dict[TopicPartition, int]) -> int:
         """One Spark job up to ``ends``; returns how many ranges it copied (0 = nothing left below them)."""
+        self.place_pending()
         self._check_truncation(ends)
         with self.lock:
             # A partition of the plan that this listing left out (its leader is away; or --once copying only the
@@ -229,6 +249,7 @@ class CopyRounds:
         partitions to follow (yet)."""
         if self.spark is None:
             raise RuntimeError(f"flow {self.flow.name}: following before Spark was started")
+        self.place_pending()
         self._check_truncation(self.end_offsets())
         with self.lock:
             ranges = follow_ranges(self.partitions(), self.positions, self.remote)

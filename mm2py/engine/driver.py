@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import logging
 import threading
+import time
 from dataclasses import replace
 
 from mm2py.config.flow import FlowConfig
@@ -34,6 +35,7 @@ from mm2py.errors import KafkaOperationError, ReplicationError
 from mm2py.metrics.registry import RunMetrics
 
 PERIODIC_CHECK_S = 0.5  # how soon the periodic jobs' thread sees a stop or a lost lease
+PLACE_PENDING_EVERY_S = 5.0  # following: how often a partition left unplaced (its leader away) is tried again
 log = logging.getLogger(__name__)
 
 
@@ -78,6 +80,7 @@ class FlowRunner:
         self.rounds.positions = {}
         state = read_replication_state(f.target, f.target_consumer.settings(), f.source)
         self.rounds.losses.load(state.losses)
+        self.rounds.stored_progress = state.progress
         self.rounds.place(state.progress)
         if self.metrics is not None:
             self.metrics.set_copy_path(f.source, f.target, self.spec.copy_path)
@@ -121,11 +124,13 @@ class FlowRunner:
         """Copy up to the end offsets the source had when the run started; a signal stops after the job in
         flight (what it copied is recorded, the rest is left for the next run)."""
         rounds = self.rounds
-        self._copy_up_to(self.retrying(rounds.end_offsets, stop), stop)
+        ends = self.retrying(rounds.end_offsets, stop)
+        self._copy_up_to(ends, stop)
+        late = [tp for tp in rounds.partitions() if tp not in ends]  # their leader was away at the start
         unfinished: KafkaOperationError | ReplicationError | None = None
-        if rounds.unavailable and not stop.is_set():
-            try:  # the partitions whose leader was away at the start, once it is back
-                self._copy_up_to(self.retrying(rounds.ends_of_unavailable, stop), stop)
+        if late and not stop.is_set():
+            try:  # once their leaders are back
+                self._copy_up_to(self.retrying(functools.partial(rounds.ends_of_unavailable, late), stop), stop)
             except (KafkaOperationError, ReplicationError) as exc:
                 unfinished = exc  # raised after the checkpoints of what was copied
         self.retrying(self.sync.checkpoint, stop)
@@ -169,13 +174,28 @@ class FlowRunner:
             periodic.join(timeout=60)
             self.rounds.channel = None
 
+    def _place_pending_beside(self, channel: FlowChannel) -> None:
+        """A partition whose leader was away when the flow was placed: once it is back, the running generation
+        ends, so that the next one follows it too."""
+        try:
+            placed = self.rounds.place_pending()
+        except (KafkaOperationError, ReplicationError) as exc:  # still away, or the source is: tried again later
+            log.debug("flow=%s: placing the partitions left out failed: %s", self.flow.name, exc)
+            return
+        if placed:
+            channel.end()
+
     def _periodic_beside(self, stop: threading.Event, lost: threading.Event, channel: FlowChannel) -> None:
         """MM2's periodic jobs while the tasks follow; a stop or a lost lease ends the running generation (its
         tasks record their progress and return within seconds)."""
         schedule = self.sync.schedule()
         try:
+            next_placing = 0.0
             while not stop.is_set() and not lost.is_set():
                 schedule.run_due(lambda action: self.retrying(action, stop))
+                if self.rounds.pending() and time.monotonic() >= next_placing:
+                    next_placing = time.monotonic() + PLACE_PENDING_EVERY_S
+                    self._place_pending_beside(channel)
                 stop.wait(min(PERIODIC_CHECK_S, schedule.seconds_until_due()))
         except BaseException:
             log.exception("flow=%s: a periodic job failed; stopping the flow", self.flow.name)

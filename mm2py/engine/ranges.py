@@ -16,7 +16,8 @@ TopicPartition = tuple[str, int]
 def round_ranges(
     ends: Mapping[TopicPartition, int], positions: Mapping[TopicPartition, int], remote: Mapping[str, str], cap: int
 ) -> list[PartitionRange]:
-    """A round (``--once``, the record path): what each partition holds below its listed end."""
+    """A round (``--once``, the record path): what each partition holds below its listed end. A partition not
+    placed yet (no position: its leader was away) gets no range, never one from the start of its log."""
     result = []
     for (topic, partition), end in ends.items():
         start = positions.get((topic, partition), end)

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from mm2py.mirror.progress import progress_of as mirror_progress_of
 from mm2py.mirror.progress import progress_topic
-from mm2py.mirror.record_formats import parse_source_offset_key, parse_source_offset_value
 from tests.harness.flows_helpers import copied
 from tests.harness.kafka_harness import (
     ClusterFactory,
@@ -263,18 +263,9 @@ def test_authentication_failure_exits_3_naming_the_cluster(
 
 
 def progress_of(target: TansuBroker, source: str = "dc1") -> dict[tuple[str, int], int]:
-    """Last replicated offset per (topic, partition), read back from mm2-offsets.<source>.internal."""
-    result: dict[tuple[str, int], int] = {}
-    for record in read_all(target.bootstrap, progress_topic(source)):
-        parsed = parse_source_offset_key(record.key or b"")
-        if parsed is None or parsed[1] != source:
-            continue
-        offset = parse_source_offset_value(record.value)
-        if offset is None:
-            result.pop((parsed[2], parsed[3]), None)
-        else:
-            result[(parsed[2], parsed[3])] = offset
-    return result
+    """Last replicated offset per (topic, partition), read back from mm2-offsets.<source>.internal (the loss
+    records kept beside the progress, under keys of their own, are not progress)."""
+    return mirror_progress_of(((r.key, r.value) for r in read_all(target.bootstrap, progress_topic(source))), source)
 
 
 TWO_MB = 2 * 1024 * 1024

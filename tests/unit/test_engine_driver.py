@@ -200,7 +200,9 @@ def test_once_copies_the_other_partitions_then_the_one_whose_leader_came_back(
     recorded: list[Mapping[tuple[str, int], int]], caplog: pytest.LogCaptureFixture
 ) -> None:
     source = FakeSource({("orders", 0): 0, ("orders", 1): 0}, {("orders", 0): 150, ("orders", 1): 30})
-    source.away[("orders", 1)] = 3  # the start, then two retries of the late phase
+    # Away when placed, at the first listing and before each of the three copy rounds of partition 0 (each tries
+    # to place it), then at the late phase's first listing and its first retry.
+    source.away[("orders", 1)] = 7
     spark = FakeSpark()
     r = runner(source, spark)
     r.rounds.place({})
@@ -217,6 +219,25 @@ def test_once_copies_the_other_partitions_then_the_one_whose_leader_came_back(
     assert any("partition=1 has a leader again" in m for m in messages)
 
 
+def test_a_partition_away_when_the_flow_is_placed_resumes_later_from_its_stored_progress(
+    recorded: list[Mapping[tuple[str, int], int]],
+) -> None:
+    """Placing needs each partition's log start and end; one without a leader must not hold the others back
+    (they are placed and copied), and once it is back it resumes where the stored progress says, not at the
+    start of its log."""
+    source = FakeSource({("orders", 0): 0, ("orders", 1): 0}, {("orders", 0): 50, ("orders", 1): 30})
+    source.away[("orders", 1)] = 3  # when placed, at the first listing, before the first copy round
+    spark = FakeSpark()
+    r = runner(source, spark)
+    r.rounds.stored_progress = {("orders", 1): 19}
+    r.rounds.place(r.rounds.stored_progress)
+    assert r.rounds.pending() == [("orders", 1)] and r.rounds.positions == {("orders", 0): 0}
+    r.run_once(InstantStop())
+    copied = [[(x.partition, x.start, x.end) for x in job] for job in spark.jobs]
+    assert copied == [[(0, 0, 50)], [(1, 20, 30)]]
+    assert r.rounds.positions == {("orders", 0): 50, ("orders", 1): 30}
+
+
 def test_once_fails_naming_a_partition_whose_leader_stays_away_after_copying_the_rest(
     recorded: list[Mapping[tuple[str, int], int]],
 ) -> None:
@@ -229,10 +250,9 @@ def test_once_fails_naming_a_partition_whose_leader_stays_away_after_copying_the
     with pytest.raises(KafkaOperationError, match=r"latest offsets of orders-1 on dc1 failed: Broker: Leader not av"):
         r.run_once(stop)
     assert stop.waits == [1.0, 2.0, 4.0, 8.0, 16.0]  # retried up to mm2py.retry.timeout.seconds
-    assert r.rounds.positions == {
-        ("orders", 0): 50,
-        ("orders", 1): 0,
-    }  # the rest was copied; partition 1 is not skipped
+    # The rest was copied; partition 1 was never placed (so no range, and nothing recorded, skips any of it).
+    assert r.rounds.positions == {("orders", 0): 50}
+    assert all(("orders", 1) not in progress for progress in recorded)
     assert list(r.rounds.unavailable) == [("orders", 1)]
 
 

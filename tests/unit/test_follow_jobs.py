@@ -321,3 +321,11 @@ def test_a_following_task_that_fails_as_a_whole_marks_every_row_of_its_last_repo
     assert marked[0]["failure"] == {"message": fenced.message, "retriable": False}
     assert marked[1]["failure"] == own
     assert with_task_failure(rows, None) == rows
+
+
+def test_a_round_makes_no_range_for_a_partition_not_placed_yet() -> None:
+    """Without a position it is not known where a partition resumes: taking its end would skip its records."""
+    from mm2py.engine.ranges import round_ranges
+
+    ranges = round_ranges({("orders", 0): 50, ("orders", 1): 30}, {("orders", 0): 10}, {"orders": "dc1.orders"}, 100)
+    assert [(r.partition, r.start, r.end) for r in ranges] == [(0, 10, 50)]
