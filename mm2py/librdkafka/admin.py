@@ -31,6 +31,7 @@ from mm2py.librdkafka.error_mapping import (
     error_of,
     leader_away,
     reason_of,
+    timed_out,
     wrap_kafka_error,
 )
 
@@ -265,12 +266,31 @@ class ClusterAdmin(TopicAclAdmin):
             if which == "latest"
             else OffsetSpec.for_timestamp(int(which.removeprefix("at ")))
         )
-        request = {TopicPartition(t, p): spec for t, p in partitions}
         level = IsolationLevel.READ_COMMITTED if read_committed else IsolationLevel.READ_UNCOMMITTED
-        futures = self.client.list_offsets(request, isolation_level=level, request_timeout=self.timeout_s)
+        offsets, away = self._ask_offsets([partitions], spec, level, which)
+        unanswered = [tp for tp, exc in away.items() if timed_out(exc)]
+        if len(unanswered) > 1:
+            # librdkafka answers one ListOffsets call as a whole: a leader that does not answer (a node that died
+            # and is not fenced yet, so metadata still names it) times out every partition of the call. Each
+            # leader's partitions are asked again on their own, so the others are answered.
+            by_leader = self._by_leader(unanswered)
+            if len(by_leader) > 1:
+                answered, away_again = self._ask_offsets(list(by_leader.values()), spec, level, which)
+                offsets.update(answered)
+                away = {tp: exc for tp, exc in away.items() if tp not in answered} | away_again
+        return offsets, away
+
+    def _ask_offsets(
+        self, groups: list[list[tuple[str, int]]], spec: OffsetSpec, level: IsolationLevel, which: str
+    ) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], BaseException]]:
+        """One ListOffsets call per group of partitions, all at once; the answers within one timeout."""
+        futures = {}
+        for group in groups:
+            request = {TopicPartition(t, p): spec for t, p in group}
+            futures.update(self.client.list_offsets(request, isolation_level=level, request_timeout=self.timeout_s))
         offsets: dict[tuple[str, int], int] = {}
         away: dict[tuple[str, int], BaseException] = {}
-        deadline = time.monotonic() + self.timeout_s  # one bound for the call, however many partitions wait
+        deadline = time.monotonic() + self.timeout_s  # one bound for the calls, however many partitions wait
         for tp, future in futures.items():
             try:
                 offsets[(tp.topic, tp.partition)] = future.result(timeout=max(0.0, deadline - time.monotonic())).offset
@@ -279,6 +299,19 @@ class ClusterAdmin(TopicAclAdmin):
                     raise self._wrap(f"listing {which} offsets of {tp.topic}-{tp.partition}", exc) from None
                 away[(tp.topic, tp.partition)] = exc
         return offsets, away
+
+    def _by_leader(self, partitions: list[tuple[str, int]]) -> dict[int, list[tuple[str, int]]]:
+        """``partitions`` grouped by the leader metadata names now (-1: none)."""
+        try:
+            metadata = self.client.list_topics(timeout=self.timeout_s)
+        except KafkaException:
+            return {}
+        groups: dict[int, list[tuple[str, int]]] = {}
+        for topic, partition in partitions:
+            described = metadata.topics.get(topic)
+            leader = described.partitions[partition].leader if described and partition in described.partitions else -1
+            groups.setdefault(leader, []).append((topic, partition))
+        return groups
 
     def list_groups(self) -> list[str]:
         """Ids of all consumer groups of the cluster."""

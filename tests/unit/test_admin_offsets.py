@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from concurrent.futures import Future
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -20,13 +21,26 @@ class Answer:
 
 
 class FakeClient:
-    """Answers each partition with an offset, or fails it with a Kafka error code."""
+    """Answers each partition with an offset, or fails it with a Kafka error code; metadata names each
+    partition's leader (``leaders``, node 1 unless given)."""
 
-    def __init__(self, answers: dict[tuple[str, int], int | KafkaError]) -> None:
+    def __init__(
+        self, answers: dict[tuple[str, int], int | KafkaError], leaders: dict[tuple[str, int], int] | None = None
+    ) -> None:
         self.answers = answers
+        self.leaders = leaders or {}
+        self.calls: list[list[tuple[str, int]]] = []
+
+    def list_topics(self, **_kwargs: Any) -> SimpleNamespace:
+        topics: dict[str, SimpleNamespace] = {}
+        for topic, partition in self.answers:
+            described = topics.setdefault(topic, SimpleNamespace(partitions={}))
+            described.partitions[partition] = SimpleNamespace(leader=self.leaders.get((topic, partition), 1))
+        return SimpleNamespace(topics=topics)
 
     def list_offsets(self, request: dict[Any, Any], **_kwargs: Any) -> dict[Any, Future[Answer]]:
         futures: dict[Any, Future[Answer]] = {}
+        self.calls.append([(tp.topic, tp.partition) for tp in request])
         for tp in request:
             future: Future[Answer] = Future()
             answer = self.answers[(tp.topic, tp.partition)]
@@ -96,3 +110,34 @@ def test_after_stale_metadata_the_next_listing_asks_a_new_client(monkeypatch: py
     offsets, away = cluster.list_offsets_of_available(PARTITIONS, "latest")
     assert offsets == {("orders", 0): 10, ("orders", 1): 20} and list(away) == [("heartbeats", 0)]
     assert cluster.list_offsets(PARTITIONS, "latest") == {("orders", 0): 11, ("orders", 1): 21, ("heartbeats", 0): 30}
+
+
+class WholeCallClient(FakeClient):
+    """As librdkafka answers ListOffsets: one call is answered as a whole, so a leader that does not answer (a
+    node dead but still named in metadata) times out every partition of the call."""
+
+    def __init__(self, answers: dict[tuple[str, int], int], leaders: dict[tuple[str, int], int], dead: int) -> None:
+        super().__init__(dict(answers), leaders)
+        self.dead = dead
+
+    def list_offsets(self, request: dict[Any, Any], **kwargs: Any) -> dict[Any, Future[Answer]]:
+        asked = [(tp.topic, tp.partition) for tp in request]
+        timeout = KafkaError(KafkaError._TIMED_OUT)
+        stuck = any(self.leaders[tp] == self.dead for tp in asked)
+        saved = self.answers
+        self.answers = {tp: timeout if stuck else saved[tp] for tp in asked}
+        try:
+            return super().list_offsets(request, **kwargs)
+        finally:
+            self.answers = saved
+
+
+def test_a_leader_that_does_not_answer_times_out_only_its_own_partitions() -> None:
+    leaders = {("orders", 0): 1, ("orders", 1): 2, ("heartbeats", 0): 3}
+    client = WholeCallClient({("orders", 0): 10, ("orders", 1): 20, ("heartbeats", 0): 30}, leaders, dead=3)
+    cluster = ClusterAdmin("dc1", {"bootstrap.servers": "unused:1"}, timeout_s=1.0)
+    cluster._client = client  # type: ignore[assignment]
+    offsets, away = cluster.list_offsets_of_available(PARTITIONS, "latest")
+    assert offsets == {("orders", 0): 10, ("orders", 1): 20}
+    assert list(away) == [("heartbeats", 0)]
+    assert len(client.calls) == 4  # the whole call, then one per leader
