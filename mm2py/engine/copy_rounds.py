@@ -216,7 +216,8 @@ class CopyRounds:
 
     def copy_round(self, ends: dict[TopicPartition, int]) -> int:
         """One Spark job up to ``ends``; returns how many ranges it copied (0 = nothing left below them)."""
-        self.place_pending()
+        if any(tp in ends for tp in self.pending()):
+            self.place_pending()  # their leaders answered the listing: placing them must succeed (or is retried)
         self._check_truncation(ends)
         with self.lock:
             # A partition of the plan that this listing left out (its leader is away; or --once copying only the
@@ -249,7 +250,10 @@ class CopyRounds:
         partitions to follow (yet)."""
         if self.spark is None:
             raise RuntimeError(f"flow {self.flow.name}: following before Spark was started")
-        self.place_pending()
+        try:
+            self.place_pending()
+        except KafkaOperationError as exc:  # still away: followed once placed (the periodic thread tries again)
+            log.debug("flow=%s: partitions left unplaced: %s", self.flow.name, exc)
         self._check_truncation(self.end_offsets())
         with self.lock:
             ranges = follow_ranges(self.partitions(), self.positions, self.remote)

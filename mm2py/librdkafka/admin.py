@@ -94,11 +94,11 @@ class ClusterAdmin(TopicAclAdmin):
         """Our error for a failed call, with the client's own reason when it has one (TLS, login)."""
         with contextlib.suppress(Exception):  # the reason is a nicety; never hide the original failure
             self.client.poll(0)  # error events are delivered only when the client is polled
-        if leader_away(exc):
-            # librdkafka never looks a leader up again: it waits on a dead one and sends a stale leader epoch
-            # (FENCED_LEADER_EPOCH) until its 5-minute refresh. A new client reads the metadata afresh, as Java's
-            # AdminClient does before it retries (PartitionLeaderStrategy unmaps the partition).
-            self._client = None
+        # librdkafka never looks a leader up again: it waits on a dead one, sends a stale leader epoch
+        # (FENCED_LEADER_EPOCH) or answers "no leaders found" from its cache until its 5-minute refresh. A new
+        # client reads the metadata afresh, as Java's AdminClient does before it retries
+        # (PartitionLeaderStrategy unmaps the partition); a failed call is rare, a new client cheap.
+        self._client = None
         return wrap_kafka_error(self.alias, operation, exc, self._last_error)
 
     def list_topics(self) -> dict[str, TopicInfo]:
