@@ -31,7 +31,6 @@ from mm2py.librdkafka.error_mapping import (
     error_of,
     leader_away,
     reason_of,
-    timed_out,
     wrap_kafka_error,
 )
 
@@ -267,18 +266,11 @@ class ClusterAdmin(TopicAclAdmin):
             else OffsetSpec.for_timestamp(int(which.removeprefix("at ")))
         )
         level = IsolationLevel.READ_COMMITTED if read_committed else IsolationLevel.READ_UNCOMMITTED
-        offsets, away = self._ask_offsets([partitions], spec, level, which)
-        unanswered = [tp for tp, exc in away.items() if timed_out(exc)]
-        if len(unanswered) > 1:
-            # librdkafka answers one ListOffsets call as a whole: a leader that does not answer (a node that died
-            # and is not fenced yet, so metadata still names it) times out every partition of the call. Each
-            # leader's partitions are asked again on their own, so the others are answered.
-            by_leader = self._by_leader(unanswered)
-            if len(by_leader) > 1:
-                answered, away_again = self._ask_offsets(list(by_leader.values()), spec, level, which)
-                offsets.update(answered)
-                away = {tp: exc for tp, exc in away.items() if tp not in answered} | away_again
-        return offsets, away
+        # librdkafka answers one ListOffsets call as a whole: a leader that does not answer (a node that died and
+        # is not fenced yet, so metadata still names it) would time out every partition of the call. One call per
+        # leader, all at once, lets the others answer at once.
+        groups = self._by_leader(partitions) if len(partitions) > 1 else {}
+        return self._ask_offsets(list(groups.values()) or [partitions], spec, level, which)
 
     def _ask_offsets(
         self, groups: list[list[tuple[str, int]]], spec: OffsetSpec, level: IsolationLevel, which: str
@@ -301,7 +293,7 @@ class ClusterAdmin(TopicAclAdmin):
         return offsets, away
 
     def _by_leader(self, partitions: list[tuple[str, int]]) -> dict[int, list[tuple[str, int]]]:
-        """``partitions`` grouped by the leader metadata names now (-1: none)."""
+        """``partitions`` grouped by the leader metadata names now (-1: none); empty if metadata failed."""
         try:
             metadata = self.client.list_topics(timeout=self.timeout_s)
         except KafkaException:
