@@ -287,7 +287,7 @@ class ClusterAdmin(TopicAclAdmin):
             try:
                 offsets[(tp.topic, tp.partition)] = future.result(timeout=max(0.0, deadline - time.monotonic())).offset
             except (KafkaException, FutureTimeout) as exc:
-                if not leader_away(exc):
+                if not (leader_away(exc) or _no_leader_known(exc)):
                     raise self._wrap(f"listing {which} offsets of {tp.topic}-{tp.partition}", exc) from None
                 away[(tp.topic, tp.partition)] = exc
         return offsets, away
@@ -369,3 +369,10 @@ class ClusterAdmin(TopicAclAdmin):
                 f"committing offsets of group {group}",
                 f"{failed[0].topic}-{failed[0].partition}: {failed[0].error.str()}",
             )
+
+
+def _no_leader_known(exc: BaseException) -> bool:
+    """librdkafka's ListOffsets fails a call whose partitions have no leader in metadata (its only replica
+    is down) with _NOENT, "Failed to query partition leaders: No leaders found" (rdkafka_admin.c)."""
+    err = error_of(exc)
+    return err is not None and err.code() == KafkaError._NOENT

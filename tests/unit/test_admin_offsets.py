@@ -65,7 +65,8 @@ PARTITIONS = [("orders", 0), ("orders", 1), ("heartbeats", 0)]
 
 
 @pytest.mark.parametrize(
-    "code", [KafkaError.LEADER_NOT_AVAILABLE, KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError._TIMED_OUT]
+    "code",
+    [KafkaError.LEADER_NOT_AVAILABLE, KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError._TIMED_OUT, KafkaError._NOENT],
 )
 def test_a_partition_without_a_leader_is_left_out_with_its_reason_and_the_others_are_answered(code: int) -> None:
     cluster = admin({("orders", 0): 10, ("orders", 1): 20, ("heartbeats", 0): KafkaError(code)})
