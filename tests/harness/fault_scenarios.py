@@ -239,13 +239,14 @@ def _offline_topic(bed: Bed, node: int) -> str:
     return topic
 
 
-def _others_caught_up(bed: Bed, flow: Flow, timeout: float) -> float | None:
-    """Seconds until partitions 1.. of the remote topic held what the source's held when asked; None if not within
-    ``timeout`` (they did not keep copying)."""
+def _others_caught_up(bed: Bed, flow: Flow, timeout: float, ends: dict[int, int] | None = None) -> float | None:
+    """Seconds until partitions 1.. of the remote topic held ``ends`` (by default what the source's held when
+    asked); None if not within ``timeout`` (they did not keep copying)."""
     others = range(1, PARTITIONS)
     started = time.monotonic()
     try:
-        ends = high_watermarks(bed.source.bootstrap, flow.source_topic, others)
+        if ends is None:
+            ends = high_watermarks(bed.source.bootstrap, flow.source_topic, others)
 
         def copied() -> bool:
             try:
@@ -283,7 +284,10 @@ def partition_offline_once(bed: Bed, records: int, *, seconds: float = 60.0, nod
         bed.event(landed.fraction(), "source", node, "sigkill")
         try:
             with MirrorRun(flow.config, flow.log, "--once", verbose=True) as run:
-                others_done = _others_caught_up(bed, flow, seconds)
+                # The source's ends as digested before the kill: asking its nodes now would meet leaders that
+                # are still moving off the killed node.
+                ends = {p: len(source[p]) for p in range(1, PARTITIONS)}
+                others_done = _others_caught_up(bed, flow, seconds, ends)
                 pause(run, seconds - (time.monotonic() - killed))
                 bed.source.restart_node(node)
                 bed.event(landed.fraction(), "source", node, "restarted")
