@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
@@ -12,21 +10,12 @@ import pytest
 
 from tests.harness.faults import MirrorRun
 from tests.harness.flows_helpers import config_for
+from tests.harness.http_probe import probe
 from tests.harness.kafka_harness import TansuBroker, free_port, make_records, produce
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
 PARTITIONS = 2
-
-
-def probe(port: int, path: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as response:
-            return response.status, response.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
-    except OSError as exc:  # the endpoint is not up yet
-        return 0, str(exc)
 
 
 def test_health_turns_503_within_30_s_of_the_target_stalling_and_200_once_it_is_back(
