@@ -205,7 +205,9 @@ def run_flows(
     try:
         for runner in runners:
             runner.sync.coordinator = coordinator
-            runner.ensure_topics()
+            # Retried like any other step: at start-up a node may be down (its requests time out until the
+            # client asks another), which must not end a run that would otherwise copy around it.
+            runner.retrying(runner.ensure_topics, stop)
         working = _skip_held(runners, leases, stop) if once else runners
         if not working:
             return [r.stats for r in runners]
