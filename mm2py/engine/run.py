@@ -205,9 +205,7 @@ def run_flows(
     try:
         for runner in runners:
             runner.sync.coordinator = coordinator
-            # Retried like any other step: at start-up a node may be down (its requests time out until the
-            # client asks another), which must not end a run that would otherwise copy around it.
-            runner.retrying(runner.ensure_topics, stop)
+            runner.retrying(runner.ensure_topics, stop)  # a node down at start-up must not end the run
         working = _skip_held(runners, leases, stop) if once else runners
         if not working:
             return [r.stats for r in runners]
