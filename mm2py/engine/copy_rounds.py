@@ -63,6 +63,7 @@ class CopyRounds:
         self.losses = FlowLosses(flow, stats, metrics)
         # The flow's thread, the periodic jobs' thread and the task-control endpoint all read and move positions.
         self.lock = threading.RLock()
+        self.placing = threading.RLock()  # one placing at a time: a gap must be counted once
         self.channel: FlowChannel | None = None  # continuous mode on the batch path: the following generations
         self.epochs: SlotEpochs | None = None  # exactly-once on the batch path: the task slots' producer epochs
         self._said_rounds = False  # follows() logged that the flow copies in rounds (too few task slots)
@@ -80,6 +81,10 @@ class CopyRounds:
         replicated offsets), and what it lost (counted, or, under ``mm2py.source.loss = fail``, raised before
         any position moves); starts that are not stored progress yet are recorded at once, with the losses, so
         the next run continues from them."""
+        with self.placing:  # the flow's thread and the periodic jobs' thread may both place pending partitions
+            self._place(progress)
+
+    def _place(self, progress: dict[TopicPartition, int]) -> None:
         admin = self.pool.admin(self.flow.source, self.flow)
         progress = {**self.stored_progress, **progress}
         asked = [tp for tp in self.partitions() if tp not in self.positions]
