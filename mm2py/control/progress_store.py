@@ -18,8 +18,8 @@ from mm2py.errors import KafkaOperationError
 from mm2py.librdkafka.clients import new_producer
 from mm2py.librdkafka.partition_reader import read_topic
 from mm2py.mirror.loss import LOSS_CONNECTOR_NAME, LossState, loss_key, loss_value, parse_loss_value
-from mm2py.mirror.progress import PROGRESS_PARTITIONER, progress_record, progress_topic
-from mm2py.mirror.record_formats import parse_source_offset_key, parse_source_offset_value
+from mm2py.mirror.progress import PROGRESS_PARTITIONER, progress_of, progress_record, progress_topic
+from mm2py.mirror.record_formats import parse_source_offset_key
 
 TopicPartition = tuple[str, int]
 V = TypeVar("V")
@@ -41,27 +41,23 @@ def read_replication_state(
     Tombstones remove a partition's progress (KIP-875 resets) or losses; keys of other connectors or clusters
     are ignored. Progress keys are read whatever their connector name (MM2 on a Connect cluster names it).
     """
-    state = ReplicationState()
-    for msg in read_topic(
-        target_alias,
-        consumer_settings,
-        progress_topic(source_alias),
-        purpose="reading replication progress",
-        timeout_s=timeout_s,
-    ):
-        parsed = parse_source_offset_key(msg.key() or b"")
-        if parsed is None:
-            continue
-        connector, cluster, topic, partition = parsed
-        if cluster != source_alias:
-            continue
-        tp = (topic, partition)
-        if connector == LOSS_CONNECTOR_NAME:
-            loss = parse_loss_value(msg.value())
-            _put(state.losses, tp, loss)
-        else:
-            _put(state.progress, tp, parse_source_offset_value(msg.value()))
-    return state
+    pairs = [
+        (msg.key(), msg.value())
+        for msg in read_topic(
+            target_alias,
+            consumer_settings,
+            progress_topic(source_alias),
+            purpose="reading replication progress",
+            timeout_s=timeout_s,
+        )
+    ]
+    losses: dict[TopicPartition, LossState] = {}
+    for key, value in pairs:
+        parsed = parse_source_offset_key(key or b"")
+        if parsed is not None and parsed[0] == LOSS_CONNECTOR_NAME and parsed[1] == source_alias:
+            _put(losses, (parsed[2], parsed[3]), parse_loss_value(value))
+    # Progress by the one rule copy tasks read it by too (mirror.progress.progress_of).
+    return ReplicationState(progress_of(pairs, source_alias), losses)
 
 
 def _put(table: dict[TopicPartition, V], tp: TopicPartition, value: V | None) -> None:
