@@ -45,6 +45,13 @@ librdkafka_log = logging.getLogger("mm2py.librdkafka")
 MAX_CALL_TIMEOUT_S = 15.0
 # How long every broker of a cluster must have been reported down before a metadata request gives up early.
 _DOWN_GRACE_S = 3.0
+# librdkafka sends CreateTopics, CreatePartitions, DescribeConfigs and AlterConfigs to the node its last metadata
+# answer named controller, and waits for that node until the call's timeout. A KRaft broker names a random live
+# broker, and one that has just died stays "live" until the controller fences it (broker.session.timeout.ms,
+# 9 s): a run started in that window waited the whole 15 s on a dead node. Java's AdminClient would send the call
+# to another node at once (LeastLoadedNodeProvider). These calls take milliseconds on a healthy cluster, so an
+# attempt is bounded by this; the caller retries with a fresh client, whose metadata names a node that is up.
+CONTROLLER_ATTEMPT_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -71,6 +78,7 @@ class ClusterAdmin(TopicAclAdmin):
         self.alias = alias
         self._settings: dict[str, Any] = dict(settings)
         self.timeout_s = min(timeout_s, MAX_CALL_TIMEOUT_S)
+        self.controller_timeout_s = min(self.timeout_s, CONTROLLER_ATTEMPT_S)
         self._client: AdminClient | None = None
         self._last_error: KafkaError | None = None  # the first TLS/login failure wins over later noise
         self._down_since: float | None = None
@@ -139,11 +147,11 @@ class ClusterAdmin(TopicAclAdmin):
         if not topics:
             return {}
         resources = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in topics]
-        futures = self.client.describe_configs(resources, request_timeout=self.timeout_s)
+        futures = self.client.describe_configs(resources, request_timeout=self.controller_timeout_s)
         result: dict[str, dict[str, TopicConfigValue]] = {}
         for resource, future in futures.items():
             try:
-                entries = future.result(timeout=self.timeout_s)
+                entries = future.result(timeout=self.controller_timeout_s)
             except (KafkaException, FutureTimeout) as exc:
                 raise self._wrap(f"describing configs of {resource.name}", exc) from None
             result[resource.name] = {
@@ -160,7 +168,7 @@ class ClusterAdmin(TopicAclAdmin):
         """Create topics; returns topic -> None when created or already there, else the error text."""
         if not topics:
             return {}
-        futures = self.client.create_topics(topics, request_timeout=self.timeout_s)
+        futures = self.client.create_topics(topics, request_timeout=self.controller_timeout_s)
         return self._outcomes(futures, "creating topic", {KafkaError.TOPIC_ALREADY_EXISTS})
 
     def create_partitions(self, counts: Mapping[str, int]) -> dict[str, str | None]:
@@ -168,7 +176,7 @@ class ClusterAdmin(TopicAclAdmin):
         if not counts:
             return {}
         futures = self.client.create_partitions(
-            [NewPartitions(t, n) for t, n in counts.items()], request_timeout=self.timeout_s
+            [NewPartitions(t, n) for t, n in counts.items()], request_timeout=self.controller_timeout_s
         )
         return self._outcomes(futures, "adding partitions to", set())
 
@@ -180,7 +188,7 @@ class ClusterAdmin(TopicAclAdmin):
         outcome: dict[str, str | None] = {}
         for name, future in futures.items():
             try:
-                future.result(timeout=self.timeout_s)
+                future.result(timeout=self.controller_timeout_s)
                 outcome[name] = None
             except (KafkaException, FutureTimeout) as exc:
                 err = error_of(exc)
@@ -197,10 +205,10 @@ class ClusterAdmin(TopicAclAdmin):
         MM2's ``use.incremental.alter.configs = never`` uses); returns how many resources were altered."""
         if not resources:
             return 0
-        futures = self.client.alter_configs(resources, request_timeout=self.timeout_s)
+        futures = self.client.alter_configs(resources, request_timeout=self.controller_timeout_s)
         for resource, future in futures.items():
             try:
-                future.result(timeout=self.timeout_s)
+                future.result(timeout=self.controller_timeout_s)
             except (KafkaException, FutureTimeout) as exc:
                 raise self._wrap(f"altering configs of {resource.name}", exc) from None
         return len(resources)
@@ -209,10 +217,10 @@ class ClusterAdmin(TopicAclAdmin):
         """Apply incremental config changes; returns how many resources were altered."""
         if not resources:
             return 0
-        futures = self.client.incremental_alter_configs(resources, request_timeout=self.timeout_s)
+        futures = self.client.incremental_alter_configs(resources, request_timeout=self.controller_timeout_s)
         for resource, future in futures.items():
             try:
-                future.result(timeout=self.timeout_s)
+                future.result(timeout=self.controller_timeout_s)
             except (KafkaException, FutureTimeout) as exc:
                 err = error_of(exc)
                 operation = f"altering configs of {resource.name} incrementally"
