@@ -5,6 +5,7 @@ KRaft brokers until it is fenced, and librdkafka would wait on it for the call's
 from __future__ import annotations
 
 from concurrent.futures import Future
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -48,6 +49,13 @@ class RecordingClient:
     ) -> dict[Any, Future[Any]]:
         return self._futures("incremental_alter_configs", resources, request_timeout)
 
+    def list_consumer_groups(self, request_timeout: float) -> Future[Any]:
+        """A call librdkafka sends to any node: it keeps the admin's full timeout."""
+        self.timeouts["list_consumer_groups"] = request_timeout
+        future: Future[Any] = Future()
+        future.set_result(SimpleNamespace(valid=[]))
+        return future
+
     def poll(self, _timeout: float) -> int:
         return 0
 
@@ -62,11 +70,19 @@ def test_controller_bound_calls_use_the_short_attempt_and_others_keep_the_call_t
     admin.create_partitions({"orders": 2})
     admin.alter_configs([topic])
     admin.incremental_alter_configs([topic])
-    assert client.timeouts == dict.fromkeys(
-        ["describe_configs", "create_topics", "create_partitions", "alter_configs", "incremental_alter_configs"],
-        CONTROLLER_ATTEMPT_S,
+    admin.list_groups()
+    controller_calls = (
+        "describe_configs",
+        "create_topics",
+        "create_partitions",
+        "alter_configs",
+        "incremental_alter_configs",
     )
-    assert admin.timeout_s == MAX_CALL_TIMEOUT_S > CONTROLLER_ATTEMPT_S
+    assert client.timeouts == {
+        **dict.fromkeys(controller_calls, CONTROLLER_ATTEMPT_S),
+        "list_consumer_groups": MAX_CALL_TIMEOUT_S,
+    }
+    assert MAX_CALL_TIMEOUT_S > CONTROLLER_ATTEMPT_S
 
 
 def test_an_unanswered_describe_fails_after_the_attempt_and_the_next_call_gets_a_new_client() -> None:
