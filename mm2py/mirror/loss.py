@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from mm2py.mirror.record_formats import RecordFormatError, source_offset_key
+from mm2py.mirror.record_formats import RecordFormatError, parse_json_value, source_offset_key
 
 LOSS_CONNECTOR_NAME = "mm2py.loss"
 
@@ -75,10 +75,7 @@ def parse_loss_value(value: bytes | None) -> LossState | None:
     """The kept state, or None for a tombstone (the partition's losses were reset)."""
     if value is None:
         return None
-    try:
-        parsed = json.loads(bytes(value).decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise RecordFormatError(f"loss record {bytes(value)!r} is not JSON: {exc}") from None
+    parsed = parse_json_value(value, "loss record")
     fields = [parsed.get(name) if isinstance(parsed, dict) else None for name in ("lost", "counted_to", "end")]
     numbers = [f for f in fields if isinstance(f, int) and not isinstance(f, bool)]
     if len(numbers) != 3:

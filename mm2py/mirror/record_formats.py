@@ -379,10 +379,7 @@ def parse_source_offset_value(value: bytes | None) -> int | None:
     """
     if value is None:
         return None
-    try:
-        parsed = json.loads(bytes(value).decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise RecordFormatError(f"source offset value {bytes(value)!r} is not JSON: {exc}") from None
+    parsed = parse_json_value(value, "source offset value")
     if not isinstance(parsed, dict):
         raise RecordFormatError(f"source offset value {bytes(value)!r} is not a JSON object")
     offset = parsed.get("offset")
@@ -391,3 +388,12 @@ def parse_source_offset_value(value: bytes | None) -> int | None:
     if isinstance(offset, bool) or not isinstance(offset, int):
         raise RecordFormatError(f"source offset value {bytes(value)!r}: offset must be an integer")
     return offset
+
+
+def parse_json_value(value: bytes, what: str) -> Any:
+    """A record value in JSON (Connect's offsets, mm2py's loss records), or a RecordFormatError naming ``what``
+    and the bytes, so a foreign record on an internal topic is reported rather than misread."""
+    try:
+        return json.loads(bytes(value).decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise RecordFormatError(f"{what} {bytes(value)!r} is not JSON: {exc}") from None

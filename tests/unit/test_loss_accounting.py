@@ -15,7 +15,7 @@ import mm2py.engine.copy_rounds as copy_rounds
 from mm2py.errors import RECORDS_GONE, Failure, ReplicationError
 from mm2py.executor.contract import CopyResult, CopySpec, PartitionRange
 from mm2py.mirror.loss import Gap, LossState, loss_key, loss_value, parse_loss_value
-from mm2py.mirror.record_formats import parse_source_offset_key
+from mm2py.mirror.record_formats import RecordFormatError, parse_source_offset_key
 from mm2py.mirror.resume import resume_position
 from tests.unit.test_engine_driver import FakeSource, FakeSpark, InstantStop, runner
 
@@ -90,6 +90,12 @@ def test_the_loss_record_is_a_connect_key_of_its_own_and_compact_json() -> None:
     assert value == b'{"lost":2500,"counted_to":7500,"end":10000}'
     assert parse_loss_value(value) == LossState(2500, 7500, 10_000) and parse_loss_value(None) is None
     assert Gap("orders", 0, 5000, 7499).describe() == "orders partition 0 offsets 5000-7499 (2500 records)"
+
+
+@pytest.mark.parametrize("value", [b"", b"garbage", b"\xff{}"])
+def test_a_loss_record_that_is_not_json_is_named_not_misread(value: bytes) -> None:
+    with pytest.raises(RecordFormatError, match=r"^loss record .* is not JSON"):
+        parse_loss_value(value)
 
 
 # -- the driver -------------------------------------------------------------------------------------------------

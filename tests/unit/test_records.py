@@ -417,5 +417,11 @@ def test_parse_source_offset_value_without_an_offset_is_none(value: bytes | None
 
 @pytest.mark.parametrize("value", [b"", b"garbage", b"[1]", b'{"offset":"1"}', b'{"offset":1.5}', b'{"offset":true}'])
 def test_parse_source_offset_value_rejects_malformed_values(value: bytes) -> None:
-    with pytest.raises(RecordFormatError, match=r"source offset value"):
+    with pytest.raises(RecordFormatError, match=r"^source offset value"):
+        parse_source_offset_value(value)
+
+
+@pytest.mark.parametrize("value", [b"garbage", b"\xff{}"])
+def test_a_source_offset_value_that_is_not_json_says_so(value: bytes) -> None:
+    with pytest.raises(RecordFormatError, match=r"^source offset value .* is not JSON"):
         parse_source_offset_value(value)
