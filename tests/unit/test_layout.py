@@ -5,6 +5,7 @@ packages, so two test modules with one basename break collection)."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from collections import Counter
@@ -80,3 +81,29 @@ def test_a_copy_task_loads_neither_the_prometheus_client_nor_an_http_server(modu
     loaded = set(json.loads(subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True).stdout))
     assert module in loaded
     assert not {"prometheus_client", "http.server", "pyspark"} & loaded
+
+
+def layout_bullets(readme: str) -> dict[str, str]:
+    """README's *Layout* list: each bullet that starts with a path of the package, and its whole text."""
+    section = readme.split("\nLayout (how", 1)[1].split("\n### ", 1)[0]
+    bullets: dict[str, str] = {}
+    for item in re.split(r"\n- ", section)[1:]:
+        head = re.match(r"`(mm2py/[\w/.]*)`", item)
+        if head:
+            bullets[head.group(1)] = item
+    return bullets
+
+
+def test_readme_layout_names_every_module_of_the_package_and_no_other() -> None:
+    """The folder listing is where a newcomer learns the tree, so it may neither miss a module nor name one that
+    was moved or renamed: each folder's bullet names the modules in it (and in its sub-folders) by file name."""
+    package = REPO / "mm2py"
+    bullets = layout_bullets((REPO / "README.md").read_text())
+    folders = sorted(p for p in package.iterdir() if (p / "__init__.py").is_file())
+    assert sorted(bullets) == sorted([f"mm2py/{f.name}" for f in folders] + ["mm2py/errors.py"])
+    for folder in folders:
+        named = set(re.findall(r"`(\w+\.py)`", bullets[f"mm2py/{folder.name}"]))
+        present = {p.name for p in folder.rglob("*.py") if p.name != "__init__.py"}
+        assert named == present, f"mm2py/{folder.name}: not named {present - named}, named but absent {named - present}"
+    top_named = set(re.findall(r"`mm2py/(\w+\.py)`", bullets["mm2py/errors.py"]))
+    assert top_named == {p.name for p in package.glob("*.py") if p.name != "__init__.py"}
