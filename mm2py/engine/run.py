@@ -23,6 +23,7 @@ from mm2py.control.lease import FlowLease
 from mm2py.control.plan import AdminPool, ReplicationPlan, build_plan
 from mm2py.control.topics import ensure_internal_topics, heartbeats_topics
 from mm2py.engine.driver import FlowRunner
+from mm2py.engine.retry import Retrier
 from mm2py.engine.spark import SparkRunner
 from mm2py.engine.stats import FlowStats
 from mm2py.engine.task_control import TaskControl
@@ -171,6 +172,23 @@ def _expect(metrics: RunMetrics, flows: Sequence[FlowConfig], heartbeat_pairs: S
         metrics.health.heartbeats_expected(pair.source, pair.target, pair.emit_heartbeats_interval_seconds)
 
 
+def ensure_heartbeats_topics(pairs: Sequence[FlowConfig], pool: AdminPool, stop: threading.Event) -> None:
+    """Heartbeats topics before the plan: the reverse pairs' topic on a source (MM2 creates it there too) is then
+    part of the plan, and replicated, from the very first run on.
+
+    The listing is asked once, so a target that does not answer is named at once (README: within 30 s). The
+    creation, which only a first run needs, is retried like a flow's steps: the node KRaft names as controller
+    may be one that was killed a moment ago and is not fenced yet, and waiting for a node that is up cures that.
+    """
+    for pair in pairs:
+        admin = pool.admin(pair.target, pair)
+        existing = admin.list_topics()
+        missing = [t for t in heartbeats_topics(pair) if t.name not in existing]
+        if missing:
+            create = functools.partial(ensure_internal_topics, {pair.target: admin}, missing)
+            Retrier(pair, FlowStats(pair.name))(create, stop)
+
+
 def run_flows(
     flows: list[FlowConfig],
     spark_factory: Callable[[], SparkRunner],
@@ -189,10 +207,7 @@ def run_flows(
     pool = AdminPool()
     if metrics is not None:
         _expect(metrics, flows, heartbeat_pairs)
-    # Heartbeats topics first: the reverse pairs' topic on a source (MM2 creates it there too) is then part of
-    # the plan, and replicated, from the very first run on.
-    for pair in heartbeat_pairs:
-        ensure_internal_topics({pair.target: pool.admin(pair.target, pair)}, heartbeats_topics(pair))
+    ensure_heartbeats_topics(heartbeat_pairs, pool, stop)
     plan: ReplicationPlan = build_plan(flows, pool)
     runners = [FlowRunner(f, p, None, pool, metrics=metrics) for f, p in zip(flows, plan.flows, strict=True)]
     coordinator = GroupSyncCoordinator([(r.flow, r.sync.latest_group_offsets) for r in runners], pool)
