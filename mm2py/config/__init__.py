@@ -2,6 +2,14 @@
 
 ``load()`` is what commands call: it reads the file, validates all of it, stops at the first error (the
 message says how many more there are), and returns the typed configs of the flows asked for.
+
+``properties`` (Java properties, line numbers kept), ``mirror_maker`` (MirrorMakerConfig: ``A.`` and ``A->B.``
+flattened), ``flow`` (FlowConfig), ``key_types``, ``keys`` and ``mm2py_keys`` (every key, MM2's types and
+defaults), ``values`` (values parsed as Kafka's ConfigDef does), ``validate``, ``not_acted_on`` and ``problems``
+(every problem of a file, one line each).
+
+May import: ``mm2py.mirror`` (the policy and filter classes a key names), ``mm2py.librdkafka`` (a cluster's
+client keys as librdkafka settings, checked when the file is read).
 """
 
 from __future__ import annotations

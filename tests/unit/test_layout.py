@@ -4,6 +4,7 @@ packages, so two test modules with one basename break collection)."""
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 import subprocess
@@ -107,3 +108,33 @@ def test_readme_layout_names_every_module_of_the_package_and_no_other() -> None:
         assert named == present, f"mm2py/{folder.name}: not named {present - named}, named but absent {named - present}"
     top_named = set(re.findall(r"`mm2py/(\w+\.py)`", bullets["mm2py/errors.py"]))
     assert top_named == {p.name for p in package.glob("*.py") if p.name != "__init__.py"}
+
+
+def imported_mm2py_modules(folder: Path) -> set[str]:
+    """Every ``mm2py`` module the package's modules import, at the top or inside functions."""
+    used: set[str] = set()
+    for path in folder.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "mm2py":
+                used.add(node.module)
+            elif isinstance(node, ast.Import):
+                used |= {a.name for a in node.names if a.name.split(".")[0] == "mm2py"}
+    return used
+
+
+@pytest.mark.parametrize("folder", sorted(p.name for p in (REPO / "mm2py").iterdir() if (p / "__init__.py").is_file()))
+def test_each_package_docstring_names_what_it_may_import_and_the_package_imports_nothing_else(folder: str) -> None:
+    """A package's face is where a reader learns its place; a "May import" line that lags behind the code misleads
+    more than none. ``mm2py.errors`` and ``mm2py.secrets`` are used by all and need no mention."""
+    init = REPO / "mm2py" / folder / "__init__.py"
+    doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+    assert "May import" in doc, f"mm2py/{folder}/__init__.py does not say what the package may import"
+    allowed = set(re.findall(r"``(mm2py(?:\.\w+)*)``", doc.split("May import", 1)[1]))
+    own = f"mm2py.{folder}"
+    foreign = {
+        m
+        for m in imported_mm2py_modules(init.parent)
+        if m != own and not m.startswith(own + ".") and m not in ("mm2py.errors", "mm2py.secrets")
+    }
+    unnamed = {m for m in foreign if not any(m == a or (a != "mm2py" and m.startswith(a + ".")) for a in allowed)}
+    assert not unnamed, f"{own} imports {sorted(unnamed)}, which its docstring's May import does not name"
