@@ -72,6 +72,7 @@ def _watch(cmd: list[str], job: Job, name: str, remote_topic: str) -> tuple[Tree
         "peak_rss_mb": monitor.peak_rss / 1e6,
         "peak_pss_mb": monitor.peak_pss / 1e6,
         "cpu_s": sum(monitor.series[-1].tree.values()),
+        "end_offset_samples": sampler.samples,
     }
 
 

@@ -9,7 +9,8 @@ Each contender gets a source alias of its own (so its remote topic, its progress
 its own) and is measured the same way, from outside: ``bench.steady``'s sampler reads the remote topic's end
 offsets on the target every 0.1 s through a read_committed consumer (the last stable offset: what a
 read_committed reader of the target can see), and the steady rate is the slope between 10% and 90% of the
-records. A ``TreeMonitor`` gives CPU by process and the brokers' CPU meanwhile.
+records. The visible rate (``bench.steady.visible_rate``) runs from 10% written to 90% readable, which a copy
+that commits only a few times needs. A ``TreeMonitor`` gives CPU by process and the brokers' CPU meanwhile.
 
 A second sampler reads the log end (read_uncommitted) meanwhile: for a transactional copy the two slopes
 differ by how records wait in open transactions, which is what commits cost in visibility, not in transfer.
@@ -33,7 +34,7 @@ from bench.contenders import Job, _cores, _watch
 from bench.mirror_maker import MM2_JVM_FLAGS
 from bench.proctree import TreeMonitor
 from bench.spark_events import read_timeline
-from bench.steady import EndOffsetSampler
+from bench.steady import EndOffsetSampler, visible_rate
 from tests.harness.kafka_harness import consumer_config
 from tests.harness.mirror_maker import MirrorMaker, connect_offsets, properties_text
 from tests.harness.real_kafka import KafkaRuntime
@@ -84,6 +85,7 @@ def run_mm2py(job: Job, name: str, alias: str, *, exactly_once: bool, master: st
     tasks = _task_durations(events)
     return {
         **stats,
+        **visible_rate(written.samples, stats["end_offset_samples"], sum(job.ends)),
         "written_records_per_s": written.slope()["steady_records_per_s"],
         "spark_startup_s": spark["startup_s"],
         "spark_jobs": spark["jobs"],
@@ -151,7 +153,9 @@ def run_mm2(job: Job, name: str, alias: str, runtime: KafkaRuntime) -> dict[str,
         steady["cores_steady"] = _cores(monitor, steady["t10_wall"], steady["t90_wall"])
     return {
         **steady,
+        **visible_rate(written.samples, sampler.samples, records),
         "written_records_per_s": written.slope()["steady_records_per_s"],
+        "end_offset_samples": sampler.samples,
         "started_wall": started_wall,
         "wall_s": wall,
         "exit_code": code,
