@@ -281,7 +281,8 @@ def main() -> None:
         )
         order = [c.strip() for c in args.contenders.split(",") if c.strip()]
         for round_no in range(1, args.rounds + 1):
-            for contender in order[round_no - 1 :] + order[: round_no - 1]:
+            first = (round_no - 1) % len(order)  # each contender goes first in turn, however many rounds
+            for contender in order[first:] + order[:first]:
                 result = run_contender(job, contender, round_no, args, runtime)
                 result["check"] = check_copy(
                     source.bootstrap, topic, target.bootstrap, result["remote_topic"], source_digests
