@@ -34,11 +34,13 @@ class Retrier:
         stats: FlowStats,
         metrics: RunMetrics | None = None,
         clock: Callable[[], float] = time.monotonic,
+        retries: Callable[[KafkaOperationError], bool] = lambda _exc: True,
     ) -> None:
         self.flow = flow
         self.stats = stats
         self.metrics = metrics
         self.clock = clock
+        self.retries = retries  # which failed Kafka calls are worth another try (by default all)
 
     def __call__(self, step: Callable[[], T], stop: threading.Event) -> T:
         """Run ``step``; a stop request ends the retries (the last failure is raised).
@@ -53,7 +55,7 @@ class Retrier:
             except (ReplicationError, KafkaOperationError) as exc:
                 if deadline is None:
                     deadline = self.clock() + self.flow.retry_timeout_seconds
-                retriable = exc.retriable if isinstance(exc, ReplicationError) else True
+                retriable = exc.retriable if isinstance(exc, ReplicationError) else self.retries(exc)
                 if not retriable or self.clock() + backoff > deadline or stop.is_set():
                     raise
                 self.stats.retries += 1

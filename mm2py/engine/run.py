@@ -27,6 +27,7 @@ from mm2py.engine.retry import Retrier
 from mm2py.engine.spark import SparkRunner
 from mm2py.engine.stats import FlowStats
 from mm2py.engine.task_control import TaskControl
+from mm2py.errors import ClusterUnreachableError
 from mm2py.metrics.registry import RunMetrics
 
 log = logging.getLogger(__name__)
@@ -176,9 +177,11 @@ def ensure_heartbeats_topics(pairs: Sequence[FlowConfig], pool: AdminPool, stop:
     """Heartbeats topics before the plan: the reverse pairs' topic on a source (MM2 creates it there too) is then
     part of the plan, and replicated, from the very first run on.
 
-    The listing is asked once, so a target that does not answer is named at once (README: within 30 s). The
-    creation, which only a first run needs, is retried like a flow's steps: the node KRaft names as controller
-    may be one that was killed a moment ago and is not fenced yet, and waiting for a node that is up cures that.
+    The listing is asked once, so a target that does not answer is named at once (README: within 30 s). A
+    creation call that goes unanswered, which only a first run can meet, is retried like a flow's steps: the node
+    KRaft names as controller may be one that was killed a moment ago and is not fenced yet, and waiting for a
+    node that is up cures that. A creation the cluster refuses (a replication factor above its broker count, a
+    denied authorisation) is not retried: waiting does not change the answer, and the line says what to fix.
     """
     for pair in pairs:
         admin = pool.admin(pair.target, pair)
@@ -186,7 +189,8 @@ def ensure_heartbeats_topics(pairs: Sequence[FlowConfig], pool: AdminPool, stop:
         missing = [t for t in heartbeats_topics(pair) if t.name not in existing]
         if missing:
             create = functools.partial(ensure_internal_topics, {pair.target: admin}, missing)
-            Retrier(pair, FlowStats(pair.name))(create, stop)
+            retrier = Retrier(pair, FlowStats(pair.name), retries=lambda exc: isinstance(exc, ClusterUnreachableError))
+            retrier(create, stop)
 
 
 def run_flows(

@@ -9,7 +9,7 @@ import pytest
 
 from mm2py.control.plan import AdminPool
 from mm2py.engine.run import ensure_heartbeats_topics
-from mm2py.errors import ClusterUnreachableError
+from mm2py.errors import ClusterUnreachableError, KafkaOperationError
 from mm2py.librdkafka.admin import ClusterAdmin, TopicInfo
 from tests.unit.test_engine_driver import InstantStop, flow
 
@@ -17,10 +17,13 @@ from tests.unit.test_engine_driver import InstantStop, flow
 class FakeTarget(ClusterAdmin):
     """A target whose topic listing answers (or not) and whose first ``failures`` creations time out."""
 
-    def __init__(self, *, answers: bool = True, failures: int = 0, existing: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self, *, answers: bool = True, failures: int = 0, existing: tuple[str, ...] = (), refusal: str | None = None
+    ) -> None:
         super().__init__("target", {"bootstrap.servers": "b:1"})
         self.answers = answers
         self.failures = failures
+        self.refusal = refusal  # what the cluster answers for every topic, when it refuses to create it
         self.existing = {name: TopicInfo(name, 1) for name in existing}
         self.listings = 0
         self.creations: list[list[str]] = []
@@ -35,6 +38,8 @@ class FakeTarget(ClusterAdmin):
         self.creations.append([t.topic for t in topics])
         if len(self.creations) <= self.failures:
             raise ClusterUnreachableError("target", "creating topic heartbeats", "no answer before the call's timeout")
+        if self.refusal is not None:
+            return {t.topic: self.refusal for t in topics}
         self.existing.update({t.topic: TopicInfo(t.topic, 1) for t in topics})
         return {t.topic: None for t in topics}
 
@@ -68,3 +73,11 @@ def test_an_existing_heartbeats_topic_needs_no_creation() -> None:
     target = FakeTarget(existing=("heartbeats",), failures=100)
     ensure_heartbeats_topics([flow()], pool_of(target), InstantStop())
     assert target.creations == []
+
+
+def test_a_creation_the_cluster_refuses_is_named_at_once_without_retries() -> None:
+    """Waiting does not change a refusal (a one-node target and MM2's default replication factor of 3)."""
+    target, stop = FakeTarget(refusal="Replication factor: 3 larger than available brokers: 1."), InstantStop()
+    with pytest.raises(KafkaOperationError, match=r"heartbeats .*larger than available brokers.*replication.factor"):
+        ensure_heartbeats_topics([flow()], pool_of(target), stop)
+    assert target.creations == [["heartbeats"]] and stop.waits == []
