@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.layout_rules import MAX_FUNCTION_LINES, MAX_MODULE_LINES, check
+from tests.layout_rules import MAX_FUNCTION_LINES, MAX_MODULE_LINES, check, imports_of, module_name
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -111,15 +111,11 @@ def test_readme_layout_names_every_module_of_the_package_and_no_other() -> None:
 
 
 def imported_mm2py_modules(folder: Path) -> set[str]:
-    """Every ``mm2py`` module the package's modules import, at the top or inside functions."""
-    used: set[str] = set()
-    for path in folder.rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "mm2py":
-                used.add(node.module)
-            elif isinstance(node, ast.Import):
-                used |= {a.name for a in node.names if a.name.split(".")[0] == "mm2py"}
-    return used
+    """Every ``mm2py`` module the package's modules import, at the top or inside functions (the layout rules'
+    own reading of imports)."""
+    package = REPO / "mm2py"
+    known = {module_name(package, p) for p in package.rglob("*.py")}
+    return set().union(*(imports_of(ast.parse(p.read_text()), known) for p in folder.rglob("*.py")))
 
 
 @pytest.mark.parametrize("folder", sorted(p.name for p in (REPO / "mm2py").iterdir() if (p / "__init__.py").is_file()))
