@@ -21,9 +21,9 @@ from mm2py.mirror.offset_syncs import (
     runs_of,
 )
 
-# librdkafka drops a message it cannot deliver within message.timeout.ms; after that the idempotent
-# producer's epoch must be bumped, which some brokers refuse, so a producer that timed out is replaced.
-_RECREATE_PRODUCER = {KafkaError._MSG_TIMED_OUT, KafkaError._FENCED, KafkaError._FATAL}
+# What the producer withdrew itself once a record before them had failed (``drop_producer``): not failures of
+# their own, so the failure is named by the records that did fail.
+_WITHDRAWN = {KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT}
 
 
 def flush_producer(
@@ -42,11 +42,17 @@ def flush_producer(
 
 
 def raise_delivery_failure(spec: CopySpec, settings: Mapping[str, str], failures: list[KafkaError], where: str) -> None:
-    first = failures[0]
-    if first.code() in _RECREATE_PRODUCER or first.fatal():
-        drop_producer(settings)
+    """A producer that failed a delivery is replaced, whatever the error: it is voided first, so nothing queued
+    behind the failed records lands out of order; and a new one needs no epoch bump after a timeout, which
+    some brokers refuse (docs/test-broker.md)."""
+    drop_producer(settings)
+    failed = [err for err in failures if err.code() not in _WITHDRAWN] or failures
+    first = failed[0]
+    withdrawn = len(failures) - len(failed)
     raise ReplicationError.of_kafka(
-        f"{where}: producing to {spec.target} failed for {len(failures)} record(s): {first.str()}", first
+        f"{where}: producing to {spec.target} failed for {len(failed)} record(s): {first.str()}"
+        + (f" ({withdrawn} queued behind them withdrawn)" if withdrawn else ""),
+        first,
     )
 
 

@@ -34,7 +34,7 @@ PROVENANCE_HEADER = "mm2py.provenance"
 
 
 @dataclass
-class _Batch:
+class RangeBatch:
     """What the hot loop collected for one range."""
 
     upstream: list[int] = field(default_factory=list)
@@ -47,6 +47,10 @@ class _Batch:
     gone: Failure | None = None  # the records at ``position`` are gone from the source: the range ends there
     # timestamps of the records produced, for the replication latency measured when the target acknowledged
     ts: list[float] = field(default_factory=lambda: [math.inf, -math.inf, 0.0, math.nan])  # min, max, sum, last
+    # Voided at the range's first failed record, from inside its delivery report: whatever the producer still
+    # holds for the range lies behind that record, and must not land before the retried range copies it again
+    # (``mm2py.librdkafka.clients.drop_producer`` says why librdkafka would send it).
+    producer: Any = None
 
     def read(self, stamps: list[int], value_bytes: int) -> None:
         """``stamps``: the timestamps of the records one consume() call gave and that are produced."""
@@ -62,6 +66,9 @@ class _Batch:
 
     def on_delivery(self, err: KafkaError | None, msg: Any) -> None:
         if err is not None:
+            if not self.failures and self.producer is not None:
+                # Not blocking: this runs inside the producer's poll; the purged records report in later.
+                self.producer.purge(in_queue=True, in_flight=True, blocking=False)
             self.failures.append(err)
         else:
             self.downstream.append(msg.offset())
@@ -109,7 +116,7 @@ def copy_range(spec: CopySpec, rng: PartitionRange) -> CopyResult:
     if spec.syncs_producer_settings is not None:
         cached_producer(spec.syncs_producer_settings)  # created now, so its producer id arrives in parallel
     consumer = cached_consumer(spec.consumer_settings)
-    batch = _Batch(position=rng.start)
+    batch = RangeBatch(position=rng.start, producer=producer)
     if spec.exactly_once:
         _transaction(producer, settings, where, "begin_transaction")
     consumer.assign([TopicPartition(rng.topic, rng.partition, rng.start)])
@@ -157,11 +164,11 @@ def _producer_settings(spec: CopySpec, rng: PartitionRange) -> Mapping[str, str]
     return {**spec.producer_settings, "transactional.id": spec.record_transactional_id(rng.topic, rng.partition)}
 
 
-def _failures_to(batch: _Batch) -> Any:
+def _failures_to(batch: RangeBatch) -> Any:
     return lambda err, _msg: batch.failures.append(err) if err is not None else None
 
 
-def _pump(spec: CopySpec, rng: PartitionRange, consumer: Any, producer: Any, batch: _Batch, where: str) -> None:
+def _pump(spec: CopySpec, rng: PartitionRange, consumer: Any, producer: Any, batch: RangeBatch, where: str) -> None:
     """The hot loop: consume a batch, produce each record, repeat until the range's end."""
     produce = producer.produce
     poll = producer.poll
@@ -177,6 +184,8 @@ def _pump(spec: CopySpec, rng: PartitionRange, consumer: Any, producer: Any, bat
     while batch.position < end:
         messages = consumer.consume(num_messages=max(1, min(_CONSUME_BATCH, end - batch.position)), timeout=wait)
         if not messages:
+            poll(0)  # delivery reports go on while the source is slow: a failure voids the producer at once
+            _stop_if_failed(spec, rng, batch, where)
             if time.monotonic() - last_progress > spec.stall_timeout_s:
                 raise ReplicationError(
                     f"{where}: no records from the source for {spec.stall_timeout_s:.0f} s "
@@ -229,13 +238,16 @@ def _pump(spec: CopySpec, rng: PartitionRange, consumer: Any, producer: Any, bat
         poll(0)
         if batch.gone is not None:
             return
-        if batch.failures:
-            raise_delivery_failure(
-                spec, spec.producer_settings, batch.failures, f"{where} offsets {rng.start}..{batch.last_read}"
-            )
+        _stop_if_failed(spec, rng, batch, where)
 
 
-def _range_ends_at(spec: CopySpec, batch: _Batch, msg: Any, err: KafkaError, where: str) -> bool:
+def _stop_if_failed(spec: CopySpec, rng: PartitionRange, batch: RangeBatch, where: str) -> None:
+    if batch.failures:
+        where = f"{where} offsets {rng.start}..{batch.last_read}"
+        raise_delivery_failure(spec, _producer_settings(spec, rng), batch.failures, where)
+
+
+def _range_ends_at(spec: CopySpec, batch: RangeBatch, msg: Any, err: KafkaError, where: str) -> bool:
     """A consumer event: partition EOF moves the position (False: go on); records gone at the position end the
     range there (True: what came before it is acknowledged and recorded as usual, and the driver counts the gap,
     which retrying cannot bring back); anything else raises."""

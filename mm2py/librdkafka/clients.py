@@ -60,11 +60,19 @@ def cached_producer(settings: Mapping[str, str]) -> Producer:
 
 
 def drop_producer(settings: Mapping[str, str]) -> None:
-    """Forget a producer that must not be reused (fatal error, or an idempotent epoch that timed out)."""
+    """Forget a producer that must not be reused (a failed delivery, a fatal error) and void what it still holds.
+
+    Forgetting alone is not enough: the object lives on until Python frees it (an exception's traceback keeps
+    the copy task's frame, and so the producer), and meanwhile librdkafka goes on sending its queue. After a
+    record timed out, librdkafka's idempotent producer bumps its epoch and sends the records queued behind it
+    (librdkafka's INTRODUCTION.md, *Idempotent Producer*: "1, 4, 5"), so the range's tail would land before
+    the retried range copies its head again: the partition out of order. ``purge`` fails everything queued
+    or in flight at once, so the producer sends nothing more."""
     with _lock:
         producer = _producers.pop(_key(settings), None)
     if producer is not None:
-        producer.flush(0)
+        producer.purge(in_queue=True, in_flight=True, blocking=True)
+        producer.flush(0)  # serves the purged records' delivery reports
 
 
 def cached_consumer(settings: Mapping[str, str]) -> Consumer:
