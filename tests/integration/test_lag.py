@@ -172,12 +172,17 @@ def test_lag_watch_shows_lag_growing_and_stops_cleanly_on_ctrl_c(kafka_cluster: 
         text=True,
     )
     lines: queue.Queue[str] = queue.Queue()
+    errors: list[str] = []  # stderr is drained too: a full pipe would block the watcher's next log line
 
     def pump() -> None:
         for line in watcher.stdout or []:
             lines.put(line)
 
+    def drain() -> None:
+        errors.extend(watcher.stderr or [])
+
     threading.Thread(target=pump, daemon=True).start()
+    threading.Thread(target=drain, daemon=True).start()
 
     def next_line_matching(pattern: str) -> str | None:
         try:
@@ -197,7 +202,7 @@ def test_lag_watch_shows_lag_growing_and_stops_cleanly_on_ctrl_c(kafka_cluster: 
         wait_for(row.format(end=15, arrow="↑"))
         wait_for(row.format(end=15, arrow="="))
         watcher.send_signal(signal.SIGINT)
-        assert watcher.wait(timeout=30) == 0, watcher.stderr.read() if watcher.stderr else ""
+        assert watcher.wait(timeout=30) == 0, "".join(errors)[-4000:]
     finally:
         if watcher.poll() is None:
             watcher.kill()
