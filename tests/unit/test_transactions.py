@@ -9,14 +9,22 @@ from dataclasses import replace
 import pytest
 
 from mm2py.control.fencing import SlotEpochs
-from mm2py.executor.batch_results import BatchRange
+from mm2py.errors import Failure
+from mm2py.executor.batch_results import BatchRange, Counted
 from mm2py.executor.contract import CopySpec, PartitionRange
 from mm2py.executor.transactional_copy import TransactionalCopy
 from mm2py.mirror.progress import progress_record
 from mm2py.wire.batch_codec import decode_records
 from mm2py.wire.batches import RecordBatch, split_batches
 from mm2py.wire.cluster import ProducerIds, TopicPartition
-from mm2py.wire.errors import CONCURRENT_TRANSACTIONS, OUT_OF_ORDER_SEQUENCE_NUMBER, WireError
+from mm2py.wire.errors import (
+    CONCURRENT_TRANSACTIONS,
+    INVALID_PRODUCER_EPOCH,
+    NOT_ENOUGH_REPLICAS,
+    OUT_OF_ORDER_SEQUENCE_NUMBER,
+    PRODUCER_FENCED,
+    WireError,
+)
 from mm2py.wire.fetcher import FetchPartition
 from mm2py.wire.partition_queue import PartitionQueue
 from mm2py.wire.sender import Sender, SenderSettings
@@ -253,3 +261,23 @@ def test_a_task_killed_mid_transaction_counts_only_what_it_committed() -> None:
     successor.initialize(10)
     assert visible(c, r.queue.key) == list(range(100))
     assert task.committed[id(r)].upstream == 99 and r.queue.acked_upstream == 199
+
+
+@pytest.mark.parametrize("kind", [INVALID_PRODUCER_EPOCH, PRODUCER_FENCED])
+def test_a_partition_stopped_by_a_fenced_producer_reports_the_task_failure_naming_the_id(kind: object) -> None:
+    """A produce answered INVALID_PRODUCER_EPOCH (another producer initialized the transactional.id while a
+    transaction was open) stops the partition, but the cause is the task's: its failure, which names the id
+    taken over, is what the range reports, and a following task's report does not name the partition's."""
+    fenced, own = copy_ranges(2)
+    fenced.queue.failure = WireError(kind, "node 1")  # type: ignore[arg-type]
+    own.queue.failure = WireError(NOT_ENOUGH_REPLICAS, "node 1")
+    task = Failure("flow=dc1->target: fenced: another producer took transactional.id x over", retriable=False)
+    counted = Counted(-1, 0, 0, [], -1)
+    assert fenced.own_failure is None
+    assert fenced.failure(spec(), task, counted) == task
+    # without a task failure the partition's own answer is still named, never nothing
+    failure = fenced.failure(spec(), None, counted)
+    assert failure is not None and kind.message in failure.message  # type: ignore[attr-defined]
+    assert own.own_failure is own.queue.failure
+    own_failure = own.failure(spec(), task, counted)
+    assert own_failure is not None and "NOT_ENOUGH_REPLICAS" in own_failure.message
