@@ -261,7 +261,7 @@ class _BatchCopier:
             measurement = measurer.measurement(
                 self.spec.source, self.spec.target, rng.topic, rng.remote_topic, rng.partition
             )
-            error = r.own_failure  # a fenced producer is the task's failure: its last report says so
+            error = r.own_failure(self.spec.exactly_once)  # fenced: the task's failure, in its last report
             failure = {"message": f"{r.queue.where}: {error}", "retriable": error.retriable} if error else None
             position = counted.next_offset if counted.next_offset >= rng.start else max(rng.start, counted.upstream + 1)
             rows.append(

@@ -61,18 +61,18 @@ class BatchRange:
         whole = not self.unfinished and self.fetched_to >= self.rng.start
         return Counted(q.acked_upstream, q.acked_records, q.bytes, list(q.runs), self.fetched_to if whole else -1)
 
-    @property
-    def own_failure(self) -> WireError | None:
-        """Why this partition stopped, if that was its own doing. A fenced producer (another producer took the
-        transactional.id over) stops every partition of the task: that is the task's failure, which names the
-        id, not the partition's."""
+    def own_failure(self, exactly_once: bool) -> WireError | None:
+        """Why this partition stopped, if that was its own doing. Exactly-once, a fenced producer (another
+        producer took the transactional.id over) stops every partition of the task, and the task fails at once
+        with a failure that names the id: that is the task's failure, not the partition's."""
         error = self.queue.failure or self.fetch.failure
-        return None if error is not None and error.kind in FENCED else error
+        return None if exactly_once and error is not None and error.kind in FENCED else error
 
     def failure(self, spec: CopySpec, task_failure: Failure | None, counted: Counted) -> Failure | None:
         """Why the range stopped before its end, if it did."""
         where = f"flow={spec.flow} {self.queue.where}"
-        if self.queue.failure is not None and (self.own_failure is not None or task_failure is None):
+        own = self.own_failure(spec.exactly_once)
+        if self.queue.failure is not None and (own is not None or task_failure is None):
             error = self.queue.failure
             return Failure(f"{where}: producing to {spec.target} failed: {error}", error.name, error.retriable)
         if self.fetch.failure is not None:

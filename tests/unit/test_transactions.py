@@ -273,11 +273,13 @@ def test_a_partition_stopped_by_a_fenced_producer_reports_the_task_failure_namin
     own.queue.failure = WireError(NOT_ENOUGH_REPLICAS, "node 1")
     task = Failure("flow=dc1->target: fenced: another producer took transactional.id x over", retriable=False)
     counted = Counted(-1, 0, 0, [], -1)
-    assert fenced.own_failure is None
+    assert fenced.own_failure(exactly_once=True) is None
+    # at-least-once nothing fails the task for it: the partition's report must name it
+    assert fenced.own_failure(exactly_once=False) is fenced.queue.failure
     assert fenced.failure(spec(), task, counted) == task
     # without a task failure the partition's own answer is still named, never nothing
     failure = fenced.failure(spec(), None, counted)
     assert failure is not None and kind.message in failure.message  # type: ignore[attr-defined]
-    assert own.own_failure is own.queue.failure
+    assert own.own_failure(exactly_once=True) is own.queue.failure
     own_failure = own.failure(spec(), task, counted)
     assert own_failure is not None and "NOT_ENOUGH_REPLICAS" in own_failure.message
