@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.harness import suite_timing
 from tests.harness.kafka_harness import ClusterFactory, TansuBinaryMissing, find_tansu_binary
 
 _REPORTS = pytest.StashKey[dict[str, pytest.TestReport]]()
@@ -101,6 +102,7 @@ class _RealKafkaLogTails:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(_RealKafkaLogTails(), "real-kafka-log-tails")
+    suite_timing.register(config)
 
 
 @pytest.fixture(scope="session")

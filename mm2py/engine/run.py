@@ -62,7 +62,7 @@ def run(
     names = ", ".join(f.name for f in loaded.flows)
 
     def start_spark() -> SparkRunner:
-        runner = SparkRunner(
+        runner = SparkRunner.start(
             f"mm2py {names}",
             master or first.spark_master,
             deploy_mode or first.spark_deploy_mode,

@@ -72,9 +72,30 @@ def _package_zip() -> str:
 
 
 class SparkRunner:
-    """One SparkContext per ``mm2py run``; each flow submits its copy jobs to it (from its own thread)."""
+    """Copy jobs through one SparkContext: one per ``mm2py run`` (:meth:`start`); each flow submits its jobs to
+    it from its own thread. ``flows`` is how many flows share it at once; ``task_attempts`` how often Spark runs
+    a failing task. A runner stops the context at the end only if it started it (``owns_context``)."""
 
-    def __init__(self, app_name: str, master: str, deploy_mode: str, conf: Mapping[str, str], flows: int = 1) -> None:
+    def __init__(
+        self,
+        sc: Any,
+        *,
+        flows: int,
+        task_attempts: int,
+        owns_context: bool = True,
+        package_zip: str | None = None,
+    ) -> None:
+        self.sc = sc
+        self.flows = max(1, flows)  # flows that submit jobs to this context at the same time
+        self.task_attempts = task_attempts
+        self.owns_context = owns_context
+        self._zip = package_zip
+
+    @classmethod
+    def start(
+        cls, app_name: str, master: str, deploy_mode: str, conf: Mapping[str, str], flows: int = 1
+    ) -> SparkRunner:
+        """Start the SparkContext of a run (its JVM, with the driver-side defaults mm2py needs)."""
         if deploy_mode not in ("client", "cluster"):
             raise UsageError(f"--deploy-mode {deploy_mode}: use client or cluster")
         if deploy_mode == "cluster":
@@ -88,26 +109,14 @@ class SparkRunner:
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
         from pyspark import SparkConf, SparkContext  # the only pyspark import in mm2py
 
-        self.master = effective_master(master, flows)
-        self.flows = max(1, flows)  # flows that submit jobs to this context at the same time
-        if self.master.startswith("local"):
+        master = effective_master(master, flows)
+        local = master.startswith("local")
+        if local:
             # Spark would otherwise bind to the address the host name resolves to; a local run stays on loopback.
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-        spark_conf = SparkConf().setAppName(app_name).setMaster(self.master)
-        defaults = {
-            "spark.ui.enabled": "false",
-            "spark.ui.showConsoleProgress": "false",
-            "spark.python.worker.reuse": "true",
-            "spark.log.level": "WARN",
-            "spark.task.maxFailures": "4",
-            # The driver JVM only schedules tasks (records stay in the Python workers), so its JIT's top tier
-            # never pays off; compiling with C1 alone starts a local SparkContext 3-4 s sooner on 2 cores
-            # (5.7-6.2 s instead of 7.7-9.8 s to a live context, measured with pyspark 4.3 and Java 17).
-            "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={_LOG4J} -XX:TieredStopAtLevel=1",
-        }
-        if self.master.startswith("local"):
-            defaults.update({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"})
-        for key, value in {**defaults, **conf}.items():
+        spark_conf = SparkConf().setAppName(app_name).setMaster(master)
+        settings = {**spark_defaults(local), **conf}
+        for key, value in settings.items():
             spark_conf.set(key, value)
         # The JVM's stderr is relayed through Python logging, so it is redacted like every other line, and the
         # JVM's one-off notice about incubator modules is dropped.
@@ -121,14 +130,14 @@ class SparkRunner:
         threading.Thread(
             target=_relay_jvm_output, args=(gateway.proc.stderr,), name="spark-jvm-stderr", daemon=True
         ).start()
-        self.sc: Any = SparkContext(conf=spark_conf, gateway=gateway)
-        self.task_attempts = task_attempts(self.master, {**defaults, **conf})
-        self.sc.setLogLevel("WARN")
-        self._zip: str | None = None
-        if not self.master.startswith("local"):
-            self._zip = _package_zip()
-            self.sc.addPyFile(self._zip)
-        log.info("spark started master=%s parallelism=%s", self.master, self.sc.defaultParallelism)
+        sc = SparkContext(conf=spark_conf, gateway=gateway)
+        sc.setLogLevel("WARN")
+        package_zip = None
+        if not local:
+            package_zip = _package_zip()
+            sc.addPyFile(package_zip)
+        log.info("spark started master=%s parallelism=%s", master, sc.defaultParallelism)
+        return cls(sc, flows=flows, task_attempts=task_attempts(master, settings), package_zip=package_zip)
 
     @property
     def parallelism(self) -> int:
@@ -182,9 +191,28 @@ class SparkRunner:
         return results
 
     def stop(self) -> None:
-        self.sc.stop()
+        if self.owns_context:
+            self.sc.stop()
         if self._zip is not None:  # executors fetched their own copies
             Path(self._zip).unlink(missing_ok=True)
+
+
+def spark_defaults(local: bool) -> dict[str, str]:
+    """The Spark settings mm2py starts a context with; the run's own (``mm2py.spark.conf.*``, ``--conf``) win."""
+    defaults = {
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.python.worker.reuse": "true",
+        "spark.log.level": "WARN",
+        "spark.task.maxFailures": "4",
+        # The driver JVM only schedules tasks (records stay in the Python workers), so its JIT's top tier
+        # never pays off; compiling with C1 alone starts a local SparkContext 3-4 s sooner on 2 cores
+        # (5.7-6.2 s instead of 7.7-9.8 s to a live context, measured with pyspark 4.3 and Java 17).
+        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={_LOG4J} -XX:TieredStopAtLevel=1",
+    }
+    if local:
+        defaults.update({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"})
+    return defaults
 
 
 def group_ranges(ranges: list[PartitionRange], tasks: int) -> list[list[PartitionRange]]:

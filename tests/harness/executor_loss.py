@@ -17,7 +17,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
@@ -30,6 +29,7 @@ from confluent_kafka import Consumer, TopicPartition
 from mm2py.mirror.progress import progress_of, progress_topic
 from tests.harness.faults import MirrorRun, cpu_ticks
 from tests.harness.kafka_harness import consumer_config, read_all
+from tests.harness.mm2py_cli import mm2py_argv
 from tests.harness.polling import poll_until
 from tests.harness.real_kafka import KafkaCluster, KafkaRuntime
 from tests.harness.real_kafka_mm2 import IDENTITY
@@ -306,7 +306,7 @@ def spark_attempts(run: MirrorRun) -> dict[str, Any]:
 def progress_lag(config: Path) -> int:
     """Records between the source ends and the progress mm2py recorded (``mm2py lag --json``), summed."""
     done = subprocess.run(
-        [sys.executable, "-m", "mm2py", "lag", str(config), "--json", "--topics", TOPIC],
+        [*mm2py_argv(), "lag", str(config), "--json", "--topics", TOPIC],
         capture_output=True,
         text=True,
         timeout=120,
@@ -435,7 +435,7 @@ def _stop_at_loss(
         load.stop_steady()
     with (run.log.parent / "once-after.log").open("w") as log:
         rest = subprocess.run(
-            [sys.executable, "-m", "mm2py", "run", str(config), "--once", *options],
+            [*mm2py_argv(), "run", str(config), "--once", *options],
             stdout=log,
             stderr=subprocess.STDOUT,
             timeout=params.timeout_s,

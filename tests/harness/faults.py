@@ -18,7 +18,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -30,6 +29,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from tests.harness.kafka_harness import Record, consumer_config, make_records, produce
+from tests.harness.mm2py_cli import mm2py_argv
 from tests.harness.polling import poll_until
 
 # Seeds of the background producer's bursts start here, far from the seeds tests use for fixed datasets.
@@ -129,9 +129,7 @@ class MirrorRun:
             "spark.eventLog.compress=false",
         )
         args = [
-            sys.executable,
-            "-m",
-            "mm2py",
+            *mm2py_argv(),
             *(["-v"] if verbose else []),
             "run",
             str(config),

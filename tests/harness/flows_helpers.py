@@ -7,12 +7,11 @@ The brokers themselves come from the ``pair`` fixture in this directory's confte
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 from mm2py.control.progress_store import read_progress
 from tests.harness.kafka_harness import TansuBroker, end_offsets, read_all
-from tests.harness.mm2py_cli import write_config
+from tests.harness.mm2py_cli import mm2py_argv, write_config
 
 IDENTITY = "replication.policy.class = org.apache.kafka.connect.mirror.IdentityReplicationPolicy\n"
 
@@ -29,7 +28,7 @@ def start_run(config: Path, log: Path) -> subprocess.Popen[bytes]:
     so a test can signal or kill the whole group; stdout and stderr go to ``log``."""
     with log.open("wb") as out:
         return subprocess.Popen(
-            [sys.executable, "-m", "mm2py", "run", str(config)],
+            [*mm2py_argv(), "run", str(config)],
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,

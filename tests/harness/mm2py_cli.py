@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -35,8 +36,13 @@ def write_config(path: Path, brokers: dict[str, TansuBroker], body: str, cluster
     return path
 
 
-def mm2py(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+def mm2py_argv(*args: str) -> list[str]:
+    """The command line of a new ``mm2py`` process: ``python -m mm2py ARGS``; in a timed suite
+    (tests/harness/suite_timing.py) through tests/harness/timed_mm2py.py, which reports its start-up."""
+    entry = "tests.harness.timed_mm2py" if os.environ.get("MM2PY_TEST_PROCESS_TIMING") else "mm2py"
+    return [sys.executable, "-m", entry, *args]
+
+
+def mm2py(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     """Run ``python -m mm2py ARGS`` to completion; output captured as text."""
-    return subprocess.run(
-        [sys.executable, "-m", "mm2py", *args], capture_output=True, text=True, timeout=timeout, check=False
-    )
+    return subprocess.run(mm2py_argv(*args), capture_output=True, text=True, timeout=timeout, check=False)

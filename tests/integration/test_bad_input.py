@@ -11,7 +11,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -31,7 +30,7 @@ from tests.harness.kafka_harness import (
     produce,
     read_all,
 )
-from tests.harness.mm2py_cli import SMALL_CLUSTER, mm2py, write_config
+from tests.harness.mm2py_cli import SMALL_CLUSTER, mm2py, mm2py_argv, write_config
 from tests.harness.polling import poll_until
 
 pytestmark = pytest.mark.integration
@@ -342,7 +341,7 @@ def test_source_topic_deleted_during_a_continuous_run_is_reported(
     log = tmp_path / "run.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "mm2py", "run", str(path)],
+            [*mm2py_argv(), "run", str(path)],
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,

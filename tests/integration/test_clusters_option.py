@@ -6,7 +6,6 @@ The same run serves /metrics: the endpoint answers while the run is under way an
 from __future__ import annotations
 
 import subprocess
-import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -23,7 +22,7 @@ from tests.harness.kafka_harness import (
     produce,
     read_all,
 )
-from tests.harness.mm2py_cli import write_config
+from tests.harness.mm2py_cli import mm2py_argv, write_config
 from tests.harness.polling import poll_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
@@ -59,9 +58,7 @@ def test_clusters_west_copies_east_to_west_and_leaves_west_to_east_untouched(
     with stdout.open("w") as out, stderr.open("w") as err:
         process = subprocess.Popen(
             [
-                sys.executable,
-                "-m",
-                "mm2py",
+                *mm2py_argv(),
                 "run",
                 str(config),
                 "--once",

@@ -8,7 +8,6 @@ import queue
 import re
 import signal
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -17,7 +16,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.harness.kafka_harness import ClusterFactory, commit_group, create_topic, make_records, produce
-from tests.harness.mm2py_cli import mm2py, write_config
+from tests.harness.mm2py_cli import mm2py, mm2py_argv, write_config
 from tests.harness.polling import poll_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
@@ -166,7 +165,7 @@ def test_lag_watch_shows_lag_growing_and_stops_cleanly_on_ctrl_c(kafka_cluster: 
     produce(brokers["dc1"].bootstrap, "orders", make_records(10, partitions=1))
     config = write_config(tmp_path / "mm2.properties", brokers, "dc1->target.enabled = true\ntopics = orders\n")
     watcher = subprocess.Popen(
-        [sys.executable, "-m", "mm2py", "lag", str(config), "--watch", "--interval", "0.5", "--max-lag", "5"],
+        [*mm2py_argv(), "lag", str(config), "--watch", "--interval", "0.5", "--max-lag", "5"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -21,7 +20,7 @@ from tests.harness.kafka_harness import (
     produce,
     read_all,
 )
-from tests.harness.mm2py_cli import write_config
+from tests.harness.mm2py_cli import mm2py_argv, write_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -62,7 +61,7 @@ def test_two_once_runs_started_together_copy_every_record_once(pair: dict[str, T
     records = make_records(60_000, partitions=PARTITIONS, seed=3, value_size=100)
     produce(pair["dc1"].bootstrap, "orders", records)
     config = config_for(tmp_path, pair)
-    args = [sys.executable, "-m", "mm2py", "run", str(config), "--once"]
+    args = [*mm2py_argv(), "run", str(config), "--once"]
     runs = [subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
     outputs = [r.communicate(timeout=300) for r in runs]
     for run, (_out, err) in zip(runs, outputs, strict=True):

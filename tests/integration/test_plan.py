@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -12,6 +10,7 @@ from typing import Any
 import pytest
 
 from tests.harness.kafka_harness import ClusterFactory, TansuBroker, create_topic, free_port
+from tests.harness.mm2py_cli import mm2py
 
 pytestmark = pytest.mark.integration
 
@@ -21,12 +20,6 @@ def write_config(path: Path, brokers: dict[str, TansuBroker], body: str) -> Path
     lines += [f"{alias}.bootstrap.servers = {b.bootstrap}" for alias, b in brokers.items()]
     path.write_text("\n".join(lines) + "\n" + body)
     return path
-
-
-def mm2py(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "mm2py", *args], capture_output=True, text=True, timeout=timeout, check=False
-    )
 
 
 def plan_json(config: Path) -> dict[str, Any]:

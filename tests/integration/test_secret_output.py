@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.harness.kafka_harness import ClusterFactory, TansuBroker, create_topic, make_records, produce
-from tests.harness.mm2py_cli import write_config
+from tests.harness.mm2py_cli import mm2py_argv, write_config
 
 pytestmark = pytest.mark.integration
 
@@ -78,7 +77,7 @@ SPARK_COMMANDS = {"run --once"}
 def run_mm2py(args: list[str], verbose: bool, config: Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     """``mm2py [-v] COMMAND CONFIG ARGS`` with SECRET_X in its environment."""
     command, *rest = args
-    argv = [sys.executable, "-m", "mm2py", *(["-v"] if verbose else []), command, str(config), *rest]
+    argv = [*mm2py_argv(), *(["-v"] if verbose else []), command, str(config), *rest]
     env = {**os.environ, "SECRET_X": ENV_SECRET}
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env, check=False)
 

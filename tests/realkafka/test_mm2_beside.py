@@ -12,8 +12,6 @@ deployment, whatever ran before.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -34,6 +32,7 @@ from tests.harness.kafka_harness import (
     read_all,
 )
 from tests.harness.mirror_maker import MirrorMaker, connect_offsets, properties_text, translate_offsets
+from tests.harness.mm2py_cli import mm2py
 from tests.harness.real_kafka import KafkaCluster, KafkaRuntime
 
 pytestmark = pytest.mark.realkafka
@@ -99,12 +98,6 @@ def write_properties(
         settings["groups"] = groups
     path.write_text(properties_text(settings))
     return path
-
-
-def mm2py(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "mm2py", *args], capture_output=True, text=True, timeout=timeout, check=False
-    )
 
 
 def run_once(config: Path) -> None:

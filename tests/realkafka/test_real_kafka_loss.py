@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import datetime
 import json
-import subprocess
-import sys
 import time
 import urllib.request
 from collections.abc import Callable
@@ -29,6 +27,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.harness.faults import MirrorRun
 from tests.harness.kafka_harness import Record, client_config, end_offsets, free_port, make_records, produce, read_all
+from tests.harness.mm2py_cli import mm2py
 from tests.harness.polling import poll_until
 from tests.harness.real_kafka import KafkaCluster
 from tests.harness.real_kafka_mm2 import unique_alias, write_real_config
@@ -39,12 +38,6 @@ PARTITIONS = 2
 # No heartbeats written or replicated (the session's source may hold a heartbeats topic from other tests): the
 # run's copied=N then counts the topic's records only, as the example does, and lag shows only them.
 QUIET = "emit.heartbeats.enabled = false\nheartbeats.replication.enabled = false\n"
-
-
-def mm2py(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "mm2py", *args], capture_output=True, text=True, timeout=timeout, check=False
-    )
 
 
 def lag_rows(config: Path, flow: str) -> dict[int, dict[str, Any]]:

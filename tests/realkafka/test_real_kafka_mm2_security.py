@@ -8,7 +8,6 @@ remote topic ``src.<topic>`` differs from the source topic). The stores are keyt
 from __future__ import annotations
 
 import subprocess
-import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -30,7 +29,7 @@ from mm2py.config.mirror_maker import Flow
 from mm2py.control.acls import sync_topic_acls
 from mm2py.librdkafka.admin import ClusterAdmin
 from tests.harness.kafka_harness import make_records, produce, read_all
-from tests.harness.mm2py_cli import ONE_NODE_CLUSTER
+from tests.harness.mm2py_cli import ONE_NODE_CLUSTER, mm2py
 from tests.harness.polling import poll_until
 from tests.harness.real_kafka import KafkaCluster
 
@@ -46,12 +45,6 @@ def cluster_lines(alias: str, bootstrap: str, java: Mapping[str, str]) -> str:
 def write_flow(path: Path, topic: str, source: str, target: str) -> Path:
     path.write_text(f"clusters = src, tgt\n{source}{target}src->tgt.enabled = true\ntopics = {topic}\n{SMALL}")
     return path
-
-
-def mm2py(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "mm2py", *args], capture_output=True, text=True, timeout=timeout, check=False
-    )
 
 
 def secrets_of(cluster: KafkaCluster) -> list[str]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -13,6 +12,7 @@ from mm2py.config import load, select_flows
 from mm2py.config.mirror_maker import Flow, MirrorMakerConfig
 from mm2py.config.properties import parse_properties
 from mm2py.errors import UsageError
+from tests.harness.mm2py_cli import mm2py_argv
 
 THREE = """\
 clusters = east, west, central
@@ -89,7 +89,7 @@ def test_run_with_an_unknown_cluster_exits_2_with_one_line(tmp_path: Path) -> No
     path = tmp_path / "mm2.properties"
     path.write_text(THREE)
     result = subprocess.run(
-        [sys.executable, "-m", "mm2py", "run", str(path), "--once", "--clusters", "north"],
+        [*mm2py_argv(), "run", str(path), "--once", "--clusters", "north"],
         capture_output=True,
         text=True,
         timeout=120,

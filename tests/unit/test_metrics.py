@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 import socket
 import subprocess
-import sys
 import threading
 import time
 import urllib.error
@@ -19,6 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from mm2py.executor.contract import CopyPath
 from mm2py.metrics.measurement import CheckpointMeasurement, PartitionMeasurement, RangeMeasurer
 from mm2py.metrics.registry import METRIC_NAMES, RunMetrics
+from tests.harness.mm2py_cli import mm2py_argv
 
 SRC = "kafka_connect_mirror_mirrorsourceconnector_"
 CKP = "kafka_connect_mirror_mirrorcheckpointconnector_"
@@ -444,7 +444,7 @@ def test_run_refuses_a_metrics_port_already_in_use_with_exit_2(tmp_path: Path) -
             "a->b.enabled = true\nmm2py.metrics.host = 127.0.0.1\n"
         )
         result = subprocess.run(
-            [sys.executable, "-m", "mm2py", "run", str(config), "--once", "--metrics-port", str(port)],
+            [*mm2py_argv(), "run", str(config), "--once", "--metrics-port", str(port)],
             capture_output=True,
             text=True,
             timeout=120,
@@ -464,7 +464,7 @@ def test_run_refuses_a_metrics_port_key_out_of_range_naming_file_and_line(tmp_pa
         "a->b.enabled = true\nmm2py.metrics.port = 70000\n"
     )
     result = subprocess.run(
-        [sys.executable, "-m", "mm2py", "run", str(config), "--once"],
+        [*mm2py_argv(), "run", str(config), "--once"],
         capture_output=True,
         text=True,
         timeout=120,
