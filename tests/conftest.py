@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import sys
 import uuid
 from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
@@ -32,6 +33,15 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         for broker in clusters.brokers.values():
             report.sections.append((f"tansu {broker.name} ({broker.bootstrap}) log tail", broker.log_tail()))
     return report
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _shared_spark_per_module() -> Iterator[None]:
+    """The SparkContext a module's in-process ``run --once`` commands share (tests/harness/in_process.py) is
+    stopped when the module ends, with the Python workers and the clients they cached."""
+    yield
+    if "tests.harness.in_process" in sys.modules:
+        sys.modules["tests.harness.in_process"].stop_shared_spark()
 
 
 @pytest.fixture(scope="session")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from tests.harness.kafka_harness import TansuBroker
@@ -43,6 +44,26 @@ def mm2py_argv(*args: str) -> list[str]:
     return [sys.executable, "-m", entry, *args]
 
 
-def mm2py(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    """Run ``python -m mm2py ARGS`` to completion; output captured as text."""
-    return subprocess.run(mm2py_argv(*args), capture_output=True, text=True, timeout=timeout, check=False)
+# Options that give a run Spark settings or an endpoint of its own, or keep it running: such a run gets a process.
+_OWN_PROCESS_OPTIONS = {"--master", "--conf", "--deploy-mode", "--metrics-port"}
+
+
+def runs_in_process(args: tuple[str, ...]) -> bool:
+    """Whether ``mm2py ARGS`` proves the same in this process (tests/harness/in_process.py) as in a new one: any
+    command but a continuous ``run`` or one with Spark settings or a metrics port given on the command line.
+    ``MM2PY_TESTS_IN_PROCESS=0`` starts a process for every command (to compare, or to rule the harness out)."""
+    if os.environ.get("MM2PY_TESTS_IN_PROCESS", "1") == "0" or _OWN_PROCESS_OPTIONS & set(args):
+        return False
+    return "run" not in args or "--once" in args
+
+
+def mm2py(*args: str, timeout: float = 300, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run ``mm2py ARGS`` to completion, output captured as text, with ``env`` added to the environment: in this
+    process where that proves the same (``runs_in_process``; pytest-timeout then bounds it), else as
+    ``python -m mm2py ARGS`` within ``timeout`` s."""
+    if runs_in_process(args):
+        from tests.harness import in_process
+
+        return in_process.run(list(args), env or {})
+    environ = {**os.environ, **(env or {})}
+    return subprocess.run(mm2py_argv(*args), capture_output=True, text=True, timeout=timeout, env=environ, check=False)

@@ -7,7 +7,8 @@ start things or wait, on the test's own thread only:
 
 - set-up: pytest's set-up and teardown phases (fixtures: clusters, Spark, MM2), and inside the test body, brokers,
   clusters, MM2 and Spark clusters started or stopped, the start-up of each ``mm2py`` process (interpreter,
-  imports and SparkContext, reported by ``tests/harness/timed_mm2py.py``); ``data`` is test records produced;
+  imports and SparkContext, reported by ``tests/harness/timed_mm2py.py``) and each SparkContext an in-process
+  run starts (tests/harness/in_process.py); ``data`` is test records produced;
 - waiting: ``poll_until``, bare ``time.sleep`` and the rest of each ``mm2py`` command (the copy itself);
 - checks: the rest of the test body (reading back and comparing, assertions, admin calls).
 
@@ -41,7 +42,7 @@ _WRAPPED = (
     ("tests.harness.real_kafka", "KafkaCluster.stop_node", "setup.kafka"),
     ("tests.harness.kafka_harness", "TansuBroker.start", "setup.tansu"),
     ("tests.harness.kafka_harness", "TansuBroker.stop", "setup.tansu"),
-    ("tests.harness.kafka_harness", "stop_brokers", "setup.tansu"),
+    ("tests.harness.kafka_harness", "TansuBroker.kill", "setup.tansu"),
     ("tests.harness.mirror_maker", "MirrorMaker.start", "setup.mm2"),
     ("tests.harness.mirror_maker", "MirrorMaker.stop", "setup.mm2"),
     ("tests.harness.spark_cluster", "StandaloneCluster.start", "setup.spark-cluster"),
@@ -49,6 +50,7 @@ _WRAPPED = (
     ("tests.harness.kafka_harness", "produce", "setup.data"),
     ("tests.harness.polling", "poll_until", "waiting.poll"),
     ("tests.harness.mm2py_cli", "mm2py", "waiting.mm2py"),
+    ("tests.harness.in_process", "_start_own_context", "setup.spark"),
 )
 
 
@@ -178,24 +180,38 @@ def register(config: pytest.Config) -> None:
         config.pluginmanager.register(SuiteTiming(Path(directory)), "suite-timing")
 
 
+def _rows(directory: Path) -> Iterator[dict[str, Any]]:
+    for path in sorted(directory.glob("*.jsonl")):
+        for line in path.read_text().splitlines():
+            yield json.loads(line)
+
+
 def summarize(directory: Path) -> dict[str, dict[str, float]]:
     """Per tier: tests, wall seconds (the three phases), and the set-up, waiting and checks split."""
     tiers: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
-    for path in sorted(directory.glob("*.jsonl")):
-        for line in path.read_text().splitlines():
-            row = json.loads(line)
-            tier = tiers[row["tier"]]
-            tier["tests"] += 1
-            tier["wall"] += row["setup_phase"] + row["call"] + row["teardown_phase"]
-            tier["setup.fixtures"] += row["setup_phase"] + row["teardown_phase"]
-            for bucket, seconds in row["buckets"].items():
-                tier[bucket] += seconds
-            tier["checks"] += row["checks"]
+    for row in _rows(directory):
+        tier = tiers[row["tier"]]
+        tier["tests"] += 1
+        tier["wall"] += row["setup_phase"] + row["call"] + row["teardown_phase"]
+        tier["setup.fixtures"] += row["setup_phase"] + row["teardown_phase"]
+        for bucket, seconds in row["buckets"].items():
+            tier[bucket] += seconds
+        tier["checks"] += row["checks"]
     return {name: dict(values) for name, values in sorted(tiers.items())}
 
 
+def durations(directory: Path) -> dict[str, float]:
+    """Each test's wall seconds, for tests/durations.json (how tests/conftest.py orders the workers' units)."""
+    rows = {row["nodeid"]: row["setup_phase"] + row["call"] + row["teardown_phase"] for row in _rows(directory)}
+    return {nodeid: round(seconds, 2) for nodeid, seconds in sorted(rows.items())}
+
+
 def main(argv: list[str]) -> int:
-    summary = summarize(Path(argv[0]))
+    """``DIR``: the split per tier; ``DIR --durations FILE``: also each test's duration into FILE."""
+    directory = Path(argv[0])
+    if argv[1:2] == ["--durations"]:
+        Path(argv[2]).write_text(json.dumps(durations(directory), indent=0) + "\n")
+    summary = summarize(directory)
     for tier, values in summary.items():
         setup = sum(v for k, v in values.items() if k.startswith("setup."))
         waiting = sum(v for k, v in values.items() if k.startswith("waiting."))

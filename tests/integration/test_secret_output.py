@@ -7,14 +7,13 @@ secret found anywhere in stdout or stderr count as a leak. Only the *values* are
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from tests.harness.kafka_harness import ClusterFactory, TansuBroker, create_topic, make_records, produce
-from tests.harness.mm2py_cli import mm2py_argv, write_config
+from tests.harness.mm2py_cli import mm2py, write_config
 
 pytestmark = pytest.mark.integration
 
@@ -52,13 +51,14 @@ target.producer.ssl.key.password = {S["target producer ssl.key.password"]}
 """
 # The same clusters behind SASL: tansu has no SASL configured (docs/test-broker.md, *SASL*), so every login fails —
 # which is the point here: the error paths must not leak either. SASL_SSL on dc1 also fails its TLS
-# handshake and makes the ssl.* keys (and the misspelt one) part of dc1's client settings.
+# handshake and makes the ssl.* keys (and the misspelt one) part of dc1's client settings. A 2-s admin timeout:
+# each command fails at its first admin call, whose wait proves nothing more for being longer.
 LOGIN_FAILS = """\
 dc1.security.protocol = SASL_SSL
 dc1.sasl.mechanism = PLAIN
 target.security.protocol = SASL_PLAINTEXT
 target.sasl.mechanism = SCRAM-SHA-512
-dc1->target.admin.timeout.ms = 5000
+dc1->target.admin.timeout.ms = 2000
 """
 TRANSLATE = ("--group", "orders-app", "--source", "dc1", "--target", "target")
 COMMANDS: dict[str, tuple[str, ...]] = {
@@ -77,9 +77,8 @@ SPARK_COMMANDS = {"run --once"}
 def run_mm2py(args: list[str], verbose: bool, config: Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     """``mm2py [-v] COMMAND CONFIG ARGS`` with SECRET_X in its environment."""
     command, *rest = args
-    argv = [*mm2py_argv(), *(["-v"] if verbose else []), command, str(config), *rest]
-    env = {**os.environ, "SECRET_X": ENV_SECRET}
-    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env, check=False)
+    argv = [*(["-v"] if verbose else []), command, str(config), *rest]
+    return mm2py(*argv, timeout=timeout, env={"SECRET_X": ENV_SECRET})
 
 
 def leaked(output: str, secrets: dict[str, str] = SECRETS) -> dict[str, str]:
