@@ -89,6 +89,7 @@ def unique_topic(request: pytest.FixtureRequest) -> Callable[..., str]:
 
 from tests.harness.real_kafka import PINNED_VERSION, KafkaCluster, KafkaJarsMissing, KafkaRuntime  # noqa: E402
 from tests.harness.real_kafka_security import ACL_BROKER_SETTINGS, CLIENT_LISTENERS  # noqa: E402
+from tests.harness.shared_clusters import SHARED  # noqa: E402
 
 
 class _RealKafkaLogTails:
@@ -135,7 +136,7 @@ def real_kafka(kafka_runtime: KafkaRuntime, tmp_path_factory: pytest.TempPathFac
     with KafkaCluster(
         tmp_path_factory.mktemp("real-kafka"), 1, runtime=kafka_runtime, listeners=CLIENT_LISTENERS
     ) as cluster:
-        yield cluster
+        yield SHARED.lend("real_kafka", cluster)
 
 
 @pytest.fixture(scope="session")
@@ -157,7 +158,7 @@ def real_kafka_versions(
                 pytest.fail(str(exc), pytrace=False)
             cluster = KafkaCluster(tmp_path_factory.mktemp(f"real-kafka-{version}"), 1, runtime=runtime)
             cluster.start()
-            started[version] = cluster
+            started[version] = SHARED.lend(f"real_kafka_versions({version})", cluster)
         return started[version]
 
     try:
@@ -184,7 +185,7 @@ def real_kafka_acl(kafka_runtime: KafkaRuntime, tmp_path_factory: pytest.TempPat
     )
     cluster.broker_config.update(cluster.security.mutual_tls_settings())
     with cluster:
-        yield cluster
+        yield SHARED.lend("real_kafka_acl", cluster)
 
 
 @pytest.fixture(scope="session")
@@ -196,7 +197,7 @@ def real_kafka_cluster(kafka_runtime: KafkaRuntime, tmp_path_factory: pytest.Tem
     cluster = KafkaCluster(tmp_path_factory.mktemp("real-kafka-cluster"), 3, runtime=kafka_runtime)
     cluster.start()
     try:
-        yield cluster
+        yield SHARED.lend("real_kafka_cluster", cluster)
     finally:
         # The brokers finish a graceful shutdown in well under a second; the last KRaft leader then waits
         # ~5 s for followers that are already gone. Nothing is kept, so cut that wait short.
@@ -217,6 +218,29 @@ def compacted_topic(unique_topic: Callable[..., str]) -> Callable[..., str]:
         return cluster.create_compacted_topic(unique_topic("compacted"), partitions, replication_factor, config)
 
     return make
+
+
+# Fixtures whose clusters tests borrow: a test that uses one must hand it back as it found it.
+_SHARED_CLUSTER_FIXTURES = {
+    "real_kafka",
+    "real_kafka_acl",
+    "real_kafka_cluster",
+    "real_kafka_target",
+    "real_kafka_versions",
+    "bed",
+}
+
+
+@pytest.fixture(autouse=True)
+def _shared_clusters_left_as_found(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After a test that borrowed a shared real-Kafka cluster: every node running and not frozen, every dynamic
+    broker setting as before (tests/harness/shared_clusters.py); else this test fails at teardown, naming what
+    it left, and the nodes are brought back for the tests after it."""
+    yield
+    if _SHARED_CLUSTER_FIXTURES & set(request.fixturenames):
+        damage = SHARED.damage()
+        if damage:
+            pytest.fail(f"{request.node.nodeid} left a shared cluster damaged: {'; '.join(damage)}", pytrace=False)
 
 
 # --- Two pytest-xdist workers (`make test` runs -n 2 --dist loadgroup) -------------------------------------

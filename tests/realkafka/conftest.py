@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.harness.real_kafka import KafkaCluster, KafkaRuntime
+from tests.harness.shared_clusters import SHARED
 
 
 @pytest.fixture(scope="session")
@@ -19,4 +20,4 @@ def real_kafka_target(kafka_runtime: KafkaRuntime, tmp_path_factory: pytest.Temp
     and ``mm2py-leases.internal`` are shared, as on any target that several flows write to.
     """
     with KafkaCluster(tmp_path_factory.mktemp("real-kafka-target"), 1, runtime=kafka_runtime) as cluster:
-        yield cluster
+        yield SHARED.lend("real_kafka_target", cluster)

@@ -28,6 +28,7 @@ from tests.harness.fault_scenarios import (
     stall_leader,
 )
 from tests.harness.real_kafka import OTHER_VERSIONS, KafkaJarsMissing, KafkaRuntime
+from tests.harness.shared_clusters import SHARED
 
 pytestmark = [pytest.mark.realkafka, pytest.mark.spark, pytest.mark.xdist_group("broker-faults")]
 
@@ -54,10 +55,12 @@ def bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bed]:
     try:
         source.start()
         target.start()
-        yield Bed(source, target, work)
+        yield Bed(SHARED.lend("broker-faults source", source), SHARED.lend("broker-faults target", target), work)
     finally:
         # As for the session's three-node cluster: nothing is kept, so the last KRaft leader's 5 s wait for
         # followers that are already gone is cut short.
+        SHARED.take_back(source)
+        SHARED.take_back(target)
         source.stop(timeout=3.0)
         target.stop(timeout=3.0)
 
