@@ -14,7 +14,7 @@ KAFKA_LIBS_POM   := tests/kafka-libs/pom.xml
 KAFKA_VERSIONS   := 3.9.2 4.4.0
 KAFKA_LIBS_ALL   := $(KAFKA_LIBS_STAMP) $(KAFKA_VERSIONS:%=$(KAFKA_LIBS)/%/.resolved)
 
-.PHONY: install test unit integration lint demo bench executor-loss clean kafka-libs
+.PHONY: install test unit integration realkafka durations lint demo bench executor-loss clean kafka-libs
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -41,15 +41,29 @@ kafka-libs: $(KAFKA_LIBS_ALL)
 
 install: $(STAMP) $(KAFKA_LIBS_ALL)
 
-# Lint and type errors fail the build before any test runs (CI runs this target through .ci/run).
+# Lint and type errors fail the build before any test runs (CI runs this target through .ci/run). Two workers;
+# tests/conftest.py hands out the longest units first, by tests/durations.json (docs/testing.md).
+PYTEST_2 := $(BIN)/pytest -n 2 --dist loadgroup
 test: lint $(KAFKA_LIBS_ALL)
-	$(BIN)/pytest -n 2 --dist loadgroup --durations=15 tests
+	$(PYTEST_2) --durations=15 tests
 
+# The tiers make test runs, each alone (docs/testing.md says how long each takes here).
 unit: $(STAMP)
 	$(BIN)/pytest tests/unit
 
 integration: $(STAMP)
-	$(BIN)/pytest tests/integration
+	$(PYTEST_2) tests/integration
+
+realkafka: $(STAMP) $(KAFKA_LIBS_ALL)
+	$(PYTEST_2) tests/realkafka
+
+# The whole suite, timed per test (tests/harness/suite_timing.py): prints set-up, waiting and checks per tier and
+# rewrites tests/durations.json, by which the workers are balanced.
+SUITE_TIMING := bench-results/suite-timing
+durations: $(STAMP) $(KAFKA_LIBS_ALL)
+	rm -rf $(SUITE_TIMING)
+	MM2PY_SUITE_TIMING=$(SUITE_TIMING) $(PYTEST_2) tests
+	$(BIN)/python -m tests.harness.suite_timing $(SUITE_TIMING) --durations tests/durations.json
 
 lint: $(STAMP)
 	$(BIN)/ruff format --check mm2py tests bench examples

@@ -7,6 +7,7 @@ broker is often explained by the broker's own log.
 from __future__ import annotations
 
 import itertools
+import json
 import re
 import sys
 import uuid
@@ -245,26 +246,30 @@ def _shared_clusters_left_as_found(request: pytest.FixtureRequest) -> Iterator[N
 
 # --- Two pytest-xdist workers (`make test` runs -n 2 --dist loadgroup) -------------------------------------
 
-# Tests that use a session-wide real-Kafka cluster all run in one worker, so each cluster starts once; the other
-# worker meanwhile runs tansu tests, which start their own brokers.
-_REAL_KAFKA_FIXTURES = {
-    "kafka_runtime",
-    "real_kafka",
-    "real_kafka_acl",
-    "real_kafka_cluster",
-    "real_kafka_target",
-    "real_kafka_versions",
-}
+# A unit of work is a test module, or the group a module declares (`xdist_group`). xdist hands units out in the
+# order the collection lists them, each to whichever worker is free; listed longest first by the durations
+# measured (tests/durations.json, written by `make durations`), the two workers end within about one short unit
+# of each other (longest processing time first). A session-wide cluster (real_kafka, ...) starts in each worker
+# that runs a module needing it; a module-wide one (the broker-fault clusters) once.
+DURATIONS = Path(__file__).with_name("durations.json")
+# Estimates for a test not measured yet, by tier.
+_UNMEASURED_S = {"unit": 0.1, "integration": 5.0, "realkafka": 15.0}
+
+
+def _unit(item: pytest.Item) -> str:
+    marker = item.get_closest_marker("xdist_group")
+    return f"group:{marker.args[0]}" if marker is not None else item.nodeid.split("::", 1)[0]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    real = [item for item in items if _REAL_KAFKA_FIXTURES & set(getattr(item, "fixturenames", ()))]
-    for item in real:
-        item.add_marker(pytest.mark.xdist_group("real-kafka"))
-    # Groups that a module declares itself (tests/realkafka/test_broker_failures.py: a source and a target cluster
-    # of three nodes each, for that module only) come next: with two workers, it runs beside the real-Kafka group.
-    chosen = set(real)
-    declared = [item for item in items if item not in chosen and item.get_closest_marker("xdist_group")]
-    chosen |= set(declared)
-    # The real-Kafka group is the longest unit of work: handed out first, it does not run alone at the end.
-    items[:] = real + declared + [item for item in items if item not in chosen]
+    measured: dict[str, float] = json.loads(DURATIONS.read_text()) if DURATIONS.is_file() else {}
+    units: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        units.setdefault(_unit(item), []).append(item)
+
+    def estimate(item: pytest.Item) -> float:
+        tier = item.nodeid.split("/")[1] if item.nodeid.startswith("tests/") else "unit"
+        return measured.get(item.nodeid, _UNMEASURED_S.get(tier, 5.0))
+
+    length = {unit: sum(map(estimate, members)) for unit, members in units.items()}
+    items[:] = [item for unit in sorted(units, key=lambda u: -length[u]) for item in units[unit]]

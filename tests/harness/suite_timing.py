@@ -175,8 +175,9 @@ def tier_of(nodeid: str) -> str:
 
 
 def register(config: pytest.Config) -> None:
+    """Time this session if asked to, and if it is the suite's own (not an inner session a test starts)."""
     directory = os.environ.get(ENV)
-    if directory:
+    if directory and config.rootpath == Path(__file__).resolve().parents[2]:
         config.pluginmanager.register(SuiteTiming(Path(directory)), "suite-timing")
 
 
