@@ -71,13 +71,14 @@ class BatchRange:
     def failure(self, spec: CopySpec, task_failure: Failure | None, counted: Counted) -> Failure | None:
         """Why the range stopped before its end, if it did."""
         where = f"flow={spec.flow} {self.queue.where}"
-        own = self.own_failure(spec.exactly_once)
-        if self.queue.failure is not None and (own is not None or task_failure is None):
-            error = self.queue.failure
-            return Failure(f"{where}: producing to {spec.target} failed: {error}", error.name, error.retriable)
-        if self.fetch.failure is not None:
-            error = self.fetch.failure
-            return Failure(f"{where}: fetching from {spec.source} failed: {error}", error.name, error.retriable)
+        for error, side in (
+            (self.queue.failure, f"producing to {spec.target}"),
+            (self.fetch.failure, f"fetching from {spec.source}"),
+        ):
+            # Exactly-once, a fenced producer stopped both sides of every partition: the task's failure says so.
+            fenced = spec.exactly_once and task_failure is not None and error is not None and error.kind in FENCED
+            if error is not None and not fenced:
+                return Failure(f"{where}: {side} failed: {error}", error.name, error.retriable)
         copied_all = self.fetch.done and counted.next_offset >= self.rng.end
         if (
             task_failure is not None

@@ -283,3 +283,7 @@ def test_a_partition_stopped_by_a_fenced_producer_reports_the_task_failure_namin
     assert own.own_failure(exactly_once=True) is own.queue.failure
     own_failure = own.failure(spec(), task, counted)
     assert own_failure is not None and "NOT_ENOUGH_REPLICAS" in own_failure.message
+    # the fenced task stops the fetch side of its partitions too: that is the task's failure as well
+    (stopped,) = copy_ranges(1)
+    stopped.fetch.failure = WireError(kind, "node 1")  # type: ignore[arg-type]
+    assert stopped.failure(spec(), task, counted) == task
