@@ -159,8 +159,14 @@ class FlowRunner:
         """Continuous mode on the batch path: generations of tasks that follow their partitions, and MM2's
         periodic jobs beside them in a thread of their own (never between copies: nothing waits for them)."""
         channel = self.rounds.channel = control.channel(self.flow.name, self.rounds.on_report)
+        # Set when following ends, also by a failure: the periodic jobs end with it, so the failure is reported
+        # at once rather than when the run's stop would have ended them.
+        followed = threading.Event()
         periodic = threading.Thread(
-            target=self._periodic_beside, args=(stop, lost, channel), name=f"periodic {self.flow.name}", daemon=True
+            target=self._periodic_beside,
+            args=(stop, lost, followed, channel),
+            name=f"periodic {self.flow.name}",
+            daemon=True,
         )
         periodic.start()
         try:
@@ -169,6 +175,7 @@ class FlowRunner:
                 if not self.retrying(functools.partial(self.rounds.follow, channel), stop):
                     stop.wait(idle)  # nothing to follow yet: the topic refresh beside may find partitions
         finally:
+            followed.set()
             channel.stop()
             channel.end()
             periodic.join(timeout=60)
@@ -185,13 +192,16 @@ class FlowRunner:
         if placed:
             channel.end()
 
-    def _periodic_beside(self, stop: threading.Event, lost: threading.Event, channel: FlowChannel) -> None:
-        """MM2's periodic jobs while the tasks follow; a stop or a lost lease ends the running generation (its
-        tasks record their progress and return within seconds)."""
+    def _periodic_beside(
+        self, stop: threading.Event, lost: threading.Event, followed: threading.Event, channel: FlowChannel
+    ) -> None:
+        """MM2's periodic jobs while the tasks follow, until the run stops, the lease is lost or following ends; a
+        stop or a lost lease ends the running generation (its tasks record their progress and return within
+        seconds)."""
         schedule = self.sync.schedule()
         try:
             next_placing = 0.0
-            while not stop.is_set() and not lost.is_set():
+            while not (stop.is_set() or lost.is_set() or followed.is_set()):
                 schedule.run_due(lambda action: self.retrying(action, stop))
                 if self.rounds.pending() and time.monotonic() >= next_placing:
                     next_placing = time.monotonic() + PLACE_PENDING_EVERY_S

@@ -6,6 +6,7 @@ task-control endpoint is real (HTTP on loopback); no JVM, no broker."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Mapping
 
 import pytest
@@ -16,6 +17,7 @@ from mm2py.engine.ranges import FOLLOW_END, follow_ranges, round_ranges
 from mm2py.engine.schedule import Periodic, Schedule
 from mm2py.engine.spark import effective_master
 from mm2py.engine.task_control import TaskControl
+from mm2py.errors import ReplicationError
 from mm2py.executor.contract import CopyResult, CopySpec, PartitionRange
 from mm2py.executor.driver_link import DriverLink, report_row
 from mm2py.metrics.measurement import PartitionMeasurement
@@ -166,6 +168,28 @@ def test_new_partitions_end_the_generation_and_the_next_one_takes_them(
     assert spark.specs[1].control is not None and spark.specs[0].control is not None
     assert spark.specs[1].control.generation > spark.specs[0].control.generation
     assert r.rounds.positions[("orders", 2)] == 4
+
+
+def test_a_generation_that_fails_for_good_ends_the_flow_at_once_not_when_the_periodic_jobs_would(
+    recorded: list[Positions],  # noqa: F811 (the fixture)
+) -> None:
+    """A following job that fails for good (here: fenced) ends the flow with its failure right away, although the
+    run's stop is not set and the periodic jobs beside it (checkpoints every 60 s) are not due."""
+    r, spark, control = following(two_partitions({0: 10, 1: 10}))
+
+    def fenced(spec: CopySpec, ranges: list[PartitionRange]) -> list[CopyResult]:
+        raise ReplicationError(
+            "flow=dc1->target: fenced: another producer took transactional.id x over", retriable=False
+        )
+
+    spark.copy = fenced  # type: ignore[method-assign]
+    started = time.monotonic()
+    try:
+        with pytest.raises(ReplicationError, match="fenced"):
+            r.run_continuous(threading.Event(), threading.Event())
+    finally:
+        control.close()
+    assert time.monotonic() - started < 5, "the failure waited for the periodic jobs' thread"
 
 
 def test_a_failed_partition_ends_the_generation_and_a_lost_lease_ends_the_run(
