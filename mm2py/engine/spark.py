@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from mm2py.engine import class_data
 from mm2py.errors import Failure, ReplicationError, UsageError
 from mm2py.executor import batch_copy, record_copy
 from mm2py.executor.contract import CopyResult, CopySpec, PartitionRange
@@ -84,12 +85,16 @@ class SparkRunner:
         task_attempts: int,
         owns_context: bool = True,
         package_zip: str | None = None,
+        jvm: subprocess.Popen[bytes] | None = None,
+        archive_write: tuple[class_data.Archive, Path] | None = None,
     ) -> None:
         self.sc = sc
         self.flows = max(1, flows)  # flows that submit jobs to this context at the same time
         self.task_attempts = task_attempts
         self.owns_context = owns_context
         self._zip = package_zip
+        self._jvm = jvm
+        self._archive_write = archive_write
 
     @classmethod
     def start(
@@ -115,7 +120,12 @@ class SparkRunner:
             # Spark would otherwise bind to the address the host name resolves to; a local run stays on loopback.
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         spark_conf = SparkConf().setAppName(app_name).setMaster(master)
-        settings = {**spark_defaults(local), **conf}
+        archive = class_data.driver_archive()
+        # No archive yet: this run's JVM writes it, unless the run's own driver options replace mm2py's.
+        writing = None
+        if archive is not None and not archive.exists and "spark.driver.extraJavaOptions" not in conf:
+            writing = archive.new_writing_path()
+        settings = {**spark_defaults(local, archive, writing), **conf}
         for key, value in settings.items():
             spark_conf.set(key, value)
         # The JVM's stderr is relayed through Python logging, so it is redacted like every other line, and the
@@ -137,7 +147,14 @@ class SparkRunner:
             package_zip = _package_zip()
             sc.addPyFile(package_zip)
         log.info("spark started master=%s parallelism=%s", master, sc.defaultParallelism)
-        return cls(sc, flows=flows, task_attempts=task_attempts(master, settings), package_zip=package_zip)
+        return cls(
+            sc,
+            flows=flows,
+            task_attempts=task_attempts(master, settings),
+            package_zip=package_zip,
+            jvm=gateway.proc,
+            archive_write=(archive, writing) if archive is not None and writing is not None else None,
+        )
 
     @property
     def parallelism(self) -> int:
@@ -191,14 +208,40 @@ class SparkRunner:
         return results
 
     def stop(self) -> None:
+        """Stop the context and, if this runner started it, its JVM (which then writes the class-data archive,
+        if this run is the first on its JVM and classpath)."""
         if self.owns_context:
             self.sc.stop()
+            self._end_jvm()
         if self._zip is not None:  # executors fetched their own copies
             Path(self._zip).unlink(missing_ok=True)
 
+    def _end_jvm(self, timeout_s: float = 120.0) -> None:
+        """The driver JVM exits once its standard input closes (Spark's gateway server watches it). PySpark would
+        otherwise keep it for the next context of this process, and ignore the JVM a next run starts with its own
+        settings: the class keeps its gateway, so that is forgotten here too."""
+        from pyspark import SparkContext
 
-def spark_defaults(local: bool) -> dict[str, str]:
-    """The Spark settings mm2py starts a context with; the run's own (``mm2py.spark.conf.*``, ``--conf``) win."""
+        if self._jvm is None:
+            return
+        if self._jvm.stdin is not None:
+            self._jvm.stdin.close()
+        try:
+            code: int | None = self._jvm.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self._jvm.kill()
+            code = None
+        SparkContext._gateway = None
+        SparkContext._jvm = None
+        if self._archive_write is not None:
+            archive, written = self._archive_write
+            archive.publish(written, code)
+
+
+def spark_defaults(local: bool, archive: class_data.Archive | None, writing: Path | None) -> dict[str, str]:
+    """The Spark settings mm2py starts a context with; the run's own (``mm2py.spark.conf.*``, ``--conf``) win.
+    The driver JVM maps the class-data-sharing ``archive`` (engine/class_data.py), or writes it to ``writing``."""
+    sharing = f" {archive.java_options(writing)}" if archive is not None and (writing or archive.exists) else ""
     defaults = {
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
@@ -208,7 +251,7 @@ def spark_defaults(local: bool) -> dict[str, str]:
         # The driver JVM only schedules tasks (records stay in the Python workers), so its JIT's top tier
         # never pays off; compiling with C1 alone starts a local SparkContext 3-4 s sooner on 2 cores
         # (5.7-6.2 s instead of 7.7-9.8 s to a live context, measured with pyspark 4.3 and Java 17).
-        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={_LOG4J} -XX:TieredStopAtLevel=1",
+        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={_LOG4J} -XX:TieredStopAtLevel=1{sharing}",
     }
     if local:
         defaults.update({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"})
