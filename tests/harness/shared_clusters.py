@@ -35,11 +35,12 @@ def _process_state(cluster: KafkaCluster, node_id: int) -> str:
     node = cluster.node(node_id)
     if not node.running:
         return "not running"
-    try:
-        threads = list(Path(f"/proc/{node.pid}/task").iterdir())
-        states = {(t / "stat").read_text().rsplit(")", 1)[1].split()[0] for t in threads}
-    except OSError:
-        return "not running"
+    states = set()
+    for thread in Path(f"/proc/{node.pid}/task").iterdir():
+        try:
+            states.add((thread / "stat").read_text().rsplit(")", 1)[1].split()[0])
+        except OSError:  # a thread that ended meanwhile
+            continue
     return "stopped (SIGSTOP)" if states & {"T", "t"} else "running"
 
 
