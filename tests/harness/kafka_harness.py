@@ -183,6 +183,7 @@ class TansuBroker:
 
     def stop(self, timeout: float = STOP_TIMEOUT) -> None:
         """SIGTERM, then SIGKILL after ``timeout`` s (tansu waits ~5 s for connected clients). Idempotent."""
+        forget_producer(self.bootstrap)
         self._request_stop()
         self._await_exit(time.monotonic() + timeout)
 
@@ -197,6 +198,7 @@ class TansuBroker:
 
     def kill(self) -> None:
         """SIGKILL: memory storage loses every topic, record and offset."""
+        forget_producer(self.bootstrap)
         if self._process is not None and self._process.poll() is None:
             self._process.kill()
         if self._process is not None:
@@ -304,6 +306,7 @@ def stop_brokers(brokers: Iterable[TansuBroker], timeout: float = STOP_TIMEOUT) 
     """Stop several brokers in parallel: all get SIGTERM first, so slow shutdowns overlap."""
     brokers = list(brokers)
     for broker in brokers:
+        forget_producer(broker.bootstrap)
         broker._request_stop()
     deadline = time.monotonic() + timeout
     for broker in brokers:
@@ -371,6 +374,31 @@ def delete_topic(bootstrap: str, topic: str, timeout: float = DEFAULT_TIMEOUT) -
     admin.delete_topics([topic], operation_timeout=timeout, request_timeout=timeout)[topic].result(timeout)
 
 
+# produce()'s producer per cluster: an idempotent producer's first record waits about 0.5 s for its producer id
+# (librdkafka asks before any broker is up, and again 500 ms later), which every produce() paid when it made
+# its own. Forgotten when its broker stops (a restarted tansu keeps nothing, not even the producer id).
+_producers: dict[str, Producer] = {}
+
+
+def _producer(bootstrap: str) -> Producer:
+    if bootstrap not in _producers:
+        _producers[bootstrap] = Producer(
+            client_config(
+                bootstrap,
+                **{"acks": "all", "enable.idempotence": True, "linger.ms": 5, "message.max.bytes": 64 * 1024 * 1024},
+            )
+        )
+    return _producers[bootstrap]
+
+
+def forget_producer(bootstrap: str) -> None:
+    """Drop produce()'s producer for ``bootstrap`` (its cluster stopped, or a produce failed)."""
+    producer = _producers.pop(bootstrap, None)
+    if producer is not None:
+        producer.purge()
+        producer.flush(0)
+
+
 def produce(bootstrap: str, topic: str, records: Iterable[Record], timeout: float = DEFAULT_TIMEOUT) -> None:
     """Produce records exactly as given (partition, key, value, headers, CreateTime); raise on any failure.
 
@@ -383,12 +411,7 @@ def produce(bootstrap: str, topic: str, records: Iterable[Record], timeout: floa
     records = list(records)
     last_index = {record.partition: i for i, record in enumerate(records)}
     tails = set(last_index.values())
-    producer = Producer(
-        client_config(
-            bootstrap,
-            **{"acks": "all", "enable.idempotence": True, "linger.ms": 5, "message.max.bytes": 64 * 1024 * 1024},
-        )
-    )
+    producer = _producer(bootstrap)
     failures: list[str] = []
 
     def on_delivery(err: KafkaError | None, msg: Any) -> None:
@@ -398,6 +421,7 @@ def produce(bootstrap: str, topic: str, records: Iterable[Record], timeout: floa
     def send(batch: list[Record]) -> None:
         for record in batch:
             headers: list[tuple[str, str | bytes | None]] = list(record.headers)
+            metadata_read = False
             while True:
                 try:
                     producer.produce(
@@ -412,9 +436,16 @@ def produce(bootstrap: str, topic: str, records: Iterable[Record], timeout: floa
                     break
                 except BufferError:
                     producer.poll(0.1)  # local queue full: serve delivery reports, then retry
+                except KafkaException as exc:
+                    # A partition added since the cached producer last read the topic's metadata: read it again.
+                    if exc.args[0].code() != KafkaError._UNKNOWN_PARTITION or metadata_read:
+                        raise
+                    producer.list_topics(topic, timeout=timeout)
+                    metadata_read = True
         if (remaining := producer.flush(timeout)) > 0:
             failures.append(f"{remaining} records still undelivered after {timeout} s")
         if failures:
+            forget_producer(bootstrap)
             raise RuntimeError(f"produce to {topic!r} on {bootstrap} failed: {failures[:5]}")
 
     send([r for i, r in enumerate(records) if i not in tails])

@@ -39,7 +39,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
-from tests.harness.kafka_harness import HOST, client_config, free_port
+from tests.harness.kafka_harness import HOST, client_config, forget_producer, free_port
 from tests.harness.polling import poll_until
 from tests.harness.real_kafka_compaction import COMPACTED_TOPIC_CONFIG
 from tests.harness.real_kafka_security import CLIENT_LISTENERS, Security
@@ -382,6 +382,7 @@ class KafkaCluster:
 
     def stop(self, timeout: float = STOP_TIMEOUT) -> None:
         """SIGTERM every node at once, SIGKILL what is left after ``timeout`` s. Idempotent."""
+        forget_producer(self.bootstrap)
         for node in self.nodes:
             node.request_stop()
         deadline = time.monotonic() + timeout
