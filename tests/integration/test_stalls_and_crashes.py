@@ -33,7 +33,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
 PARTITIONS = 4
 BATCH = 5_000
-STALL_S = 30.0
+# A stall twice as long as the longest client timeout the tests set (the target's message.timeout.ms, 6 s; the
+# request timeouts are 3 s): requests time out during it, and a longer stall would prove nothing more.
+STALL_S = 12.0
 
 
 def settings(batch: int = BATCH) -> str:
@@ -145,19 +147,21 @@ def freeze_when(when: str, run: MirrorRun, brokers: dict[str, TansuBroker], brok
 
 
 def stall_dataset(when: str, seed: int) -> list[Record]:
-    # 1 KB values: a task spends long enough writing its 5 MB range for the stall to catch it mid-range.
+    # 1 KB values: a task spends long enough writing its 5 MB range for the stall to catch it mid-range (the stall
+    # starts as the first records land); two ranges per partition, so a range is copied after the stall too.
     return make_records(
-        100_000 if when == "mid-copy" else 20_000, partitions=PARTITIONS, seed=seed, value_size=1024, with_headers=False
+        40_000 if when == "mid-copy" else 20_000, partitions=PARTITIONS, seed=seed, value_size=1024, with_headers=False
     )
 
 
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("when", WHEN)
-def test_source_broker_frozen_30s_the_run_recovers_by_itself_and_loses_nothing(
+def test_source_broker_frozen_past_the_client_timeouts_the_run_recovers_by_itself_and_loses_nothing(
     pair: dict[str, TansuBroker], tmp_path: Path, when: str
 ) -> None:
     source, target = pair["dc1"], pair["target"]
-    config = config_for(tmp_path, pair, settings())
+    # The source's request timeout as short as the target's below, so fetches time out during the stall.
+    config = config_for(tmp_path, pair, settings() + "dc1.consumer.request.timeout.ms = 3000\n")
     data = stall_dataset(when, seed=3)
     total = len(data)
     produce(source.bootstrap, "orders", data)
@@ -194,7 +198,7 @@ def test_source_broker_frozen_30s_the_run_recovers_by_itself_and_loses_nothing(
 # path, since what an idle run writes to the target (heartbeats) does not depend on the copy path.
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize(("when", "path"), [("mid-copy", "record"), ("mid-copy", "batch"), ("idle", "batch")])
-def test_target_broker_frozen_30s_timed_out_producers_are_replaced_and_nothing_is_lost(
+def test_target_broker_frozen_past_the_client_timeouts_timed_out_producers_are_replaced_and_nothing_is_lost(
     pair: dict[str, TansuBroker], tmp_path: Path, when: str, path: str
 ) -> None:
     source, target = pair["dc1"], pair["target"]
