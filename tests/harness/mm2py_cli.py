@@ -24,7 +24,7 @@ SMALL_CLUSTER = (
     ONE_NODE_CLUSTER
     + """\
 # tansu holds every JoinGroup for session.timeout.ms / 2 (test-broker bug), which each run's lease join pays.
-mm2py.lease.session.timeout.ms = 3000
+mm2py.lease.session.timeout.ms = 2000
 """
 )
 
