@@ -11,6 +11,7 @@ import contextlib
 import logging
 import subprocess
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -132,16 +133,17 @@ class Bed:
         name = f"{prefix}-{unique_alias('t')}"
         return self.source.create_topic(name, PARTITIONS, 3, config)
 
-    def flow(self, topic: str, name: str, extra: str = "") -> Flow:
+    def flow(self, topic: str, name: str, extra: str = "", target: Mapping[str, str] | None = None) -> Flow:
         """A properties file of a new flow copying ``topic``; unique aliases, so its remote topic and progress
-        are new (the clusters outlive a scenario)."""
+        are new (the clusters outlive a scenario). ``target``: settings of the target cluster (``<alias>.KEY``)."""
         src, tgt = unique_alias("src"), unique_alias("tgt")
         run_dir = self.work_dir / f"{name}-{src}"
         run_dir.mkdir(parents=True)
+        target_lines = "".join(f"{tgt}.{key} = {value}\n" for key, value in (target or {}).items())
         config = write_real_config(
             run_dir / "mm2.properties",
             {src: self.source.bootstrap, tgt: self.target.bootstrap},
-            f"{src}->{tgt}.enabled = true\ntopics = {topic}\n" + extra,
+            f"{src}->{tgt}.enabled = true\ntopics = {topic}\n" + target_lines + extra,
             cluster_settings=THREE_NODE_SETTINGS,
         )
         return Flow(config, run_dir / "run.log", topic, f"{src}.{topic}")

@@ -172,11 +172,14 @@ def rolling_continuous(
         return _finish_continuous(bed, name, flow, run, producer)
 
 
-def stall_leader(bed: Bed, records: int, *, seconds: float = 60.0, at: float = 0.3) -> Outcome:
+def stall_leader(
+    bed: Bed, records: int, *, seconds: float = 60.0, at: float = 0.3, request_timeout_s: float = 30.0
+) -> Outcome:
     """``--once``; at ``at`` of the copy the node leading most remote partitions is SIGSTOPped for ``seconds``
-    (longer than the 30 s request timeout: its requests time out, its partitions get new leaders), then SIGCONT."""
+    (longer than the target producer's ``request_timeout_s``, Java's default 30 s unless given: its requests time
+    out, its partitions get new leaders), then SIGCONT."""
     topic, source = bed.dataset(records)
-    flow = bed.flow(topic, "stall")
+    flow = bed.flow(topic, "stall", target={"producer.request.timeout.ms": str(int(request_timeout_s * 1000))})
     landed = Landed(bed.target, flow.remote_topic, records)
     bed.begin()
     try:
