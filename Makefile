@@ -43,7 +43,7 @@ install: $(STAMP) $(KAFKA_LIBS_ALL)
 
 # Lint and type errors fail the build before any test runs (CI runs this target through .ci/run). Two workers;
 # tests/conftest.py hands out the longest units first, by tests/durations.json (docs/testing.md).
-PYTEST_2 := $(BIN)/pytest -n 2 --dist loadgroup
+PYTEST_2 := $(BIN)/pytest -n 2 --dist loadfile --no-loadscope-reorder
 test: lint $(KAFKA_LIBS_ALL)
 	$(PYTEST_2) --durations=15 tests
 

@@ -8,7 +8,7 @@ down mid-copy, which the leader kills below already show).
 Both clusters are RF 3 with min.insync.replicas 2 and the copy path is the default one (``auto``: batch). What
 must hold after each fault: the run exits 0 (a continuous one stays up until stopped), and the target holds
 every source record exactly once, in order. The fault tests share one source and one target cluster for the
-module, in an xdist group of their own (``make test`` runs it beside the session's real-Kafka group).
+module (``make test`` runs the module in one worker, beside the rest of the suite in the other).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from tests.harness.fault_scenarios import (
 from tests.harness.real_kafka import OTHER_VERSIONS, KafkaJarsMissing, KafkaRuntime
 from tests.harness.shared_clusters import SHARED
 
-pytestmark = [pytest.mark.realkafka, pytest.mark.spark, pytest.mark.xdist_group("broker-faults")]
+pytestmark = [pytest.mark.realkafka, pytest.mark.spark]
 
 RECORDS = 200_000  # per --once run: about 2 s of copying at full speed here, 26 MB
 VERSION_RECORDS = 100_000

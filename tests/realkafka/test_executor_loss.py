@@ -20,14 +20,10 @@ import pytest
 from tests.harness.executor_loss import Params, Scene, run_scenario
 from tests.harness.real_kafka import KafkaRuntime
 
-# One scenario at a time: each starts four Kafka clusters and a Spark standalone cluster, and a kill aimed at a
-# running copy task must not miss it because the other scenario took the cores.
-pytestmark = [
-    pytest.mark.realkafka,
-    pytest.mark.spark,
-    pytest.mark.timeout(600),
-    pytest.mark.xdist_group("executor-loss"),
-]
+# One scenario at a time (a module is one worker's unit, tests/conftest.py): each starts four Kafka clusters and a
+# Spark standalone cluster, and a kill aimed at a running copy task must not miss it because the other scenario
+# took the cores.
+pytestmark = [pytest.mark.realkafka, pytest.mark.spark, pytest.mark.timeout(600)]
 
 SCENARIOS = [
     # About 30 s of copying in two one-core executors: the kill lands well inside it.
