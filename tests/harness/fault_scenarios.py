@@ -264,13 +264,17 @@ def _others_caught_up(bed: Bed, flow: Flow, timeout: float, ends: dict[int, int]
     return round(time.monotonic() - started, 1)
 
 
-def partition_offline_once(bed: Bed, records: int, *, seconds: float = 60.0, node: int = 3) -> Outcome:
+def partition_offline_once(
+    bed: Bed, records: int, *, seconds: float = 60.0, node: int = 3, hold_s: float | None = None
+) -> Outcome:
     """A source topic whose partition 0 lives on ``node`` alone. A first ``--once`` run copies ``records`` (the flow
     exists, as after a run by cron); ``records`` more arrive, ``node`` is SIGKILLed, and the next ``--once`` run
     starts while partition 0 has no replica left (the others lost one). It should copy the other partitions
     meanwhile, partition 0 once ``node`` is back after ``seconds``, and exit 0 (the outage being shorter than
-    ``mm2py.retry.timeout.seconds``). ``notes["others_copied_after_s"]`` says whether and when the others were
-    copied while partition 0 was away."""
+    ``mm2py.retry.timeout.seconds``). With ``hold_s``, ``node`` comes back ``hold_s`` after the others were
+    copied (the run, with nothing left but partition 0, must keep waiting for it that long), ``seconds`` at the
+    latest. ``notes["others_copied_after_s"]`` says whether and when the others were copied while partition 0
+    was away."""
     topic = _offline_topic(bed, node)
     load(bed.source.bootstrap, topic, records, partitions=PARTITIONS, value_size=VALUE_SIZE, seed=7)
     flow = bed.flow(topic, "offline-once")
@@ -291,7 +295,10 @@ def partition_offline_once(bed: Bed, records: int, *, seconds: float = 60.0, nod
                 # are still moving off the killed node.
                 ends = {p: len(source[p]) for p in range(1, PARTITIONS)}
                 others_done = _others_caught_up(bed, flow, seconds, ends)
-                pause(run, seconds - (time.monotonic() - killed))
+                outage = seconds
+                if hold_s is not None and others_done is not None:
+                    outage = min(seconds, time.monotonic() - killed + hold_s)
+                pause(run, outage - (time.monotonic() - killed))
                 bed.source.restart_node(node)
                 bed.event(landed.fraction(), "source", node, "restarted")
                 exit_code = wait_exit(run, ONCE_TIMEOUT)
@@ -299,7 +306,7 @@ def partition_offline_once(bed: Bed, records: int, *, seconds: float = 60.0, nod
         finally:
             landed.close()
     result = outcome(bed, "offline-once", flow, run, exit_code, source, seconds_taken)
-    result.notes.update(first_run_exit=first_exit, others_copied_after_s=others_done, offline_s=seconds)
+    result.notes.update(first_run_exit=first_exit, others_copied_after_s=others_done, offline_s=round(outage, 1))
     return result
 
 
