@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from mm2py.mirror.progress import progress_of, progress_topic
 from tests.harness.faults import MirrorRun, cpu_ticks
@@ -114,6 +114,14 @@ class Scene:
         return path
 
 
+# What a ListOffsets may answer while a topic just created has leaders not yet known to every listener.
+_LEADERS_NOT_SETTLED = {
+    KafkaError.NOT_LEADER_FOR_PARTITION,
+    KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError.UNKNOWN_TOPIC_OR_PART,
+}
+
+
 class TargetCount:
     """Records in the target topic (end offsets, duplicates included), through one consumer kept open: counting
     must be quick, or the kill lands after the copy it should interrupt."""
@@ -128,9 +136,14 @@ class TargetCount:
             if topic.error is not None or not topic.partitions:
                 return 0  # not created yet
             self._partitions = sorted(topic.partitions)
-        return sum(
-            self._consumer.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=10)[1] for p in self._partitions
-        )
+        try:
+            return sum(
+                self._consumer.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=10)[1] for p in self._partitions
+            )
+        except KafkaException as exc:
+            if exc.args[0].code() not in _LEADERS_NOT_SETTLED:
+                raise
+            return 0  # a topic just created: its leaders are not known everywhere yet; ask again
 
     def close(self) -> None:
         self._consumer.close()
