@@ -1,5 +1,5 @@
 """Where the suite's time goes: per test, set-up, waiting and checks, written when ``MM2PY_SUITE_TIMING`` names a
-directory (``make test-timing`` sets it), and summed per tier by ``python -m tests.harness.suite_timing DIR``.
+directory (``make durations`` sets it), and summed per tier by ``python -m tests.harness.suite_timing DIR``.
 
 Why: a suite that takes too long is cut where its time goes, and that is only known when it is measured. Each test's
 wall time (pytest's set-up, call and teardown phases) is split into buckets by wrapping the harness calls that
