@@ -9,9 +9,10 @@ The archive is valid only for the exact JVM and classpath that wrote it, so its 
 (the JDK's ``release`` file and path, and the pyspark jars), and it lives in the user's cache directory
 (``$XDG_CACHE_HOME/mm2py``, else ``~/.cache/mm2py``; about 70 MB). A run without an archive has its JVM write one
 when it exits (``-XX:ArchiveClassesAtExit``: the first run's stop takes about 5 s longer, once) to a name of its
-own, which the run moves into place only once that JVM has exited cleanly, so no run ever maps half an archive. A JVM that cannot use an
-archive (another version, a damaged file) starts without it and says nothing (``-Xshare:auto``, CDS logging off);
-options a JVM does not know are ignored. A cache directory that cannot be written means no archive, nothing else.
+own, which the run moves into place only once that JVM has exited cleanly, so no run ever maps half an archive.
+A JVM that cannot use an archive (another version, a damaged file) starts without it and says nothing
+(``-Xshare:auto``, CDS logging off); options a JVM does not know are ignored. A cache directory that cannot be
+written means no archive, nothing else.
 """
 
 from __future__ import annotations
