@@ -10,9 +10,11 @@ thawed), so the rest of the suite runs on what it expects.
 from __future__ import annotations
 
 import signal
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource
 
 from tests.harness.kafka_harness import client_config
@@ -51,7 +53,7 @@ def _dynamic_configs(cluster: KafkaCluster) -> dict[str, dict[str, str]]:
     found: dict[str, dict[str, str]] = {"cluster-wide": {}}
     for node in cluster.nodes:  # one broker per call, as the client requires
         resource = ConfigResource(ConfigResource.Type.BROKER, str(node.node_id))
-        entries = admin.describe_configs([resource], request_timeout=15)[resource].result(timeout=20)
+        entries = admin.describe_configs([resource], request_timeout=10)[resource].result(timeout=15)
         found[f"broker {resource.name}"] = {
             name: str(e.value) for name, e in entries.items() if e.source == ConfigSource.DYNAMIC_BROKER_CONFIG.value
         }
@@ -63,10 +65,22 @@ def _dynamic_configs(cluster: KafkaCluster) -> dict[str, dict[str, str]]:
     return found
 
 
+# How long a running cluster may take to answer DescribeConfigs: a node restarted or thawed by the test may still
+# be catching up, and on a loaded machine a SIGSTOP may reach the JVM's threads only after the first look.
+_ANSWER_TIMEOUT_S = 60.0
+
+
 def state_of(cluster: KafkaCluster) -> ClusterState:
-    nodes = {n.node_id: _process_state(cluster, n.node_id) for n in cluster.nodes}
-    configs = _dynamic_configs(cluster) if all(s == "running" for s in nodes.values()) else {}
-    return ClusterState(nodes, configs)
+    deadline = time.monotonic() + _ANSWER_TIMEOUT_S
+    while True:  # the nodes' process states read again before each attempt
+        nodes = {n.node_id: _process_state(cluster, n.node_id) for n in cluster.nodes}
+        if not all(s == "running" for s in nodes.values()):
+            return ClusterState(nodes, {})
+        try:
+            return ClusterState(nodes, _dynamic_configs(cluster))
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError._TIMED_OUT or time.monotonic() > deadline:
+                raise
 
 
 class SharedClusters:
