@@ -19,7 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 _MODULE = """
-import json, os, pathlib
+import json, os
 
 def _record(name):
     with open(os.environ["SCHEDULING_LOG"], "a") as log:
