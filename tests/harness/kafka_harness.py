@@ -183,7 +183,6 @@ class TansuBroker:
 
     def stop(self, timeout: float = STOP_TIMEOUT) -> None:
         """SIGTERM, then SIGKILL after ``timeout`` s (tansu waits ~5 s for connected clients). Idempotent."""
-        forget_producer(self.bootstrap)
         self._request_stop()
         self._await_exit(time.monotonic() + timeout)
 
@@ -278,6 +277,7 @@ class TansuBroker:
             raise TimeoutError(f"broker {self.name} did not {wanted} within {timeout} s")
 
     def _request_stop(self) -> None:
+        forget_producer(self.bootstrap)  # what stop() and stop_brokers() both go through
         if self.running:
             assert self._process is not None
             self._process.send_signal(signal.SIGTERM)
@@ -306,7 +306,6 @@ def stop_brokers(brokers: Iterable[TansuBroker], timeout: float = STOP_TIMEOUT) 
     """Stop several brokers in parallel: all get SIGTERM first, so slow shutdowns overlap."""
     brokers = list(brokers)
     for broker in brokers:
-        forget_producer(broker.bootstrap)
         broker._request_stop()
     deadline = time.monotonic() + timeout
     for broker in brokers:
