@@ -70,16 +70,43 @@ class ConfigError(Mm2pyError):
         return f"{head}: {self.reason}{allowed}" if head else f"{self.reason}{allowed}"
 
 
+# Kafka's answers that say the principal lacks an ACL (clients' common/protocol/Errors.java): waiting never
+# changes them, so nothing retries them, and the line names who was refused what.
+AUTHORIZATION_ERRORS = frozenset(
+    {
+        "TOPIC_AUTHORIZATION_FAILED",
+        "GROUP_AUTHORIZATION_FAILED",
+        "CLUSTER_AUTHORIZATION_FAILED",
+        "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
+        "DELEGATION_TOKEN_AUTHORIZATION_FAILED",
+    }
+)
+
+
 class KafkaOperationError(Mm2pyError):
-    """A Kafka call failed; names the cluster alias and the operation ("listing topics on dc2")."""
+    """A Kafka call failed; names the cluster alias and the operation ("listing topics on dc2").
+
+    ``code`` is Kafka's error name when the cluster answered with one; ``principal`` is who mm2py connected as
+    (``User:alice``), named in the line when the cluster refused an authorization.
+    """
 
     exit_code = EXIT_RUNTIME
 
-    def __init__(self, alias: str, operation: str, cause: str) -> None:
+    def __init__(
+        self, alias: str, operation: str, cause: str, *, code: str | None = None, principal: str | None = None
+    ) -> None:
         self.alias = alias
         self.operation = operation
         self.cause = cause
-        super().__init__(f"{operation} on {alias} failed: {cause}")
+        self.code = code
+        self.principal = principal
+        who = f" (principal {principal})" if principal and self.refused else ""
+        super().__init__(f"{operation} on {alias} failed: {cause}{who}")
+
+    @property
+    def refused(self) -> bool:
+        """The cluster's authorizer said no: only an ACL changes that."""
+        return self.code in AUTHORIZATION_ERRORS
 
 
 class ClusterUnreachableError(KafkaOperationError):
@@ -107,6 +134,7 @@ PERMANENT_KAFKA_ERRORS = frozenset(
         "TOPIC_AUTHORIZATION_FAILED",
         "CLUSTER_AUTHORIZATION_FAILED",
         "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
+        "GROUP_AUTHORIZATION_FAILED",
         "SASL_AUTHENTICATION_FAILED",
         "UNKNOWN_TOPIC_OR_PART",
         "_UNKNOWN_TOPIC",

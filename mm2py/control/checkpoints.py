@@ -181,22 +181,33 @@ def merged_group_offsets(rows: Iterable[GroupOffset]) -> dict[str, dict[tuple[st
     return result
 
 
+REFUSED = "refused: "  # the outcome of a group an ACL keeps group offset sync from
+
+
 def sync_group_offsets(target: ClusterAdmin, offsets: Mapping[str, Mapping[tuple[str, int], Commit]]) -> dict[str, str]:
     """MM2's group offset sync (KIP-545) for groups idle on the target; never rewinds a committed offset.
 
-    Returns group -> what happened (for logs and tests).
+    Returns group -> what happened (for logs and tests); a group the target's ACLs keep this principal from
+    (no Describe or Read on the group) is ``refused: ...`` and the others are synced, as MM2 logs such a group
+    and goes on.
     """
     outcome: dict[str, str] = {}
     for group, wanted in offsets.items():
-        state = target.group_state(group)
-        if state not in IDLE_GROUP_STATES:
-            outcome[group] = f"skipped: the group is {state} on {target.alias}"
+        try:
+            state = target.group_state(group)
+            if state not in IDLE_GROUP_STATES:
+                outcome[group] = f"skipped: the group is {state} on {target.alias}"
+                continue
+            current = target.committed_offsets(group)
+            commit = {tp: c for tp, c in wanted.items() if current.get(tp, -1) < c.offset}
+            target.alter_group_offsets(
+                group, {tp: c.offset for tp, c in commit.items()}, {tp: c.metadata for tp, c in commit.items()}
+            )
+        except KafkaOperationError as exc:
+            if not exc.refused:
+                raise
+            outcome[group] = f"{REFUSED}{exc}; grant Describe and Read on group {group} ({target.alias})"
             continue
-        current = target.committed_offsets(group)
-        commit = {tp: c for tp, c in wanted.items() if current.get(tp, -1) < c.offset}
-        target.alter_group_offsets(
-            group, {tp: c.offset for tp, c in commit.items()}, {tp: c.metadata for tp, c in commit.items()}
-        )
         outcome[group] = f"committed {len(commit)} partition(s)"
     return outcome
 

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from mm2py.config.flow import FlowConfig
-from mm2py.control.checkpoints import GroupOffset, merged_group_offsets, sync_group_offsets
+from mm2py.control.checkpoints import REFUSED, GroupOffset, merged_group_offsets, sync_group_offsets
 from mm2py.control.plan import AdminPool
 
 log = logging.getLogger(__name__)
@@ -26,6 +26,7 @@ class GroupSyncCoordinator:
         self.pool = pool
         self._lock = threading.Lock()
         self._next: dict[str, float] = {}
+        self._refused: set[tuple[str, str]] = set()  # (target, group) whose refusal was said
 
     def maybe_sync(self, target: str, force: bool = False) -> None:
         flows = [(f, rows) for f, rows in self.flows if f.target == target]
@@ -40,7 +41,11 @@ class GroupSyncCoordinator:
             offsets = merged_group_offsets(row for _f, rows in flows for row in rows())
             outcome = sync_group_offsets(self.pool.admin(target, first), offsets)
         for group, what in outcome.items():
-            log.info("group offset sync target=%s group=%s %s", target, group, what)
+            if not what.startswith(REFUSED):
+                log.info("group offset sync target=%s group=%s %s", target, group, what)
+            elif (target, group) not in self._refused:  # once per group, not at every interval
+                self._refused.add((target, group))
+                log.warning("group offset sync target=%s group=%s %s", target, group, what)
 
     def sync_all(self) -> None:
         for target in sorted({f.target for f, _rows in self.flows}):

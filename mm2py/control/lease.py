@@ -29,10 +29,11 @@ from confluent_kafka import KafkaError, KafkaException
 from mm2py.control.topics import LEASE_TOPIC
 from mm2py.errors import KafkaOperationError
 from mm2py.librdkafka.clients import new_consumer, new_producer
-from mm2py.librdkafka.error_mapping import wrap_kafka_error
+from mm2py.librdkafka.error_mapping import principal_of, wrap_kafka_error
 from mm2py.librdkafka.partition_reader import read_topic
 
 log = logging.getLogger(__name__)
+_REFUSED = (KafkaError.GROUP_AUTHORIZATION_FAILED, KafkaError.TOPIC_AUTHORIZATION_FAILED)
 
 
 def lease_group(source: str, target: str) -> str:
@@ -114,7 +115,11 @@ class FlowLease:
                 return True
             if self._error is not None:
                 raise KafkaOperationError(
-                    self.target, f"joining lease group {lease_group(self.source, self.target)}", self._error.str()
+                    self.target,
+                    f"joining lease group {lease_group(self.source, self.target)}",
+                    self._error.str(),
+                    code=self._error.name(),
+                    principal=principal_of(self._consumer_settings),
                 )
             if not wait and self._decided.is_set():
                 return False
@@ -164,7 +169,8 @@ class FlowLease:
                 continue
             if msg is None or (error := msg.error()) is None:
                 continue
-            if error.fatal():
+            # An ACL refusing the group or the topic does not pass by waiting (librdkafka would rejoin forever).
+            if error.fatal() or error.code() in _REFUSED:
                 self._error = error
             elif error.code() == KafkaError.INVALID_SESSION_TIMEOUT:
                 # Not fatal to librdkafka, which rejoins forever; but the broker refuses this timeout every time.

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from confluent_kafka.admin import NewTopic
 
 from mm2py.config.flow import FlowConfig
+from mm2py.control.features import CHECKPOINTS, DENSE_OFFSET_SYNCS, HEARTBEATS, LEASE, OFFSET_SYNCS, Feature
 from mm2py.control.plan import AdminPool, FlowPlan, ReplicationPlan, flow_policy
 from mm2py.errors import KafkaOperationError
 from mm2py.librdkafka.admin import ClusterAdmin, TopicConfigValue
@@ -36,6 +37,7 @@ class InternalTopic:
     partitions: int
     replication_factor: int
     config: Mapping[str, str] = field(default_factory=lambda: dict(COMPACT))
+    feature: Feature | None = None  # the optional feature that writes it; None: the copy cannot go on without it
 
 
 def offset_syncs_topic(flow: FlowConfig) -> str:
@@ -62,7 +64,6 @@ def checkpoints_topic(flow: FlowConfig) -> str:
 
 
 def internal_topics(flow: FlowConfig) -> list[InternalTopic]:
-    policy = flow_policy(flow)
     topics = [
         InternalTopic(
             flow.target,
@@ -70,12 +71,16 @@ def internal_topics(flow: FlowConfig) -> list[InternalTopic]:
             flow.offset_storage_partitions,
             flow.offset_storage_replication_factor,
         ),
-        InternalTopic(flow.target, policy.heartbeats_topic(), 1, flow.heartbeats_topic_replication_factor),
+        *heartbeats_topics(flow),
     ]
     if flow.emit_offset_syncs_enabled:
         topics.append(
             InternalTopic(
-                flow.offset_syncs_cluster, offset_syncs_topic(flow), 1, flow.offset_syncs_topic_replication_factor
+                flow.offset_syncs_cluster,
+                offset_syncs_topic(flow),
+                1,
+                flow.offset_syncs_topic_replication_factor,
+                feature=OFFSET_SYNCS,
             )
         )
     if flow.emit_offset_syncs_enabled and flow.dense_offset_syncs:
@@ -86,10 +91,15 @@ def internal_topics(flow: FlowConfig) -> list[InternalTopic]:
                 1,
                 flow.offset_syncs_topic_replication_factor,
                 {"cleanup.policy": "delete", "retention.ms": str(flow.dense_offset_syncs_retention_ms)},
+                DENSE_OFFSET_SYNCS,
             )
         )
     if flow.emit_checkpoints_enabled and flow.emit_offset_syncs_enabled:
-        topics.append(InternalTopic(flow.target, checkpoints_topic(flow), 1, flow.checkpoints_topic_replication_factor))
+        topics.append(
+            InternalTopic(
+                flow.target, checkpoints_topic(flow), 1, flow.checkpoints_topic_replication_factor, feature=CHECKPOINTS
+            )
+        )
     if flow.lease_enabled:
         topics.append(lease_topic(flow))
     return topics
@@ -98,18 +108,35 @@ def internal_topics(flow: FlowConfig) -> list[InternalTopic]:
 def heartbeats_topics(pair: FlowConfig) -> list[InternalTopic]:
     """The ``heartbeats`` topic a herder pair writes to, on the pair's target (MM2 creates it for every pair)."""
     return [
-        InternalTopic(pair.target, flow_policy(pair).heartbeats_topic(), 1, pair.heartbeats_topic_replication_factor)
+        InternalTopic(
+            pair.target,
+            flow_policy(pair).heartbeats_topic(),
+            1,
+            pair.heartbeats_topic_replication_factor,
+            feature=HEARTBEATS,
+        )
     ]
 
 
 def lease_topic(flow: FlowConfig) -> InternalTopic:
     """mm2py's lease topic on the target: one partition, the holder records compacted by flow."""
-    return InternalTopic(flow.target, LEASE_TOPIC, 1, flow.offset_storage_replication_factor)
+    return InternalTopic(flow.target, LEASE_TOPIC, 1, flow.offset_storage_replication_factor, feature=LEASE)
 
 
-def ensure_internal_topics(admins: dict[str, ClusterAdmin], topics: Iterable[InternalTopic]) -> None:
-    """Create missing internal topics (compacted). Unlike MM2, which only logs, a failure stops the run:
-    without its progress topic mm2py could not record what it copied."""
+# Answers about the topic's settings rather than about who asks: the replication factor keys are what to fix.
+_SETTINGS_ERRORS = frozenset({"INVALID_REPLICATION_FACTOR", "POLICY_VIOLATION", "INVALID_CONFIG"})
+
+
+def ensure_internal_topics(
+    admins: dict[str, ClusterAdmin], topics: Iterable[InternalTopic]
+) -> list[tuple[InternalTopic, KafkaOperationError]]:
+    """Create missing internal topics; returns the optional ones whose creation an ACL refused.
+
+    A topic the copy needs (the progress topic) that cannot be created stops the run: without it mm2py could
+    not record what it copied. An optional feature's topic that an authorizer refuses is returned, so the flow
+    runs without that feature (:mod:`mm2py.control.features`), as MM2 logs such a refusal and goes on.
+    """
+    refused: list[tuple[InternalTopic, KafkaOperationError]] = []
     by_cluster: dict[str, list[InternalTopic]] = {}
     for topic in topics:
         by_cluster.setdefault(topic.cluster, []).append(topic)
@@ -120,14 +147,26 @@ def ensure_internal_topics(admins: dict[str, ClusterAdmin], topics: Iterable[Int
         outcome = admin.create_topics(
             [NewTopic(t.name, t.partitions, t.replication_factor, config=dict(t.config)) for t in missing]
         )
-        for name, error in outcome.items():
-            if error is not None:
+        for topic in missing:
+            error = outcome.get(topic.name)
+            if error is None:
+                log.info("created internal topic cluster=%s topic=%s", cluster, topic.name)
+            elif error.refused and topic.feature is not None:
+                refused.append((topic, error))
+            else:
+                hint = (
+                    " (check the *.replication.factor keys for a small cluster)"
+                    if error.code in _SETTINGS_ERRORS
+                    else ""
+                )
                 raise KafkaOperationError(
                     cluster,
-                    f"creating internal topic {name}",
-                    f"{error} (check the *.replication.factor keys for a small cluster)",
+                    f"creating internal topic {topic.name}",
+                    f"{error.cause}{hint}",
+                    code=error.code,
+                    principal=error.principal,
                 )
-            log.info("created internal topic cluster=%s topic=%s", cluster, name)
+    return refused
 
 
 def config_property_filter(flow: FlowConfig) -> ConfigPropertyFilter:
@@ -178,7 +217,7 @@ def ensure_remote_topics(flow: FlowConfig, plan: FlowPlan, source: ClusterAdmin,
     ]
     for name, error in target.create_topics(new).items():
         if error is not None:
-            raise KafkaOperationError(flow.target, f"creating remote topic {name}", error)
+            raise _named(error, flow.target, f"creating remote topic {name}")
         log.info("created remote topic flow=%s topic=%s", flow.name, name)
     wanted = remote_partition_counts(plan)
     if not wanted:
@@ -187,8 +226,12 @@ def ensure_remote_topics(flow: FlowConfig, plan: FlowPlan, source: ClusterAdmin,
     grow = {name: n for name, n in wanted.items() if name in existing and existing[name].partitions < n}
     for name, error in target.create_partitions(grow).items():
         if error is not None:
-            raise KafkaOperationError(flow.target, f"adding partitions to {name}", error)
+            raise _named(error, flow.target, f"adding partitions to {name}")
         log.info("grew remote topic flow=%s topic=%s partitions=%d", flow.name, name, grow[name])
+
+
+def _named(error: KafkaOperationError, cluster: str, operation: str) -> KafkaOperationError:
+    return KafkaOperationError(cluster, operation, error.cause, code=error.code, principal=error.principal)
 
 
 def remote_partition_counts(plan: FlowPlan) -> dict[str, int]:

@@ -23,7 +23,7 @@ from mm2py.control.fencing import SlotEpochs, fence, target_connection
 from mm2py.control.group_sync import GroupSyncCoordinator
 from mm2py.control.plan import AdminPool, FlowPlan
 from mm2py.control.progress_store import read_replication_state
-from mm2py.control.topics import ensure_internal_topics, ensure_remote_topics, internal_topics
+from mm2py.control.topics import ensure_remote_topics
 from mm2py.engine.copy_rounds import CopyRounds, TopicPartition
 from mm2py.engine.flow_sync import FlowSync
 from mm2py.engine.retry import Retrier
@@ -65,11 +65,10 @@ class FlowRunner:
             metrics.set_metric_names_formats(flow.source, flow.target, flow.metric_names_formats)
 
     def ensure_topics(self) -> None:
-        """Create what the flow needs on the target (driver, admin calls only)."""
+        """Create or grow the flow's remote topics on the target (driver, admin calls only; its internal topics
+        are made before the flow is planned: :func:`mm2py.engine.run.ensure_flow_internal_topics`)."""
         f = self.flow
-        admins = {f.source: self.pool.admin(f.source, f), f.target: self.pool.admin(f.target, f)}
-        ensure_internal_topics(admins, internal_topics(f))
-        ensure_remote_topics(f, self.rounds.plan, admins[f.source], admins[f.target])
+        ensure_remote_topics(f, self.rounds.plan, self.pool.admin(f.source, f), self.pool.admin(f.target, f))
 
     def prepare(self) -> None:
         """Once this run holds the flow: sync configs, fence earlier exactly-once producers, and resume every

@@ -15,18 +15,27 @@ from mm2py.config.flow import FlowConfig
 from mm2py.control.acls import sync_topic_acls
 from mm2py.control.checkpoints import CheckpointWriter, FlowTranslator, GroupOffset, now_ms
 from mm2py.control.config_sync import TopicConfigSync
+from mm2py.control.features import ACL_SYNC, CONFIG_SYNC, Feature, SkippedFeature, without
 from mm2py.control.group_sync import GroupSyncCoordinator
 from mm2py.control.offset_sync_store import OffsetSyncStore
 from mm2py.control.plan import AdminPool, build_plan
 from mm2py.control.topics import ensure_remote_topics
 from mm2py.engine.copy_rounds import CopyRounds
 from mm2py.engine.schedule import Periodic, Schedule
+from mm2py.errors import KafkaOperationError
 from mm2py.metrics.measurement import CheckpointMeasurement
 from mm2py.metrics.registry import RunMetrics
 from mm2py.tools.lag import PartitionLag, record_ages
 
 log = logging.getLogger(__name__)
 LAG_INTERVAL_S = 10.0  # how often a run measures its lag in seconds for the metrics endpoint
+
+
+def say_skipped(skip: SkippedFeature, metrics: RunMetrics | None) -> None:
+    """One line, once per flow and feature, and the same on ``/health`` and in ``mm2py_feature_skipped``."""
+    log.warning("%s", skip.line())
+    if metrics is not None:
+        metrics.feature_skipped(skip.source, skip.target, skip.feature.name)
 
 
 class FlowSync:
@@ -174,17 +183,35 @@ class FlowSync:
         """MM2's ACL sync (``sync.topic.acls.*``): the source's topic ACLs, by MM2's rules, onto the target."""
         if not self.flow.sync_topic_acls_enabled:
             return
-        created = sync_topic_acls(
-            self.flow, self.pool.admin(self.flow.source, self.flow), self.pool.admin(self.flow.target, self.flow)
-        )
+        f = self.flow
+        try:
+            created = sync_topic_acls(f, self.pool.admin(f.source, f), self.pool.admin(f.target, f))
+        except KafkaOperationError as exc:
+            grant = f"Describe on cluster {f.source} (DescribeAcls) and Alter on cluster {f.target} (CreateAcls)"
+            self._skip_if_refused(exc, ACL_SYNC, grant)
+            return
         if created:
-            log.info("topic ACLs synced flow=%s bindings=%d", self.flow.name, created)
+            log.info("topic ACLs synced flow=%s bindings=%d", f.name, created)
 
     def sync_configs(self) -> None:
         """MM2's topic-config sync (``sync.topic.configs.*``): source configs onto the remote topics."""
         if not self.flow.sync_topic_configs_enabled:
             return
-        altered = self._configs.sync(
-            self.rounds.plan, self.pool.admin(self.flow.source, self.flow), self.pool.admin(self.flow.target, self.flow)
-        )
-        log.info("topic configs synced flow=%s topics=%d", self.flow.name, altered)
+        f = self.flow
+        try:
+            altered = self._configs.sync(self.rounds.plan, self.pool.admin(f.source, f), self.pool.admin(f.target, f))
+        except KafkaOperationError as exc:
+            grant = (
+                f"DescribeConfigs on the source topics ({f.source}) and AlterConfigs on the remote topics ({f.target})"
+            )
+            self._skip_if_refused(exc, CONFIG_SYNC, grant)
+            return
+        log.info("topic configs synced flow=%s topics=%d", f.name, altered)
+
+    def _skip_if_refused(self, exc: KafkaOperationError, feature: Feature, grant: str) -> None:
+        """An ACL refused an optional job: the flow runs without it from now on (said once); anything else is
+        raised to be retried as every step is."""
+        if not exc.refused:
+            raise exc
+        self.flow = without(self.flow, feature)
+        say_skipped(SkippedFeature(self.flow.source, self.flow.target, feature, grant, exc), self.metrics)

@@ -34,13 +34,15 @@ class Retrier:
         stats: FlowStats,
         metrics: RunMetrics | None = None,
         clock: Callable[[], float] = time.monotonic,
-        retries: Callable[[KafkaOperationError], bool] = lambda _exc: True,
+        retries: Callable[[KafkaOperationError], bool] = lambda exc: not exc.refused,
     ) -> None:
         self.flow = flow
         self.stats = stats
         self.metrics = metrics
         self.clock = clock
-        self.retries = retries  # which failed Kafka calls are worth another try (by default all)
+        # Which failed Kafka calls are worth another try: by default all but an authorizer's refusal, which
+        # only a new ACL changes (the line names principal, operation and resource at once).
+        self.retries = retries
 
     def __call__(self, step: Callable[[], T], stop: threading.Event) -> T:
         """Run ``step``; a stop request ends the retries (the last failure is raised).

@@ -17,17 +17,19 @@ from types import FrameType
 
 from mm2py.config import LoadedConfig
 from mm2py.config.flow import FlowConfig
+from mm2py.control.features import LEASE, SkippedFeature, topic_grant, without
 from mm2py.control.group_sync import GroupSyncCoordinator
 from mm2py.control.heartbeats import HeartbeatEmitter, heartbeat_flows
-from mm2py.control.lease import FlowLease
+from mm2py.control.lease import FlowLease, lease_group
 from mm2py.control.plan import AdminPool, ReplicationPlan, build_plan
-from mm2py.control.topics import ensure_internal_topics, heartbeats_topics
+from mm2py.control.topics import LEASE_TOPIC, InternalTopic, ensure_internal_topics, heartbeats_topics, internal_topics
 from mm2py.engine.driver import FlowRunner
+from mm2py.engine.flow_sync import say_skipped
 from mm2py.engine.retry import Retrier
 from mm2py.engine.spark import SparkRunner
 from mm2py.engine.stats import FlowStats
 from mm2py.engine.task_control import TaskControl
-from mm2py.errors import ClusterUnreachableError
+from mm2py.errors import ClusterUnreachableError, KafkaOperationError
 from mm2py.metrics.registry import RunMetrics
 
 log = logging.getLogger(__name__)
@@ -110,8 +112,10 @@ def _work(
     while not stop.is_set():
         if health is not None:
             health.starting(runner.flow.name)
-        if lease is not None and not lease.acquire(stop, wait=not once, on_standby=on_standby):
-            return
+        if lease is not None:
+            if not _take(runner, lease, stop, wait=not once, on_standby=on_standby):
+                return
+            lease = lease if lease.held.is_set() else None  # refused by an ACL: the flow runs without it
         active.set()
         if health is not None:
             health.starting(runner.flow.name)  # holding the lease now: placing its partitions
@@ -139,7 +143,9 @@ def _skip_held(
     free = []
     for runner in runners:
         lease = leases[runner.flow.name]
-        if lease is None or lease.acquire(stop, wait=False):
+        if lease is None or _take(runner, lease, stop, wait=False):
+            if lease is not None and not lease.held.is_set():
+                leases[runner.flow.name] = None  # refused by an ACL: the flow runs without it
             free.append(runner)
             continue
         holder = lease.current_holder()
@@ -151,6 +157,28 @@ def _skip_held(
         )
         lease.release()
     return free
+
+
+def _take(
+    runner: FlowRunner,
+    lease: FlowLease,
+    stop: threading.Event,
+    *,
+    wait: bool,
+    on_standby: Callable[[str], None] | None = None,
+) -> bool:
+    """Take the flow's lease (``FlowLease.acquire``); when an ACL refuses the lease group or topic the flow runs
+    without a lease, said once, as with ``mm2py.lease.enabled = false`` (True, and the lease not held)."""
+    try:
+        return lease.acquire(stop, wait=wait, on_standby=on_standby)
+    except KafkaOperationError as exc:
+        if not exc.refused:
+            raise
+        lease.release()
+        f = runner.flow
+        grant = f"Read on group {lease_group(f.source, f.target)} and {topic_grant(f.target, LEASE_TOPIC)}"
+        say_skipped(SkippedFeature(f.source, f.target, LEASE, grant, exc), runner.metrics)
+        return True
 
 
 def _heartbeats(
@@ -173,24 +201,63 @@ def _expect(metrics: RunMetrics, flows: Sequence[FlowConfig], heartbeat_pairs: S
         metrics.health.heartbeats_expected(pair.source, pair.target, pair.emit_heartbeats_interval_seconds)
 
 
-def ensure_heartbeats_topics(pairs: Sequence[FlowConfig], pool: AdminPool, stop: threading.Event) -> None:
+def ensure_heartbeats_topics(
+    pairs: Sequence[FlowConfig],
+    pool: AdminPool,
+    stop: threading.Event,
+    metrics: RunMetrics | None = None,
+    refused: set[tuple[str, str]] | None = None,
+) -> list[FlowConfig]:
     """Heartbeats topics before the plan: the reverse pairs' topic on a source (MM2 creates it there too) is then
-    part of the plan, and replicated, from the very first run on.
+    part of the plan, and replicated, from the very first run on. Returns the pairs that can write heartbeats.
 
     The listing is asked once, so a target that does not answer is named at once (README: within 30 s). A
     creation call that goes unanswered, which only a first run can meet, is retried like a flow's steps: the node
     KRaft names as controller may be one that was killed a moment ago and is not fenced yet, and waiting for a
-    node that is up cures that. A creation the cluster refuses (a replication factor above its broker count, a
-    denied authorisation) is not retried: waiting does not change the answer, and the line says what to fix.
+    node that is up cures that. A creation the cluster refuses for its settings (a replication factor above its
+    broker count) stops the run with the line that says what to fix; one an ACL refuses drops that pair's
+    heartbeats with one line naming the ACL (``refused`` collects its topic), as MM2 logs it and goes on.
     """
+    kept = []
     for pair in pairs:
         admin = pool.admin(pair.target, pair)
         existing = admin.list_topics()
         missing = [t for t in heartbeats_topics(pair) if t.name not in existing]
+        denied: list[tuple[InternalTopic, KafkaOperationError]] = []
         if missing:
             create = functools.partial(ensure_internal_topics, {pair.target: admin}, missing)
             retrier = Retrier(pair, FlowStats(pair.name), retries=lambda exc: isinstance(exc, ClusterUnreachableError))
-            retrier(create, stop)
+            denied = retrier(create, stop)
+        for topic, error in denied:
+            say_skipped(_skipped(pair, topic, error), metrics)
+            if refused is not None:
+                refused.add((topic.cluster, topic.name))
+        if not denied:
+            kept.append(pair)
+    return kept
+
+
+def ensure_flow_internal_topics(
+    flow: FlowConfig, pool: AdminPool, stop: threading.Event, metrics: RunMetrics | None, said: set[tuple[str, str]]
+) -> FlowConfig:
+    """The flow's internal topics, created where missing (retried while a node is away, as every step); returns
+    the flow without the optional features whose topics an ACL refused, each said once (``said``: topics
+    already named)."""
+    admins = {flow.source: pool.admin(flow.source, flow), flow.target: pool.admin(flow.target, flow)}
+    create = functools.partial(ensure_internal_topics, admins, internal_topics(flow))
+    refused = Retrier(flow, FlowStats(flow.name), metrics)(create, stop)
+    for topic, error in refused:
+        assert topic.feature is not None  # only optional topics come back refused
+        flow = without(flow, topic.feature)
+        if (topic.cluster, topic.name) not in said:
+            said.add((topic.cluster, topic.name))
+            say_skipped(_skipped(flow, topic, error), metrics)
+    return flow
+
+
+def _skipped(flow: FlowConfig, topic: InternalTopic, error: KafkaOperationError) -> SkippedFeature:
+    assert topic.feature is not None
+    return SkippedFeature(flow.source, flow.target, topic.feature, topic_grant(topic.cluster, topic.name), error)
 
 
 def run_flows(
@@ -210,8 +277,12 @@ def run_flows(
     """
     pool = AdminPool()
     if metrics is not None:
-        _expect(metrics, flows, heartbeat_pairs)
-    ensure_heartbeats_topics(heartbeat_pairs, pool, stop)
+        _expect(metrics, flows, ())
+    said: set[tuple[str, str]] = set()  # internal topics an ACL refused, each named once
+    heartbeat_pairs = ensure_heartbeats_topics(heartbeat_pairs, pool, stop, metrics, said)
+    if metrics is not None:
+        _expect(metrics, (), heartbeat_pairs)
+    flows = [ensure_flow_internal_topics(f, pool, stop, metrics, said) for f in flows]
     plan: ReplicationPlan = build_plan(flows, pool)
     runners = [FlowRunner(f, p, None, pool, metrics=metrics) for f, p in zip(flows, plan.flows, strict=True)]
     coordinator = GroupSyncCoordinator([(r.flow, r.sync.latest_group_offsets) for r in runners], pool)

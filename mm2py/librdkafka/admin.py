@@ -30,6 +30,7 @@ from mm2py.librdkafka.error_mapping import (
     UNREACHABLE,
     error_of,
     leader_away,
+    principal_of,
     reason_of,
     wrap_kafka_error,
 )
@@ -77,6 +78,7 @@ class ClusterAdmin(TopicAclAdmin):
     def __init__(self, alias: str, settings: Mapping[str, str], timeout_s: float = MAX_CALL_TIMEOUT_S) -> None:
         self.alias = alias
         self._settings: dict[str, Any] = dict(settings)
+        self.principal = principal_of(settings)
         self.timeout_s = min(timeout_s, MAX_CALL_TIMEOUT_S)
         self.controller_timeout_s = min(self.timeout_s, CONTROLLER_ATTEMPT_S)
         self._client: AdminClient | None = None
@@ -106,7 +108,7 @@ class ClusterAdmin(TopicAclAdmin):
         # client reads the metadata afresh, as Java's AdminClient does before it retries
         # (PartitionLeaderStrategy unmaps the partition); a failed call is rare, a new client cheap.
         self._client = None
-        return wrap_kafka_error(self.alias, operation, exc, self._last_error)
+        return wrap_kafka_error(self.alias, operation, exc, self._last_error, self.principal)
 
     def list_topics(self) -> dict[str, TopicInfo]:
         """All topics with their partition counts."""
@@ -164,15 +166,15 @@ class ClusterAdmin(TopicAclAdmin):
             }
         return result
 
-    def create_topics(self, topics: list[NewTopic]) -> dict[str, str | None]:
-        """Create topics; returns topic -> None when created or already there, else the error text."""
+    def create_topics(self, topics: list[NewTopic]) -> dict[str, KafkaOperationError | None]:
+        """Create topics; returns topic -> None when created or already there, else why not."""
         if not topics:
             return {}
         futures = self.client.create_topics(topics, request_timeout=self.controller_timeout_s)
         return self._outcomes(futures, "creating topic", {KafkaError.TOPIC_ALREADY_EXISTS})
 
-    def create_partitions(self, counts: Mapping[str, int]) -> dict[str, str | None]:
-        """Grow topics to the given partition counts; returns topic -> None or the error text."""
+    def create_partitions(self, counts: Mapping[str, int]) -> dict[str, KafkaOperationError | None]:
+        """Grow topics to the given partition counts; returns topic -> None or why not."""
         if not counts:
             return {}
         futures = self.client.create_partitions(
@@ -180,12 +182,15 @@ class ClusterAdmin(TopicAclAdmin):
         )
         return self._outcomes(futures, "adding partitions to", set())
 
-    def _outcomes(self, futures: Mapping[str, Any], operation: str, fine: set[int]) -> dict[str, str | None]:
-        """Per topic: None when its call succeeded (or failed with a code in ``fine``), else the error text.
+    def _outcomes(
+        self, futures: Mapping[str, Any], operation: str, fine: set[int]
+    ) -> dict[str, KafkaOperationError | None]:
+        """Per topic: None when its call succeeded (or failed with a code in ``fine``), else the error (with
+        Kafka's code, so a refused authorization is told from a bad replication factor).
 
         A timed-out call or an unreachable cluster raises instead: the caller cannot go on without an answer.
         """
-        outcome: dict[str, str | None] = {}
+        outcome: dict[str, KafkaOperationError | None] = {}
         for name, future in futures.items():
             try:
                 future.result(timeout=self.controller_timeout_s)
@@ -197,7 +202,7 @@ class ClusterAdmin(TopicAclAdmin):
                 if err is not None and err.code() in fine:
                     outcome[name] = None
                 else:
-                    outcome[name] = err.str() if err is not None else str(exc)
+                    outcome[name] = wrap_kafka_error(self.alias, f"{operation} {name}", exc, None, self.principal)
         return outcome
 
     def alter_configs(self, resources: list[ConfigResource]) -> int:

@@ -108,8 +108,11 @@ class TopicAclAdmin:
                 outcome[acl] = None
             except (KafkaException, FutureTimeout) as exc:
                 err = error_of(exc)
+                # A refused CreateAcls (no Alter on the cluster) refuses every binding alike: one error.
                 if isinstance(exc, FutureTimeout) or (
-                    err is not None and err.code() in (*UNREACHABLE, KafkaError.SECURITY_DISABLED)
+                    err is not None
+                    and err.code()
+                    in (*UNREACHABLE, KafkaError.SECURITY_DISABLED, KafkaError.CLUSTER_AUTHORIZATION_FAILED)
                 ):
                     raise self._acl_error(f"creating ACLs on topic {acl.topic}", exc) from None
                 outcome[acl] = err.str() if err is not None else str(exc)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 STALE_HEARTBEAT_MIN_S = 15.0
 STALE_HEARTBEAT_INTERVALS = 10
@@ -31,6 +31,7 @@ class _Flow:
     since: float = 0.0
     failing: str | None = None  # why the step being retried failed
     failing_since: float = 0.0
+    without: list[str] = field(default_factory=list)  # optional features an ACL refused (mm2py.control.features)
 
 
 class RunHealth:
@@ -69,6 +70,13 @@ class RunHealth:
             if entry is not None:
                 entry.failing = None
 
+    def skipped(self, flow: str, feature: str) -> None:
+        """``flow`` runs without an optional ``feature`` its principal may not use: shown, not unhealthy."""
+        with self._lock:
+            entry = self._flows.setdefault(flow, _Flow(since=self._clock()))
+            if feature not in entry.without:
+                entry.without.append(feature)
+
     def heartbeats_expected(self, source: str, target: str, interval_s: float) -> None:
         with self._lock:
             self._intervals[(source, target)] = interval_s
@@ -101,7 +109,8 @@ class RunHealth:
             entry.state, entry.detail, entry.since = state, detail, self._clock()
 
     def _describe(self, f: _Flow) -> str:
-        return f.state + (f" ({f.detail})" if f.detail else "")
+        without = f"; without {', '.join(f.without)} (refused by an ACL)" if f.without else ""
+        return f.state + (f" ({f.detail})" if f.detail else "") + without
 
     def _problem(self, name: str, f: _Flow, now: float) -> str | None:
         if f.failing is not None:

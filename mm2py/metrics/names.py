@@ -86,6 +86,7 @@ OWN_NAMES = (
     "mm2py_copy_job_duration_seconds_sum",
     "mm2py_retries_total",
     "mm2py_copy_path",
+    "mm2py_feature_skipped",
 )
 
 

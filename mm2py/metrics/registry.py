@@ -121,6 +121,7 @@ class RunMetrics(Collector):
         self._jobs: dict[tuple[str, str], _Jobs] = {}
         self._retries: dict[tuple[str, str], int] = {}
         self._paths: dict[tuple[str, str], str] = {}
+        self._skipped: set[tuple[str, str, str]] = set()  # (source, target, feature) an ACL refused
         self._formats: dict[tuple[str, str], tuple[MetricNamesFormat, ...]] = {}
         self.health = RunHealth(clock)  # what /health and /ready answer
         self.registry = CollectorRegistry(auto_describe=False)
@@ -196,6 +197,12 @@ class RunMetrics(Collector):
     def set_copy_path(self, source: str, target: str, path: CopyPath) -> None:
         with self._lock:
             self._paths[(source, target)] = path.path
+
+    def feature_skipped(self, source: str, target: str, feature: str) -> None:
+        """The flow runs without an optional feature because an ACL refused it (mm2py.control.features)."""
+        with self._lock:
+            self._skipped.add((source, target, feature))
+        self.health.skipped(f"{source}->{target}", feature)
 
     # -- what a scrape sees --------------------------------------------------------------------------------
 
@@ -311,7 +318,14 @@ class RunMetrics(Collector):
         )
         for flow, name in sorted(self._paths.items()):
             path.add_metric([*flow, name], 1)
-        yield from (records, seconds, lost, heartbeat, jobs, retries, path)
+        skipped = GaugeMetricFamily(
+            "mm2py_feature_skipped",
+            "1 for an optional feature the flow runs without because an ACL refused it",
+            labels=(*FLOW_LABELS, "feature"),
+        )
+        for source, target, feature in sorted(self._skipped):
+            skipped.add_metric([source, target, feature], 1)
+        yield from (records, seconds, lost, heartbeat, jobs, retries, path, skipped)
 
     # -- the endpoint ----------------------------------------------------------------------------------------
 

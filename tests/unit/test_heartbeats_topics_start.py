@@ -18,7 +18,12 @@ class FakeTarget(ClusterAdmin):
     """A target whose topic listing answers (or not) and whose first ``failures`` creations time out."""
 
     def __init__(
-        self, *, answers: bool = True, failures: int = 0, existing: tuple[str, ...] = (), refusal: str | None = None
+        self,
+        *,
+        answers: bool = True,
+        failures: int = 0,
+        existing: tuple[str, ...] = (),
+        refusal: KafkaOperationError | None = None,
     ) -> None:
         super().__init__("target", {"bootstrap.servers": "b:1"})
         self.answers = answers
@@ -34,7 +39,7 @@ class FakeTarget(ClusterAdmin):
             raise ClusterUnreachableError("target", "listing topics", "no broker answered")
         return dict(self.existing)
 
-    def create_topics(self, topics: list[Any]) -> dict[str, str | None]:
+    def create_topics(self, topics: list[Any]) -> dict[str, KafkaOperationError | None]:
         self.creations.append([t.topic for t in topics])
         if len(self.creations) <= self.failures:
             raise ClusterUnreachableError("target", "creating topic heartbeats", "no answer before the call's timeout")
@@ -77,7 +82,35 @@ def test_an_existing_heartbeats_topic_needs_no_creation() -> None:
 
 def test_a_creation_the_cluster_refuses_is_named_at_once_without_retries() -> None:
     """Waiting does not change a refusal (a one-node target and MM2's default replication factor of 3)."""
-    target, stop = FakeTarget(refusal="Replication factor: 3 larger than available brokers: 1."), InstantStop()
+    too_few = KafkaOperationError(
+        "target",
+        "creating topic heartbeats",
+        "Replication factor: 3 larger than available brokers: 1.",
+        code="INVALID_REPLICATION_FACTOR",
+    )
+    target, stop = FakeTarget(refusal=too_few), InstantStop()
     with pytest.raises(KafkaOperationError, match=r"heartbeats .*larger than available brokers.*replication.factor"):
         ensure_heartbeats_topics([flow()], pool_of(target), stop)
     assert target.creations == [["heartbeats"]] and stop.waits == []
+
+
+def test_a_creation_an_acl_refuses_drops_that_pairs_heartbeats_with_one_line_naming_the_acl(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """MM2 logs a refused heartbeats topic and goes on; the run keeps copying, without that pair's heartbeats."""
+    refused = KafkaOperationError(
+        "target",
+        "creating topic heartbeats",
+        "Authorization failed.",
+        code="TOPIC_AUTHORIZATION_FAILED",
+        principal="User:mm2",
+    )
+    target, stop = FakeTarget(refusal=refused), InstantStop()
+    said: set[tuple[str, str]] = set()
+    kept = ensure_heartbeats_topics([flow()], pool_of(target), stop, refused=said)
+    assert kept == [] and said == {("target", "heartbeats")} and stop.waits == []
+    lines = [r.getMessage() for r in caplog.records if "skipped" in r.getMessage()]
+    assert len(lines) == 1
+    assert "heartbeats skipped: target refused User:mm2" in lines[0]
+    assert "grant Create, Write and Read on topic heartbeats (cluster target)" in lines[0]
+    assert "emit.heartbeats.enabled = false" in lines[0]

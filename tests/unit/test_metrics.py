@@ -237,8 +237,26 @@ def test_a_scrape_serves_exactly_the_listed_metric_names(served: tuple[RunMetric
     metrics.retried("dc1", "target")
     metrics.set_copy_path("dc1", "target", CopyPath("record"))
     metrics.set_records_lost("dc1", "target", {("orders", 0): 5})
+    metrics.feature_skipped("dc1", "target", "lease")
     metrics.set_metric_names_formats("dc1", "target", ["legacy", "new"])
     assert {name for name, _ in scrape(port)} == set(METRIC_NAMES)
+
+
+def test_a_feature_an_acl_refused_is_a_gauge_and_a_note_on_health_that_keeps_the_flow_healthy(
+    served: tuple[RunMetrics, int],
+) -> None:
+    metrics, port = served
+    metrics.health.copying("dc1->target")
+    metrics.feature_skipped("dc1", "target", "dense offset syncs")
+    metrics.feature_skipped("dc1", "target", "lease")
+    metrics.feature_skipped("dc1", "target", "lease")  # said again: still one feature
+    samples = scrape(port)
+    flow = {"source": "dc1", "target": "target"}
+    assert value(samples, "mm2py_feature_skipped", feature="lease", **flow) == 1
+    assert value(samples, "mm2py_feature_skipped", feature="dense offset syncs", **flow) == 1
+    healthy, lines = metrics.health.health()
+    assert healthy
+    assert lines == ["flow dc1->target: copying; without dense offset syncs, lease (refused by an ACL)"]
 
 
 def test_metric_names_formats_new_serves_kafka_4_3_names_with_connector_and_task_labels(
