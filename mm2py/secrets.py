@@ -192,9 +192,10 @@ class Redactor:
     def from_properties(cls, props: Mapping[str, str]) -> Redactor:
         """A redactor for the values of every secret key in ``props``, plus the parts of JAAS values.
 
-        For a ``sasl.jaas.config`` value the whole string is a secret, and so are its ``username`` and
-        ``password`` options and any option with a secret-looking name (``clientSecret``): a library may echo
-        one of those alone, unquoted, in an error message.
+        For a ``sasl.jaas.config`` value the whole string is a secret, and so are its ``password`` option and
+        any option with a secret-looking name (``clientSecret``): a library may echo one of those alone, unquoted,
+        in an error message. Its ``username`` is not: it is the principal, which every refusal must name (as
+        ``sasl.username``, librdkafka's own key, is not a secret either).
         """
         redactor = cls()
         for key, value in props.items():
@@ -203,7 +204,7 @@ class Redactor:
             redactor.add(value)
             if _words(key)[-2:] == ["jaas", "config"]:
                 for option in _JAAS_OPTION.finditer(value):
-                    if option["key"].lower() == "username" or is_secret_key(option["key"]):
+                    if is_secret_key(option["key"]):
                         redactor.add(_unquote(option["value"]))
                         redactor.add(option["value"])
         return redactor

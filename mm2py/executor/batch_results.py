@@ -72,7 +72,7 @@ class BatchRange:
         """Why the range stopped before its end, if it did."""
         where = f"flow={spec.flow} {self.queue.where}"
         for error, side in (
-            (self.queue.failure, f"producing to {spec.target}"),
+            (self.queue.failure, f"producing to {self.rng.remote_topic} on {spec.target}"),
             (self.fetch.failure, f"fetching from {spec.source}"),
         ):
             # Exactly-once, a fenced producer stopped both sides of every partition: the task's failure says so.

@@ -122,7 +122,8 @@ def copy_range(spec: CopySpec, rng: PartitionRange) -> CopyResult:
     consumer.assign([TopicPartition(rng.topic, rng.partition, rng.start)])
     try:
         _pump(spec, rng, consumer, producer, batch, where)
-        flush_producer(spec, producer, settings, batch.failures, f"{where} offsets {rng.start}..{batch.last_read}")
+        copied = f"{where} offsets {rng.start}..{batch.last_read} to {rng.remote_topic}"
+        flush_producer(spec, producer, settings, batch.failures, copied)
         batch.acknowledged()
         if len(batch.downstream) != len(batch.upstream):
             raise ReplicationError(f"{where}: {len(batch.upstream)} records sent, {len(batch.downstream)} acknowledged")
@@ -243,7 +244,7 @@ def _pump(spec: CopySpec, rng: PartitionRange, consumer: Any, producer: Any, bat
 
 def _stop_if_failed(spec: CopySpec, rng: PartitionRange, batch: RangeBatch, where: str) -> None:
     if batch.failures:
-        where = f"{where} offsets {rng.start}..{batch.last_read}"
+        where = f"{where} offsets {rng.start}..{batch.last_read} to {rng.remote_topic}"
         raise_delivery_failure(spec, _producer_settings(spec, rng), batch.failures, where)
 
 
@@ -254,6 +255,8 @@ def _range_ends_at(spec: CopySpec, batch: RangeBatch, msg: Any, err: KafkaError,
     if err.code() == KafkaError._PARTITION_EOF:
         batch.position = max(batch.position, msg.offset())
         return False
+    if err.code() == KafkaError.GROUP_AUTHORIZATION_FAILED:
+        return False  # librdkafka looks the group.id's coordinator up, but a consumer that never commits needs none
     if err.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
         message = f"{where}: offset {batch.position} is no longer on {spec.source}: {err.str()}"
         batch.gone = Failure(message, RECORDS_GONE, retriable=False)

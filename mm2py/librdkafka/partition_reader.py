@@ -18,7 +18,7 @@ from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, TopicP
 
 from mm2py.errors import KafkaOperationError
 from mm2py.librdkafka.clients import new_consumer
-from mm2py.librdkafka.error_mapping import wrap_kafka_error
+from mm2py.librdkafka.error_mapping import principal_of, wrap_kafka_error
 
 _BATCH = 10_000
 # consume() waits until it has a full batch or this long: short, so the end of a small topic costs little.
@@ -52,6 +52,7 @@ class PartitionReader:
         self._positions: dict[Partition, int] = {}
         self._open: set[Partition] = set()  # partitions not at their end, nor stopped
         self._stopped: set[Partition] = set()
+        self.principal = principal_of(settings)
         self._consumer: Any = new_consumer({**settings, "enable.partition.eof": "true", "enable.auto.commit": "false"})
         if starts:
             self.assign(starts)
@@ -119,8 +120,14 @@ class PartitionReader:
                     batch.append(msg)
                 elif err.code() == KafkaError._PARTITION_EOF:
                     self._open.discard(tp)
+                elif err.code() == KafkaError.GROUP_AUTHORIZATION_FAILED:
+                    # librdkafka looks the group.id's coordinator up although a reader never commits: a principal
+                    # without rights on that group reads all the same (Java's KafkaBasedLog has no group at all).
+                    continue
                 else:
-                    raise KafkaOperationError(self.alias, self.operation, err.str())
+                    raise KafkaOperationError(
+                        self.alias, self.operation, err.str(), code=err.name(), principal=self.principal
+                    )
             if batch:
                 return batch
         return []

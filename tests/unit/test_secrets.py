@@ -182,11 +182,12 @@ def test_redactor_leaves_non_secret_assignments_alone_and_is_idempotent() -> Non
     assert Redactor(["hunter22"]).redact(once) == once
 
 
-def test_from_properties_collects_secret_values_and_jaas_credentials() -> None:
+def test_from_properties_collects_secret_values_and_jaas_passwords() -> None:
     props = {"B.sasl.jaas.config": JAAS, "B.ssl.key.password": "keypass1", "B.client.id": "mm2-client"}
     redactor = Redactor.from_properties(props)
     message = 'auth failed for user mirror-maker with Pa55 w"ord;x (key keypass1) from mm2-client'
-    assert redactor.redact(message) == f"auth failed for user {MASK} with {MASK} (key {MASK}) from mm2-client"
+    # The user name is the principal a refusal names: not a secret.
+    assert redactor.redact(message) == f"auth failed for user mirror-maker with {MASK} (key {MASK}) from mm2-client"
     assert redactor.redact(f"config was {JAAS}") == f"config was {MASK}"
 
 
