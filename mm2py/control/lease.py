@@ -56,6 +56,25 @@ class LeaseHolder:
         return f"{self.holder} (since {since})"
 
 
+def read_lease_holder(
+    target: str, consumer_settings: Mapping[str, str], flow: str, timeout_s: float = 15.0
+) -> LeaseHolder | None:
+    """The newest holder record of ``flow`` in the lease topic on ``target``, if any (it outlives the holder:
+    whether a run holds the flow *now* is the lease group's membership)."""
+    holder: LeaseHolder | None = None
+    for msg in read_topic(
+        target, consumer_settings, LEASE_TOPIC, purpose=f"reading the lease holder of {flow}", timeout_s=timeout_s
+    ):
+        if msg.key() != flow.encode() or msg.value() is None:
+            continue
+        try:
+            data = json.loads(msg.value())
+            holder = LeaseHolder(str(data["holder"]), int(data["since"]))
+        except (ValueError, KeyError, TypeError):
+            continue
+    return holder
+
+
 class FlowLease:
     """The lease on one flow; ``acquire`` joins the group, a background thread keeps the membership alive."""
 
@@ -213,22 +232,7 @@ class FlowLease:
 
     def current_holder(self, timeout_s: float = 15.0) -> LeaseHolder | None:
         """The newest holder record of this flow, if any."""
-        holder: LeaseHolder | None = None
-        for msg in read_topic(
-            self.target,
-            self._consumer_read_settings,
-            LEASE_TOPIC,
-            purpose=f"reading the lease holder of {self.flow}",
-            timeout_s=timeout_s,
-        ):
-            if msg.key() != self.flow.encode() or msg.value() is None:
-                continue
-            try:
-                data = json.loads(msg.value())
-                holder = LeaseHolder(str(data["holder"]), int(data["since"]))
-            except (ValueError, KeyError, TypeError):
-                continue
-        return holder
+        return read_lease_holder(self.target, self._consumer_read_settings, self.flow, timeout_s)
 
     # -- leaving -------------------------------------------------------------------------------------------
 

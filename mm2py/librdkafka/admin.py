@@ -14,14 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import ConsumerGroupTopicPartitions, IsolationLevel, KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import (
-    AdminClient,
-    ConfigResource,
-    ConfigSource,
-    NewPartitions,
-    NewTopic,
-    OffsetSpec,
-)
+from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewPartitions, NewTopic, OffsetSpec
 
 from mm2py.errors import KafkaOperationError
 from mm2py.librdkafka.admin_acls import TopicAclAdmin
@@ -65,6 +58,19 @@ class TopicConfigValue:
 class TopicInfo:
     name: str
     partitions: int
+
+
+@dataclass(frozen=True)
+class GroupMember:
+    member_id: str
+    client_id: str
+    host: str
+
+
+@dataclass(frozen=True)
+class GroupInfo:
+    state: str  # as the broker names it: EMPTY, STABLE, DEAD, ...
+    members: tuple[GroupMember, ...]
 
 
 class UnsupportedByBrokerError(KafkaOperationError):
@@ -329,15 +335,20 @@ class ClusterAdmin(TopicAclAdmin):
 
     def group_state(self, group: str) -> str:
         """The group's state as the broker names it (EMPTY, STABLE, DEAD, ...); DEAD for an unknown group."""
+        return self.describe_group(group).state
+
+    def describe_group(self, group: str) -> GroupInfo:
+        """The group's state and members; DEAD and none for an unknown group."""
         futures = self.client.describe_consumer_groups([group], request_timeout=self.timeout_s)
         try:
             description = futures[group].result(timeout=self.timeout_s)
         except (KafkaException, FutureTimeout) as exc:
             err = error_of(exc)
             if err is not None and err.code() == KafkaError.GROUP_ID_NOT_FOUND:
-                return "DEAD"
+                return GroupInfo("DEAD", ())
             raise self._wrap(f"describing consumer group {group}", exc) from None
-        return str(description.state.name)
+        members = tuple(GroupMember(m.member_id, m.client_id, m.host) for m in description.members or [])
+        return GroupInfo(str(description.state.name), members)
 
     def committed_offsets(self, group: str) -> dict[tuple[str, int], int]:
         """The group's committed offsets per (topic, partition); partitions without a commit are left out."""
