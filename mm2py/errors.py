@@ -214,6 +214,13 @@ class ReplicationError(Mm2pyError):
         return self.failure.code
 
 
+class FlowCutOverError(Mm2pyError):
+    """``run`` was asked for a flow that is marked as cut over on its target (``mm2py cutover``): starting it
+    would write into a cluster that applications now use. A usage error: the operator clears the mark first."""
+
+    exit_code = EXIT_USAGE
+
+
 class CheckFailed(Mm2pyError):
     """A check ran fine and its answer is "no" (lag over threshold, verify mismatch, group busy)."""
 

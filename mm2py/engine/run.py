@@ -17,6 +17,7 @@ from types import FrameType
 
 from mm2py.config import LoadedConfig
 from mm2py.config.flow import FlowConfig
+from mm2py.control.cutover_mark import refuse_cut_over_flows
 from mm2py.control.features import LEASE, SkippedFeature, topic_grant, without
 from mm2py.control.group_sync import GroupSyncCoordinator
 from mm2py.control.heartbeats import HeartbeatEmitter, heartbeat_flows
@@ -88,6 +89,13 @@ def run(
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def copy_once(loaded: LoadedConfig) -> list[str]:
+    """``cutover``'s copy to lag 0: the flows run once, in this process, exactly as ``run --once`` runs them
+    (Spark as the file configures it). Returns the holders of flows another run held, which were not copied."""
+    stats = run(loaded, once=True, master=None, deploy_mode=None, spark_conf={})
+    return [f"{s.flow}: held by {s.held_by}" for s in stats if s.held_by]
 
 
 def _lease(flow: FlowConfig) -> FlowLease | None:
@@ -275,6 +283,7 @@ def run_flows(
     Continuous runs start Spark first and wait for their leases as hot standbys; ``--once`` takes the leases
     first, so a run whose flows are all held elsewhere exits at once without starting Spark.
     """
+    refuse_cut_over_flows(flows)  # before anything is created on a target that applications may use now
     pool = AdminPool()
     if metrics is not None:
         _expect(metrics, flows, ())
