@@ -17,7 +17,7 @@ from typing import Annotated
 import typer
 
 from mm2py import __version__
-from mm2py.cli import render
+from mm2py.cli import cutover, render
 from mm2py.config import LoadedConfig, MirrorMakerConfig, load, validate
 from mm2py.config.values import ValueProblem, parse_timestamp
 from mm2py.control.plan import build_plan
@@ -319,6 +319,27 @@ def translate_offsets_command(
     if execute:
         committed = execute_translation(pool.admin(flow.target, flow), group, rows)
         render.err.print(f"committed {committed} offset(s) for group {group} on {flow.target}", markup=False)
+
+
+@app.command("cutover")
+def cutover_command(
+    file: ConfigFile,
+    flow: cutover.FlowOption,
+    groups: cutover.GroupsOption = None,
+    quiet_seconds: cutover.QuietOption = 10.0,
+    quiet_timeout: cutover.QuietTimeoutOption = 300.0,
+    allow_members: cutover.AllowMembersOption = False,
+    dry_run: cutover.DryRunOption = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as one JSON document")] = False,
+    reset: cutover.ResetOption = False,
+) -> None:
+    """Switch a flow's consumer groups from its source to its target: producers quiet, copy to lag 0, offsets
+    translated exactly and committed, the flow marked as cut over (exit 1 when a check refuses)."""
+    from mm2py.tools.cutover import CutoverOptions
+
+    options = CutoverOptions(_regex("--groups", groups), quiet_seconds, quiet_timeout, allow_members, dry_run)
+    if not cutover.command(_load(file, flow), str(file), options, reset=reset, as_json=as_json):
+        raise typer.Exit(EXIT_CHECK_FAILED)
 
 
 def _regex(option: str, text: str | None) -> re.Pattern[str] | None:
