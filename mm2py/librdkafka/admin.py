@@ -18,6 +18,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, New
 
 from mm2py.errors import KafkaOperationError
 from mm2py.librdkafka.admin_acls import TopicAclAdmin
+from mm2py.librdkafka.admin_groups import GroupAdmin
 from mm2py.librdkafka.error_mapping import (
     AUTH_ERRORS,
     UNREACHABLE,
@@ -60,26 +61,14 @@ class TopicInfo:
     partitions: int
 
 
-@dataclass(frozen=True)
-class GroupMember:
-    member_id: str
-    client_id: str
-    host: str
-
-
-@dataclass(frozen=True)
-class GroupInfo:
-    state: str  # as the broker names it: EMPTY, STABLE, DEAD, ...
-    members: tuple[GroupMember, ...]
-
-
 class UnsupportedByBrokerError(KafkaOperationError):
     """The broker does not know the API a call needs (UNSUPPORTED_VERSION): an older broker, or one (a test
     broker, a Kafka-compatible service) that leaves it out."""
 
 
-class ClusterAdmin(TopicAclAdmin):
-    """A lazily created AdminClient for one cluster alias (topic ACLs: :class:`TopicAclAdmin`)."""
+class ClusterAdmin(TopicAclAdmin, GroupAdmin):
+    """A lazily created AdminClient for one cluster alias (topic ACLs: :class:`TopicAclAdmin`; consumer groups'
+    state and members: :class:`GroupAdmin`)."""
 
     def __init__(self, alias: str, settings: Mapping[str, str], timeout_s: float = MAX_CALL_TIMEOUT_S) -> None:
         self.alias = alias
@@ -332,23 +321,6 @@ class ClusterAdmin(TopicAclAdmin):
         except (KafkaException, FutureTimeout) as exc:
             raise self._wrap("listing consumer groups", exc) from None
         return sorted(g.group_id for g in result.valid)
-
-    def group_state(self, group: str) -> str:
-        """The group's state as the broker names it (EMPTY, STABLE, DEAD, ...); DEAD for an unknown group."""
-        return self.describe_group(group).state
-
-    def describe_group(self, group: str) -> GroupInfo:
-        """The group's state and members; DEAD and none for an unknown group."""
-        futures = self.client.describe_consumer_groups([group], request_timeout=self.timeout_s)
-        try:
-            description = futures[group].result(timeout=self.timeout_s)
-        except (KafkaException, FutureTimeout) as exc:
-            err = error_of(exc)
-            if err is not None and err.code() == KafkaError.GROUP_ID_NOT_FOUND:
-                return GroupInfo("DEAD", ())
-            raise self._wrap(f"describing consumer group {group}", exc) from None
-        members = tuple(GroupMember(m.member_id, m.client_id, m.host) for m in description.members or [])
-        return GroupInfo(str(description.state.name), members)
 
     def committed_offsets(self, group: str) -> dict[tuple[str, int], int]:
         """The group's committed offsets per (topic, partition); partitions without a commit are left out."""

@@ -9,7 +9,7 @@ import pytest
 from mm2py.control.checkpoints import GroupOffset
 from mm2py.control.cutover_mark import CutoverMark, CutPosition, mark_key, marks_in
 from mm2py.errors import CheckFailed, UsageError
-from mm2py.librdkafka.admin import GroupInfo, GroupMember
+from mm2py.librdkafka.admin_groups import GroupInfo, GroupMember
 from mm2py.mirror.translation import Translation
 from mm2py.tools.cutover import CutoverOptions, CutoverReport
 from mm2py.tools.cutover.quiet import QuietWatch, wait_for_quiet

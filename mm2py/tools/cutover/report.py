@@ -14,7 +14,7 @@ from typing import Any
 
 from mm2py.control.checkpoints import GroupOffset
 from mm2py.control.cutover_mark import CutoverMark
-from mm2py.librdkafka.admin import GroupInfo
+from mm2py.librdkafka.admin_groups import GroupInfo
 from mm2py.tools.lag import PartitionLag
 
 
