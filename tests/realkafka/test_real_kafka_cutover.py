@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,15 @@ from typing import Any
 import pytest
 
 from mm2py.control.lease import FlowLease
-from tests.harness.kafka_harness import committed_group, end_offsets, list_topics, make_records, produce, read_all
+from tests.harness.kafka_harness import (
+    Record,
+    committed_group,
+    end_offsets,
+    list_topics,
+    make_records,
+    produce,
+    read_all,
+)
 from tests.harness.mm2py_cli import mm2py
 from tests.harness.real_kafka import KafkaCluster
 from tests.harness.real_kafka_mm2 import one_flow_config
@@ -143,3 +152,41 @@ def test_a_planned_switch_over_moves_two_groups_with_nothing_read_twice_or_skipp
     assert cleared.returncode == 0 and "cleared the cut-over mark" in cleared.stdout, cleared.stderr
     again = mm2py("run", str(config), "--once")
     assert again.returncode == 0, again.stderr
+
+
+def test_a_source_still_written_to_is_refused_naming_the_moving_partitions_and_a_drill_reports_it(
+    real_kafka: KafkaCluster,
+    real_kafka_target: KafkaCluster,
+    unique_topic: Callable[..., str],
+    tmp_path: Path,
+) -> None:
+    a, b = real_kafka, real_kafka_target
+    topic = a.create_topic(unique_topic("orders"), partitions=2)
+    config, src, tgt = one_flow_config(tmp_path / "mm2.properties", a.bootstrap, b.bootstrap, topic)
+    flow = f"{src}->{tgt}"
+    produce(a.bootstrap, topic, make_records(100, partitions=2, seed=1))
+    stop = threading.Event()
+
+    def keep_writing() -> None:  # a producer that has not been stopped, on partition 1 only
+        seq = 0
+        while not stop.wait(0.2):
+            produce(a.bootstrap, topic, [Record(None, f"late-{seq}".encode(), [], int(time.time() * 1000), 1)])
+            seq += 1
+
+    writer = threading.Thread(target=keep_writing, daemon=True)
+    writer.start()
+    try:
+        drill = mm2py(
+            "cutover", str(config), "--flow", flow, "--quiet-seconds", "2", "--quiet-timeout", "6", "--dry-run"
+        )
+        refused = mm2py("cutover", str(config), "--flow", flow, "--quiet-seconds", "2", "--quiet-timeout", "6")
+    finally:
+        stop.set()
+        writer.join(timeout=10)
+    assert drill.returncode == 1, drill.stderr
+    assert f"cutover {flow} (dry run: nothing changed)" in drill.stdout, drill.stdout
+    assert f"would refuse: producers are still writing on {src}" in drill.stderr, drill.stderr
+    assert refused.returncode == 1, refused.stderr
+    (line,) = refused.stderr.strip().splitlines()
+    assert f"producers are still writing on {src}" in line and f"{topic}-1" in line and f"{topic}-0" not in line, line
+    assert f"{src}.{topic}" not in list_topics(b.bootstrap)  # refused before anything was copied
