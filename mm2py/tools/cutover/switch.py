@@ -132,12 +132,13 @@ def cut_over(
     report.mark = new_mark(flow, COMMAND, _positions(lags, target, pool, flow))
     if options.dry_run:
         return report
+    checks.refuse(_lease_refusal(flow, target))  # a run started since the first check would copy into B again
     for group in groups:
         if rows[group]:
             report.committed[group] = execute_translation(target, group, rows[group])
             log.info("flow=%s group=%s committed=%d on %s", flow.name, group, report.committed[group], flow.target)
     write_mark(flow, target, report.mark)
-    log.warning("flow=%s cut over to %s; run refuses it until `cutover --reset`", flow.name, flow.target)
+    log.info("flow=%s cut over to %s; run refuses it until `cutover --reset`", flow.name, flow.target)
     return report
 
 
@@ -147,7 +148,7 @@ def reset_mark(flow: FlowConfig, *, dry_run: bool, pool: AdminPool | None = None
     mark = read_mark(flow)
     if mark is not None and not dry_run:
         write_mark(flow, (pool or AdminPool()).admin(flow.target, flow), None)
-        log.warning("flow=%s: cut-over mark cleared on %s (it was %s)", flow.name, flow.target, mark.describe())
+        log.info("flow=%s: cut-over mark cleared on %s (it was %s)", flow.name, flow.target, mark.describe())
     return mark
 
 
