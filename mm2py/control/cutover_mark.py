@@ -22,6 +22,7 @@ from confluent_kafka import KafkaError
 
 from mm2py.config.flow import FlowConfig
 from mm2py.control.lease import this_process
+from mm2py.control.plan import AdminPool
 from mm2py.control.topics import LEASE_TOPIC, ensure_internal_topics, lease_topic
 from mm2py.errors import FlowCutOverError, KafkaOperationError
 from mm2py.librdkafka.admin import ClusterAdmin
@@ -142,14 +143,20 @@ def write_mark(flow: FlowConfig, admin: ClusterAdmin, mark: CutoverMark | None) 
         raise KafkaOperationError(flow.target, f"{what} the cut-over mark of {flow.name} in {LEASE_TOPIC}", cause)
 
 
-def refuse_cut_over_flows(flows: Iterable[FlowConfig]) -> None:
+def refuse_cut_over_flows(flows: Iterable[FlowConfig], pool: AdminPool) -> None:
     """``run``'s check, once on the driver before anything is created or copied: a flow marked as cut over
-    is refused, naming when, by which command, and how to clear the mark."""
+    is refused, naming when, by which command, and how to clear the mark.
+
+    The target's topics are listed first (an admin call, which names an unreachable target within seconds) and
+    the lease topic is read only where it exists: most targets of a first run have none."""
     by_target: dict[str, list[FlowConfig]] = {}
     for flow in flows:
         by_target.setdefault(flow.target, []).append(flow)
     for target, target_flows in by_target.items():
-        marks = read_marks(target, target_flows[0].target_consumer.settings())
+        first = target_flows[0]
+        if LEASE_TOPIC not in pool.admin(target, first).list_topics():
+            continue
+        marks = read_marks(target, first.target_consumer.settings())
         for flow in target_flows:
             mark = marks.get(flow.name)
             if mark is not None:

@@ -283,8 +283,8 @@ def run_flows(
     Continuous runs start Spark first and wait for their leases as hot standbys; ``--once`` takes the leases
     first, so a run whose flows are all held elsewhere exits at once without starting Spark.
     """
-    refuse_cut_over_flows(flows)  # before anything is created on a target that applications may use now
     pool = AdminPool()
+    refuse_cut_over_flows(flows, pool)  # before anything is created on a target that applications may use now
     if metrics is not None:
         _expect(metrics, flows, ())
     said: set[tuple[str, str]] = set()  # internal topics an ACL refused, each named once
