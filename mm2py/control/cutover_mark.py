@@ -123,7 +123,11 @@ def read_marks(target: str, consumer_settings: Mapping[str, str], timeout_s: flo
     return marks_in((msg.key(), msg.value()) for msg in records)
 
 
-def read_mark(flow: FlowConfig) -> CutoverMark | None:
+def read_mark(flow: FlowConfig, admin: ClusterAdmin) -> CutoverMark | None:
+    """The flow's standing mark; the target's topics are listed first (an admin call, which names an
+    unreachable target within seconds), and the lease topic read only if it exists."""
+    if LEASE_TOPIC not in admin.list_topics():
+        return None
     return read_marks(flow.target, flow.target_consumer.settings()).get(flow.name)
 
 

@@ -88,7 +88,7 @@ def cut_over(
     report = CutoverReport(flow.name, flow.source, flow.target, options.dry_run)
     checks = _Checks(report)
     source, target = pool.admin(flow.source, flow), pool.admin(flow.target, flow)
-    existing = read_mark(flow)
+    existing = read_mark(flow, target)
     if existing is not None:
         checks.refuse(f"flow {flow.name} is already {existing.describe()}; `--reset` clears the mark")
     checks.refuse(_lease_refusal(flow, target))
@@ -145,9 +145,10 @@ def cut_over(
 def reset_mark(flow: FlowConfig, *, dry_run: bool, pool: AdminPool | None = None) -> CutoverMark | None:
     """``cutover --reset``: clear the flow's mark so ``run`` replicates it again; returns the mark cleared
     (or, in a dry run, the one that would be), None when there was none."""
-    mark = read_mark(flow)
+    target = (pool or AdminPool()).admin(flow.target, flow)
+    mark = read_mark(flow, target)
     if mark is not None and not dry_run:
-        write_mark(flow, (pool or AdminPool()).admin(flow.target, flow), None)
+        write_mark(flow, target, None)
         log.info("flow=%s: cut-over mark cleared on %s (it was %s)", flow.name, flow.target, mark.describe())
     return mark
 
