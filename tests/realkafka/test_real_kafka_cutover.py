@@ -47,8 +47,8 @@ def _cutover(config: Path, flow: str, groups: str, *extra: str) -> Any:
 
 def _state_of_b(b: KafkaCluster, remote: str, groups: list[str], flow: str) -> dict[str, Any]:
     """What a dry run must leave as it was on B: the groups' offsets, the flow's topics (named after its
-    aliases; other tests create theirs on this shared cluster meanwhile), the remote topic's ends, and the
-    flow's cut-over mark (its records in the lease topic)."""
+    aliases; other tests create theirs on this shared cluster meanwhile), the remote topic's ends, the flow's
+    progress records, and its cut-over mark (its records in the lease topic)."""
     topics = list_topics(b.bootstrap)
     aliases = flow.split("->")
     marks = [
@@ -60,6 +60,7 @@ def _state_of_b(b: KafkaCluster, remote: str, groups: list[str], flow: str) -> d
         "offsets": {g: committed_group(b.bootstrap, g, remote, PARTITIONS) for g in groups},
         "topics": sorted(t for t in topics if any(alias in t for alias in aliases)),
         "ends": end_offsets(b.bootstrap, remote),
+        "progress": end_offsets(b.bootstrap, f"mm2-offsets.{aliases[0]}.internal"),
         "marks": marks,
     }
 
