@@ -108,7 +108,7 @@ def cut_over(
         report.quiet_waited_s = round(quiet.waited_s, 1)
     except CheckFailed as exc:
         checks.refuse(str(exc))
-    groups = _groups(flow, source, options.groups)
+    groups = _groups(flow, source, options.groups, {t.topic for t in plan.topics})
     if not options.allow_members:
         for group in groups:
             for alias, admin in ((flow.source, source), (flow.target, target)):
@@ -168,12 +168,16 @@ def _application_topics(flow: FlowConfig, plan: FlowPlan) -> FlowPlan:
     return replace(plan, topics=tuple(t for t in plan.topics if not policy.is_heartbeats_topic(t.topic)))
 
 
-def _groups(flow: FlowConfig, source: ClusterAdmin, pattern: re.Pattern[str] | None) -> list[str]:
-    """The source groups to move: those ``--groups`` matches, else those the flow checkpoints (MM2's filter)."""
+def _groups(flow: FlowConfig, source: ClusterAdmin, pattern: re.Pattern[str] | None, topics: set[str]) -> list[str]:
+    """The source groups that move: those ``--groups`` matches (else those the flow checkpoints, MM2's filter)
+    with a committed offset on a topic of the flow. Other groups have nothing to move, so their members
+    (consumers of other topics) must not block the cut-over."""
     if pattern is not None:
-        return [g for g in source.list_groups() if pattern.fullmatch(g)]
-    group_filter = load_group_filter(flow.group_filter_class, flow.plugin_config())
-    return [g for g in source.list_groups() if group_filter.should_replicate_group(g)]
+        named = [g for g in source.list_groups() if pattern.fullmatch(g)]
+    else:
+        group_filter = load_group_filter(flow.group_filter_class, flow.plugin_config())
+        named = [g for g in source.list_groups() if group_filter.should_replicate_group(g)]
+    return [g for g in named if any(topic in topics for topic, _p in source.committed_offsets(g))]
 
 
 def _positions(lags: list[PartitionLag], target: ClusterAdmin, pool: AdminPool, flow: FlowConfig) -> list[CutPosition]:
