@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from confluent_kafka import KafkaError
@@ -134,7 +134,8 @@ def read_mark(flow: FlowConfig, admin: ClusterAdmin) -> CutoverMark | None:
 def write_mark(flow: FlowConfig, admin: ClusterAdmin, mark: CutoverMark | None) -> None:
     """Write ``mark`` for ``flow`` on its target, or clear it (``None``: a tombstone); the lease topic is
     created first when no run has created it yet (leases off, or a target never run into)."""
-    ensure_internal_topics({flow.target: admin}, [lease_topic(flow)])
+    # The mark is what keeps a returning source out: the lease topic is not optional here.
+    ensure_internal_topics({flow.target: admin}, [replace(lease_topic(flow), feature=None)])
     producer = new_producer(flow.target_producer.settings())
     failures: list[KafkaError] = []
     value = json.dumps(mark.to_json()).encode() if mark is not None else None

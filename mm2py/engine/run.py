@@ -268,6 +268,24 @@ def _skipped(flow: FlowConfig, topic: InternalTopic, error: KafkaOperationError)
     return SkippedFeature(flow.source, flow.target, topic.feature, topic_grant(topic.cluster, topic.name), error)
 
 
+def _internal_topics(
+    flows: list[FlowConfig],
+    pairs: Sequence[FlowConfig],
+    pool: AdminPool,
+    stop: threading.Event,
+    metrics: RunMetrics | None,
+) -> tuple[list[FlowConfig], list[FlowConfig]]:
+    """Every internal topic of the run: the flows and heartbeat pairs without what an ACL refused, each said once;
+    ``/health`` expects the flows from here on, and the heartbeats of the pairs that can write them."""
+    if metrics is not None:
+        _expect(metrics, flows, ())
+    said: set[tuple[str, str]] = set()  # internal topics an ACL refused, each named once
+    kept = ensure_heartbeats_topics(pairs, pool, stop, metrics, said)
+    if metrics is not None:
+        _expect(metrics, (), kept)
+    return [ensure_flow_internal_topics(f, pool, stop, metrics, said) for f in flows], kept
+
+
 def run_flows(
     flows: list[FlowConfig],
     spark_factory: Callable[[], SparkRunner],
@@ -285,13 +303,7 @@ def run_flows(
     """
     pool = AdminPool()
     refuse_cut_over_flows(flows, pool)  # before anything is created on a target that applications may use now
-    if metrics is not None:
-        _expect(metrics, flows, ())
-    said: set[tuple[str, str]] = set()  # internal topics an ACL refused, each named once
-    heartbeat_pairs = ensure_heartbeats_topics(heartbeat_pairs, pool, stop, metrics, said)
-    if metrics is not None:
-        _expect(metrics, (), heartbeat_pairs)
-    flows = [ensure_flow_internal_topics(f, pool, stop, metrics, said) for f in flows]
+    flows, heartbeat_pairs = _internal_topics(flows, heartbeat_pairs, pool, stop, metrics)
     plan: ReplicationPlan = build_plan(flows, pool)
     runners = [FlowRunner(f, p, None, pool, metrics=metrics) for f, p in zip(flows, plan.flows, strict=True)]
     coordinator = GroupSyncCoordinator([(r.flow, r.sync.latest_group_offsets) for r in runners], pool)
