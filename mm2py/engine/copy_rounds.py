@@ -22,6 +22,7 @@ from mm2py.control.plan import AdminPool, FlowPlan
 from mm2py.control.progress_store import read_progress, write_progress
 from mm2py.engine.losses import FlowLosses
 from mm2py.engine.ranges import follow_ranges, round_ranges
+from mm2py.engine.report_bounds import ReportBounds, report_row
 from mm2py.engine.spark import SparkRunner, raise_failure
 from mm2py.engine.stats import FlowStats
 from mm2py.engine.task_control import FlowChannel
@@ -29,7 +30,6 @@ from mm2py.engine.unavailable import UnavailablePartitions
 from mm2py.errors import KafkaOperationError, ReplicationError
 from mm2py.executor.contract import CopyResult, CopySpec, PartitionRange
 from mm2py.librdkafka.error_mapping import principal_of
-from mm2py.metrics.measurement import PartitionMeasurement
 from mm2py.metrics.registry import RunMetrics
 from mm2py.mirror.resume import Resume, resume_position
 
@@ -67,6 +67,7 @@ class CopyRounds:
         self.placing = threading.RLock()  # one placing at a time: a gap must be counted once
         self.channel: FlowChannel | None = None  # continuous mode on the batch path: the following generations
         self.epochs: SlotEpochs | None = None  # exactly-once on the batch path: the task slots' producer epochs
+        self.bounds = ReportBounds(flow.name, self._listed_ends)  # what a following task's report may move
         self._said_rounds = False  # follows() logged that the flow copies in rounds (too few task slots)
 
     # -- positions -------------------------------------------------------------------------------------------
@@ -174,6 +175,11 @@ class CopyRounds:
         self.away.update(partitions, away)
         return ends
 
+    def _listed_ends(self, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
+        """The source's high watermarks of ``partitions`` now (a report's position is checked against them)."""
+        admin = self.pool.admin(self.flow.source, self.flow)
+        return admin.list_offsets_of_available(partitions, "latest")[0]
+
     def ends_of_unavailable(self, late: list[TopicPartition]) -> dict[TopicPartition, int]:
         """``--once``: the end offsets of the partitions ``late`` left out at the start (their leader was away),
         once their leaders are back. Fails (retriably) while one is still away, so the run waits for it up to
@@ -260,13 +266,15 @@ class CopyRounds:
             self.place_pending()
         except KafkaOperationError as exc:  # still away: followed once placed (the periodic thread tries again)
             log.debug("flow=%s: partitions left unplaced: %s", self.flow.name, exc)
-        self._check_truncation(self.end_offsets())
+        ends = self.end_offsets()
+        self._check_truncation(ends)
         with self.lock:
             ranges = follow_ranges(self.partitions(), self.positions, self.remote)
         if not ranges:
             return False
         started = time.monotonic()
         spec = replace(self.spec, control=channel.next_generation())
+        self.bounds.start(spec.control.generation if spec.control else 0, ranges, ends)
         results = self._run_job(spec, ranges)
         self._take_results(results, counts=False)
         if self.metrics is not None:
@@ -314,24 +322,29 @@ class CopyRounds:
 
     def on_report(self, generation: int, rows: list[dict[str, Any]], final: bool) -> None:
         """A following task's report (the task-control endpoint's thread): where its partitions are, and what it
-        copied since its last report."""
+        copied since its last report. Read whole before anything is applied (a malformed row refuses the
+        report); a position outside its generation's range (``ReportBounds``) is not applied, nor counted."""
+        parsed = [report_row(row) for row in rows]
+        with self.lock:
+            planned = set(self.partitions())
+            positions = dict(self.positions)
+        parsed = [row for row in parsed if row.tp in planned]
+        allowed = self.bounds.allowed(generation, {row.tp: row.position for row in parsed}, positions)
         measurements = []
         records = bytes_ = 0
         failed = False
         with self.lock:
-            planned = set(self.partitions())
-            for row in rows:
-                tp = (str(row["topic"]), int(row["partition"]))
-                if tp not in planned:
+            for row in parsed:
+                failed = failed or row.failed
+                if row.tp not in allowed:
                     continue
-                self.positions[tp] = max(self.positions.get(tp, 0), int(row["position"]))
-                if int(row["source_end"]) >= 0:
-                    self.ends[tp] = int(row["source_end"])
-                records += int(row["records"])
-                bytes_ += int(row["bytes"])
-                if row.get("measurement"):
-                    measurements.append(PartitionMeasurement(**row["measurement"]))
-                failed = failed or bool(row.get("failure"))
+                self.positions[row.tp] = max(self.positions.get(row.tp, 0), row.position)
+                if row.source_end >= 0:
+                    self.ends[row.tp] = row.source_end
+                records += row.records
+                bytes_ += row.bytes
+                if row.measurement is not None:
+                    measurements.append(row.measurement)
             self.stats.reported(records, bytes_)
             self.stats.lag = self.lag()
         if self.metrics is not None and measurements:

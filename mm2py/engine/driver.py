@@ -157,7 +157,9 @@ class FlowRunner:
     def _follow(self, stop: threading.Event, lost: threading.Event, control: TaskControl) -> None:
         """Continuous mode on the batch path: generations of tasks that follow their partitions, and MM2's
         periodic jobs beside them in a thread of their own (never between copies: nothing waits for them)."""
-        channel = self.rounds.channel = control.channel(self.flow.name, self.rounds.on_report)
+        channel = self.rounds.channel = control.channel(
+            self.flow.name, self.rounds.on_report, lambda: len(self.rounds.partitions())
+        )
         # Set when following ends, also by a failure: the periodic jobs end with it, so the failure is reported
         # at once rather than when the run's stop would have ended them.
         followed = threading.Event()

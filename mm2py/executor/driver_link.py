@@ -30,6 +30,7 @@ log = logging.getLogger(__name__)
 REPORT_INTERVAL_S = 1.0
 DRIVER_GONE_S = 15.0  # above the lease's session timeout: by then another run may hold the flow
 _TIMEOUT_S = 2.0
+FAILURE_MESSAGE_CHARS = 1000  # the first line of an error and then some; the task's result carries it whole
 
 
 def report_row(
@@ -51,8 +52,15 @@ def report_row(
         "bytes": bytes_,
         "source_end": source_end,
         "measurement": asdict(measurement) if measurement is not None else None,
-        "failure": failure,
+        "failure": _capped(failure),
     }
+
+
+def _capped(failure: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A failure with its message cut to ``FAILURE_MESSAGE_CHARS``: the driver bounds a report by its rows."""
+    if failure is None or len(str(failure.get("message", ""))) <= FAILURE_MESSAGE_CHARS:
+        return failure
+    return {**failure, "message": str(failure["message"])[:FAILURE_MESSAGE_CHARS] + "..."}
 
 
 class DriverLink:
@@ -72,15 +80,19 @@ class DriverLink:
             {
                 "flow": self.flow,
                 "generation": self.endpoint.generation,
-                "token": self.endpoint.token,
                 "task": self.task,
                 "final": final,
                 "rows": rows,
-            }
+            },
+            ensure_ascii=False,  # a character weighs at most 4 bytes (the driver caps a report's size by its rows)
         ).encode()
-        request = urllib.request.Request(
-            self.endpoint.url, data=body, headers={"Content-Type": "application/json"}, method="POST"
-        )
+        headers = {
+            "Content-Type": "application/json",
+            # Header names as mm2py/engine/task_control.py reads them (executors never import the engine).
+            "X-Mm2py-Token": self.endpoint.token,
+            "X-Mm2py-Flow": self.flow,
+        }
+        request = urllib.request.Request(self.endpoint.url, data=body, headers=headers, method="POST")
         try:
             with urllib.request.urlopen(request, timeout=_TIMEOUT_S) as answer:
                 go_on = bool(json.load(answer).get("run", False))

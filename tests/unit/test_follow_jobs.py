@@ -200,6 +200,8 @@ def test_a_failed_partition_ends_the_generation_and_a_lost_lease_ends_the_run(
     channel = control.channel("dc1->target", r.rounds.on_report)
     r.rounds.channel = channel
     endpoint = channel.next_generation()
+    ranges = follow_ranges(r.rounds.partitions(), r.rounds.positions, r.rounds.remote)
+    r.rounds.bounds.start(endpoint.generation, ranges, source.latest)  # as follow() does for its job
     link = DriverLink(endpoint, "dc1->target", "t")
     failed = report_row("orders", 0, 3, 3, 30, 10, None, {"message": "too large", "retriable": False})
     assert link.report([failed]) is False  # the generation ends at once
