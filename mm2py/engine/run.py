@@ -325,6 +325,8 @@ def run_flows(
         spark = spark_factory()
         # Following tasks report there.
         control = None if once else TaskControl(spark.driver_host, spark.driver_bind_address)
+        if control is not None and metrics is not None:
+            metrics.health.task_control_at(control.url)
         for runner in working:
             runner.rounds.spark = spark
             runner.control = control

@@ -10,7 +10,10 @@ Kubernetes probes and load balancers ask these (KIP-1017 gave Kafka Connect, and
   ``max(15 s, 10 x emit.heartbeats.interval.seconds)``. A flow that is still starting is not healthy yet,
   as a Connect worker that is starting answers 503.
 
-Each answer names every flow that is not ready or not healthy on a line of its own, with the reason.
+Each answer names every flow that is not ready or not healthy on a line of its own, with the reason. A
+continuous run's ``/health`` ends with the address its following copy tasks report to (never the token that
+opens it): an operator opening firewalls between executors and the driver needs it, and so do the tests that
+knock on that door.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ class RunHealth:
         self._flows: dict[str, _Flow] = {}
         self._intervals: dict[tuple[str, str], float] = {}  # heartbeat pair -> emit interval
         self._beats: dict[tuple[str, str], float] = {}  # heartbeat pair -> when it last reached the target
+        self._task_control = ""  # the URL following tasks report to, once the run serves it
 
     # -- what the run reports ----------------------------------------------------------------------------
 
@@ -85,6 +89,11 @@ class RunHealth:
         with self._lock:
             self._beats[(source, target)] = self._clock() if at is None else at
 
+    def task_control_at(self, url: str) -> None:
+        """The run's task-control endpoint (``mm2py.engine.task_control``) serves at ``url``."""
+        with self._lock:
+            self._task_control = url
+
     # -- what the probes ask -------------------------------------------------------------------------------
 
     def ready(self) -> tuple[bool, list[str]]:
@@ -101,7 +110,10 @@ class RunHealth:
             for name, f in sorted(self._flows.items()):
                 reason = self._problem(name, f, now)
                 (problems if reason else fine).append(f"flow {name}: {reason or self._describe(f)}")
-            return not problems, problems or fine
+            lines = problems or fine
+            if lines and self._task_control:
+                lines.append(f"task control: {self._task_control}")
+            return not problems, lines
 
     def _set(self, flow: str, state: str, detail: str = "") -> None:
         with self._lock:

@@ -493,3 +493,16 @@ def test_run_refuses_a_metrics_port_key_out_of_range_naming_file_and_line(tmp_pa
         f"mm2py: error: {config}:5 mm2py.metrics.port = 70000: is not a TCP port "
         "(allowed: 1 to 65535, or 0 for no endpoint)"
     ]
+
+
+def test_health_names_the_task_control_endpoint_but_never_its_token(served: tuple[RunMetrics, int]) -> None:
+    metrics, port = served
+    metrics.health.starting("dc1->target")
+    metrics.health.copying("dc1->target")
+    metrics.health.task_control_at("http://driver:4711/report")
+    status, body = probe(port, "/health")
+    assert status == 200 and body.splitlines() == [
+        "ok",
+        "flow dc1->target: copying",
+        "task control: http://driver:4711/report",
+    ]
