@@ -150,9 +150,10 @@ class Redactor:
         such a password is guessable anyway. The pattern masking still hides them when they appear as
         ``password=...``. A value with surrounding whitespace is remembered with and without it.
         """
-        for candidate in (value, value.strip()):
-            if len(candidate) >= _MIN_SECRET_LENGTH:
-                self._secrets.add(candidate)
+        new = {c for c in (value, value.strip()) if len(c) >= _MIN_SECRET_LENGTH} - self._secrets
+        if new:
+            # A new set, not a change to the one a redact() in another thread may be iterating.
+            self._secrets = self._secrets | new
 
     def redact(self, text: str) -> str:
         """``text`` with every known secret and every secret-looking fragment replaced by :data:`MASK`."""
@@ -198,16 +199,21 @@ class Redactor:
         ``sasl.username``, librdkafka's own key, is not a secret either).
         """
         redactor = cls()
+        redactor.add_properties(props)
+        return redactor
+
+    def add_properties(self, props: Mapping[str, str]) -> None:
+        """Remember the secrets of ``props`` too (see :meth:`from_properties`): a Python worker that runs
+        several flows' tasks masks every flow's secrets, not only the first one's."""
         for key, value in props.items():
             if not is_secret_key(key):
                 continue
-            redactor.add(value)
+            self.add(value)
             if _words(key)[-2:] == ["jaas", "config"]:
                 for option in _JAAS_OPTION.finditer(value):
                     if is_secret_key(option["key"]):
-                        redactor.add(_unquote(option["value"]))
-                        redactor.add(option["value"])
-        return redactor
+                        self.add(_unquote(option["value"]))
+                        self.add(option["value"])
 
 
 class RedactingFilter(logging.Filter):
