@@ -59,8 +59,9 @@ class MirrorMakerConfig:
     def __init__(self, raw: RawProperties, environ: Mapping[str, str] | None = None) -> None:
         self.raw = raw
         self.source = raw.source
-        resolved, problems = resolve_variables(raw.values(), environ)
+        resolved, problems, provided = resolve_variables(raw.values(), environ)
         self.provider_problems: list[ProviderProblem] = problems
+        self.provided_values: frozenset[str] = frozenset(provided)  # what config providers gave: never printed
         self._props: Props = {k: Setting(v, k) for k, v in resolved.items()}
         # MM2 keeps the aliases in a set: an alias listed twice still yields each flow once.
         aliases = parse_list(resolved.get("clusters", ""))

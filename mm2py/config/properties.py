@@ -15,7 +15,7 @@ import os
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import jproperties
 
@@ -175,8 +175,9 @@ def declared_providers(values: Mapping[str, str]) -> dict[str, str]:
 
 def resolve_variables(
     values: Mapping[str, str], environ: Mapping[str, str] | None = None
-) -> tuple[dict[str, str], list[ProviderProblem]]:
-    """Resolve ``${env:VAR}``, ``${file:path:key}`` and ``${dir:path:file}`` for declared providers.
+) -> tuple[dict[str, str], list[ProviderProblem], set[str]]:
+    """Resolve ``${env:VAR}``, ``${file:path:key}`` and ``${dir:path:file}`` for declared providers: the
+    values, the problems, and every value a provider gave (``validate`` never prints those).
 
     Unlike Kafka, which leaves an unresolvable reference in place (a literal ``${env:X}`` then fails as a
     password much later), every reference that cannot be resolved is reported.
@@ -186,6 +187,8 @@ def resolve_variables(
     file_cache: dict[str, dict[str, str]] = {}
     problems: list[ProviderProblem] = []
     resolved: dict[str, str] = {}
+    allowed = {name: _allowed_paths(values, name, problems) for name in providers}
+    provided: set[str] = set()
 
     for key, value in values.items():
         if key.startswith("config.providers") or "${" not in value:
@@ -208,13 +211,66 @@ def resolve_variables(
                 )
                 return match.group(0)
             try:
-                return _lookup(kind, path, item, env, file_cache)
+                if path and allowed[name] is not None:
+                    _check_allowed(name, path, allowed[name] or ())
+                found = _lookup(kind, path, item, env, file_cache)
+                provided.add(found)
+                return found
+            except _NotAllowed as exc:
+                problems.append(ProviderProblem(key, shown, exc.reason, exc.allowed))
+                return match.group(0)
             except LookupError as exc:
                 problems.append(ProviderProblem(key, shown, str(exc)))
                 return match.group(0)
 
         resolved[key] = _VARIABLE.sub(substitute, value)
-    return resolved, problems
+    return resolved, problems, provided
+
+
+class _NotAllowed(Exception):
+    def __init__(self, reason: str, allowed: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.allowed = allowed
+
+
+def _allowed_paths(
+    values: Mapping[str, str], name: str, problems: list[ProviderProblem]
+) -> tuple[PurePosixPath, ...] | None:
+    """KIP-993's ``config.providers.<name>.param.allowed.paths``: the directories provider ``name`` may read
+    under, normalised; None when the key is absent or empty (every path allowed, as in Kafka). An entry that is
+    not absolute or does not exist is a problem, as Kafka refuses to start with it; the provider then reads
+    nothing rather than everything.
+
+    The rule is Kafka's, from clients/src/main/java/org/apache/kafka/common/config/internals/AllowedPaths.java
+    (apache/kafka): each comma-separated entry is normalised lexically (``..`` and ``.`` removed, symlinks not
+    followed) and must be absolute and exist; a path is allowed when, normalised the same way, it starts with
+    an entry component by component (``/etc/kafka`` allows ``/etc/kafka/x``, not ``/etc/kafka-other``).
+    Unlike Kafka, spaces around the commas are ignored."""
+    key = f"config.providers.{name}.param.allowed.paths"
+    value = values.get(key, "")
+    if not value.strip():
+        return None
+    entries = []
+    for entry in (e.strip() for e in value.split(",")):
+        normalised = PurePosixPath(os.path.normpath(entry)) if entry else PurePosixPath("")
+        if not normalised.is_absolute() or not Path(normalised).exists():
+            problems.append(
+                ProviderProblem(
+                    key, value, f"path '{entry}' is not valid", "absolute paths that exist, separated by commas"
+                )
+            )
+            continue
+        entries.append(normalised)
+    return tuple(entries)
+
+
+def _check_allowed(name: str, path: str, allowed: tuple[PurePosixPath, ...]) -> None:
+    """Raise _NotAllowed unless ``path`` (a file, or the dir provider's directory) is under ``allowed``."""
+    normalised = PurePosixPath(os.path.normpath(path))
+    if not normalised.is_absolute() or not any(normalised.is_relative_to(a) for a in allowed):
+        listed = ", ".join(str(a) for a in allowed) or "(no valid entry)"
+        raise _NotAllowed(f"path {path} is outside config.providers.{name}.param.allowed.paths", listed)
 
 
 def _lookup(
@@ -229,6 +285,9 @@ def _lookup(
     if not path:
         raise LookupError(f"the {kind} provider needs a path: ${{{kind}:/path:key}}")
     if kind == "dir":
+        if item in ("", ".", "..") or "/" in item:
+            # As Kafka's DirectoryConfigProvider: a key is the name of a file in the directory, never a path.
+            raise LookupError(f"'{item}' is not the name of a file in {path}")
         target = Path(path) / item
         try:
             return target.read_text(encoding="utf-8")

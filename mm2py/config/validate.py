@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import re
+from dataclasses import replace
 
 from mm2py.config.flow import build_flow_config
 from mm2py.config.keys import (
@@ -31,7 +32,7 @@ from mm2py.config.values import ValueProblem, parse_value
 from mm2py.librdkafka.key_tables import RDKAFKA_PROPERTIES, RENAMES
 from mm2py.mirror.filters import PatternError, compile_pattern_list, parse_list
 from mm2py.mirror.policy import PluginError, load_replication_policy
-from mm2py.secrets import MASK, is_secret_key
+from mm2py.secrets import MASK, Redactor, is_secret_key
 
 _INLINE_COMMENT = re.compile(r"\s[#!]")
 _REGEX_KEYS = ("topics", "topics.exclude", "groups", "groups.exclude", "config.properties.exclude")
@@ -44,7 +45,28 @@ def validate(mm: MirrorMakerConfig) -> list[Problem]:
     v = _Validator(mm, sink)
     v.check_file()
     v.check_flows()
-    return sorted(sink.problems, key=lambda p: (p.line or 0, p.key or "", p.reason))
+    problems = [_without_provided(p, mm) for p in sink.problems]
+    return sorted(dict.fromkeys(problems), key=lambda p: (p.line or 0, p.key or "", p.reason))
+
+
+def _without_provided(problem: Problem, mm: MirrorMakerConfig) -> Problem:
+    """``problem`` with no value a config provider gave: a key written as a ``${provider:...}`` reference is
+    shown as written, and any provided value quoted in the reason (a regex error quotes its pattern, a bad
+    number its text) is masked, whatever the key's name. Why: a provider is how secrets are kept out of the file;
+    validate must not print them back, and it cannot know which of them are secrets."""
+    if not mm.provided_values:
+        return problem
+    written = mm.raw.values().get(problem.key or "")
+    value = problem.value
+    if written is not None and "${" in written and value is not None and value != MASK:
+        value = written
+    redactor = Redactor(mm.provided_values)
+    return replace(
+        problem,
+        value=redactor.redact(value) if value is not None else None,
+        reason=redactor.redact(problem.reason),
+        allowed=redactor.redact(problem.allowed) if problem.allowed is not None else None,
+    )
 
 
 class _Validator:
