@@ -36,7 +36,7 @@ from mm2py.wire.batches import (
     RecordBatchError,
     set_crc,
 )
-from mm2py.wire.compression import compress, decompress
+from mm2py.wire.compression import DecompressedTooLarge, compress, decompress
 
 Header = tuple[str, "bytes | None"]
 
@@ -105,9 +105,19 @@ def _record_bounds(batch: RecordBatch, data: bytes, position: int) -> tuple[int,
     return end, position
 
 
+def _records_data(batch: RecordBatch) -> bytes:
+    """The batch's records, decompressed (within compression.MAX_DECOMPRESSED_BYTES, the error naming the batch)."""
+    try:
+        return decompress(batch.codec, batch.buffer[HEADER_SIZE:])
+    except DecompressedTooLarge as exc:
+        raise DecompressedTooLarge(exc.codec, exc.limit, batch.base_offset) from None
+    except RecordBatchError as exc:
+        raise RecordBatchError(f"batch at offset {batch.base_offset}: {exc}") from None
+
+
 def decode_records(batch: RecordBatch) -> list[Record]:
     """Every record of a batch with absolute offsets and timestamps (LogAppendTime: the batch's max)."""
-    data = decompress(batch.codec, batch.buffer[HEADER_SIZE:])
+    data = _records_data(batch)
     log_append = batch.max_timestamp if batch.is_log_append_time else None
     records: list[Record] = []
     position = 0
@@ -256,7 +266,7 @@ def merge(batches: Sequence[RecordBatch]) -> bytearray:
     body = bytearray()
     count = 0
     for batch in batches:
-        data = decompress(batch.codec, batch.buffer[HEADER_SIZE:])
+        data = _records_data(batch)
         shift = batch.base_timestamp - base_timestamp
         position = 0
         for _ in range(batch.record_count):

@@ -53,15 +53,18 @@ def batches_to_send(
             state.fetch_bytes = split.truncated_size  # one batch is larger than we asked for
         return None
     outgoing: list[ProducerBatch] = []
-    for batch in data_batches(batches, aborted):
-        if batch.size > max_batch_bytes:
-            outgoing += _split(state, batch, max_batch_bytes, target)
-        elif needs_rebuild(batch, state.position, state.end):
-            rebuilt, upstream = rebuild(batch, state.position, state.end)
-            if rebuilt is not None:
-                outgoing.append(ProducerBatch(RecordBatch(memoryview(rebuilt)), upstream))
-        else:
-            outgoing.append(ProducerBatch(batch, batch.upstream_offsets()))
+    try:
+        for batch in data_batches(batches, aborted):
+            if batch.size > max_batch_bytes:
+                outgoing += _split(state, batch, max_batch_bytes, target)
+            elif needs_rebuild(batch, state.position, state.end):
+                rebuilt, upstream = rebuild(batch, state.position, state.end)
+                if rebuilt is not None:
+                    outgoing.append(ProducerBatch(RecordBatch(memoryview(rebuilt)), upstream))
+            else:
+                outgoing.append(ProducerBatch(batch, batch.upstream_offsets()))
+    except RecordBatchError as exc:  # a batch that cannot be read (or would decompress past the limit)
+        raise ForwardingError(WireError(CORRUPT_MESSAGE, str(exc))) from None
     state.position = min(batches[-1].next_offset, state.end)
     state.done = state.position >= state.end
     return outgoing

@@ -45,7 +45,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from mm2py.wire.batch_codec import merge
-from mm2py.wire.batches import RecordBatch
+from mm2py.wire.batches import RecordBatch, RecordBatchError
 from mm2py.wire.cluster import Cluster, Pending, ProducedPartition, ProducerIds, RecordSetPieces, TopicPartition
 from mm2py.wire.errors import (
     DUPLICATE_SEQUENCE_NUMBER,
@@ -244,10 +244,13 @@ class Sender:
             size += batch.size
         if len(run) < 2:
             return
+        try:
+            merged = RecordBatch(memoryview(merge([item.batch for item in run])))
+        except RecordBatchError:
+            return  # one would decompress past the limit (or not at all): they go as they came, unmerged
         for _ in run:
             q.unsent.popleft()
         upstream = [offset for item in run for offset in item.upstream]
-        merged = RecordBatch(memoryview(merge([item.batch for item in run])))
         q.unsent.appendleft(ProducerBatch(merged, upstream, created=min(item.created for item in run)))
 
     # -- answers --------------------------------------------------------------------------------------------
