@@ -19,6 +19,7 @@ import typer
 from mm2py import __version__
 from mm2py.cli import cutover, render
 from mm2py.config import LoadedConfig, MirrorMakerConfig, load, validate
+from mm2py.config.spark_security import warn_if_spark_unprotected
 from mm2py.config.values import ValueProblem, parse_timestamp
 from mm2py.control.plan import build_plan
 from mm2py.errors import EXIT_CHECK_FAILED, EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, Mm2pyError, UsageError
@@ -100,6 +101,8 @@ def plan_command(
     from mm2py.control.topics import with_configs_not_synced
 
     loaded = _load(file, flows)
+    first = loaded.flows[0]
+    warn_if_spark_unprotected(first.spark_master, dict(first.spark_conf))  # what `run` would ship its tasks by
     pool = AdminPool()
     plan = with_configs_not_synced(list(loaded.flows), build_plan(list(loaded.flows), pool), pool)
     if as_json:

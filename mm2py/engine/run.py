@@ -17,6 +17,7 @@ from types import FrameType
 
 from mm2py.config import LoadedConfig
 from mm2py.config.flow import FlowConfig
+from mm2py.config.spark_security import SPARK_SECURITY_KEYS, warn_if_spark_unprotected
 from mm2py.control.cutover_mark import refuse_cut_over_flows
 from mm2py.control.features import LEASE, SkippedFeature, topic_grant, without
 from mm2py.control.group_sync import GroupSyncCoordinator
@@ -74,6 +75,7 @@ def run(
         )
         # PySpark's SparkContext takes SIGINT over to cancel every job at once; Ctrl-C must finish the batch.
         signal.signal(signal.SIGINT, on_signal)
+        warn_if_spark_unprotected(str(runner.sc.master), runner.settings(SPARK_SECURITY_KEYS))
         return runner
 
     try:

@@ -17,7 +17,7 @@ import sys
 import tempfile
 import threading
 import zipfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -165,6 +165,11 @@ class SparkRunner:
     def driver_host(self) -> str:
         """The address executors reach the driver at (where the task-control endpoint listens)."""
         return str(self.sc.getConf().get("spark.driver.host", "127.0.0.1"))
+
+    def settings(self, keys: Iterable[str]) -> dict[str, str]:
+        """The values of ``keys`` Spark runs with (the run's, spark-defaults.conf's, spark-submit's), where set."""
+        conf = self.sc.getConf()
+        return {key: str(conf.get(key)) for key in keys if conf.get(key, None) is not None}
 
     @property
     def driver_bind_address(self) -> str | None:
