@@ -5,9 +5,9 @@ copied would skip records for good. The reports arrive over HTTP (:mod:`mm2py.en
 run's token is their only proof, so the driver keeps its own bounds: a report names its generation, and each
 partition of that generation may move from the range's start up to its end, and never beyond the source's end
 offset (a following range has no end of its own: ``ranges.FOLLOW_END``). The end is the driver's own listing,
-asked again (one ListOffsets for the partitions of a report) only when a position goes past the last one seen;
-a task's word on the source's end is not taken. Nothing else checks a report's position: a copied range's
-result comes through Spark, not through this door.
+asked again (one ListOffsets for the partitions of a report, waited for at most ``LIST_WAIT_S``) only when a
+position goes past the last one seen; a task's word on the source's end is not taken. Nothing else checks a
+report's position: a copied range's result comes through Spark, not through this door.
 """
 
 from __future__ import annotations
@@ -25,6 +25,8 @@ from mm2py.metrics.measurement import PartitionMeasurement
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
+LIST_WAIT_S = 1.0  # a task waits 2 s for its report's answer (executor/driver_link.py)
+MAX_LISTINGS = 2  # listings in flight at once per flow; beyond, positions past the known end wait
 ListEnds = Callable[[list[TopicPartition]], Mapping[TopicPartition, int]]
 
 
@@ -67,6 +69,7 @@ class ReportBounds:
         self._ends: dict[TopicPartition, int] = {}  # listed by the driver
         self._told: set[tuple[int, TopicPartition | None]] = set()  # refusals logged (once per generation)
         self.refused = 0  # positions refused since the run started
+        self._listings = 0  # listings in flight
 
     def start(self, generation: int, ranges: list[PartitionRange], ends: Mapping[TopicPartition, int]) -> None:
         """A new generation runs ``ranges``; ``ends`` is the driver's listing of the source's ends just before."""
@@ -97,12 +100,11 @@ class ReportBounds:
         if beyond:
             listed = self._listed(beyond)
             with self._lock:
-                self._ends.update({tp: max(end, self._ends.get(tp, -1)) for tp, end in listed.items()})
                 for tp in beyond:
-                    end = self._ends.get(tp)
-                    if end is None or fits[tp] > end:
-                        known = f"the source's end offset {end}" if end is not None else "an end offset not listed"
-                        self._refuse(generation, tp, f"{fits[tp]} is beyond {known}")
+                    if tp not in listed:  # not confirmed in time: not applied now, the next report is checked
+                        del fits[tp]
+                    elif fits[tp] > listed[tp]:
+                        self._refuse(generation, tp, f"{fits[tp]} is beyond the source's end offset {listed[tp]}")
                         del fits[tp]
         return set(fits)
 
@@ -117,12 +119,31 @@ class ReportBounds:
             return f"{position} is behind the position {now} already reported"
         return None
 
-    def _listed(self, partitions: list[TopicPartition]) -> Mapping[TopicPartition, int]:
-        try:
-            return self._list_ends(partitions)
-        except Mm2pyError as exc:  # not confirmed now: the task's next report is checked again
-            log.debug("flow=%s: listing source ends to check a report failed: %s", self.flow, exc)
-            return {}
+    def _listed(self, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
+        """The source's ends of ``partitions`` listed now, or nothing if the listing does not answer within
+        ``LIST_WAIT_S`` (a sick source must not hold the report: its task would count its driver as gone). The
+        listing runs in a thread of its own and, when it answers late, still serves the next reports."""
+        with self._lock:
+            if self._listings >= MAX_LISTINGS:
+                return {}
+            self._listings += 1
+        answer: dict[TopicPartition, int] = {}
+        done = threading.Event()
+
+        def listing() -> None:
+            try:
+                answer.update(self._list_ends(partitions))
+            except Mm2pyError as exc:  # not confirmed: the task's next report is checked again
+                log.debug("flow=%s: listing source ends to check a report failed: %s", self.flow, exc)
+            finally:
+                with self._lock:
+                    self._listings -= 1
+                    for tp, end in answer.items():
+                        self._ends[tp] = max(end, self._ends.get(tp, -1))
+                done.set()
+
+        threading.Thread(target=listing, name=f"report bounds {self.flow}", daemon=True).start()
+        return dict(answer) if done.wait(LIST_WAIT_S) else {}
 
     def _refuse(self, generation: int, tp: TopicPartition | None, reason: str) -> None:
         self.refused += 1

@@ -18,7 +18,7 @@ from test_engine_driver import FakeSource, recorded, runner  # noqa: F401 (recor
 from test_follow_jobs import FollowingSpark, two_partitions
 
 from mm2py.engine.ranges import FOLLOW_END, follow_ranges
-from mm2py.engine.report_bounds import ReportBounds
+from mm2py.engine.report_bounds import LIST_WAIT_S, ReportBounds
 from mm2py.engine.task_control import (
     FLOW_HEADER,
     HANDLERS,
@@ -195,6 +195,26 @@ def test_a_position_beyond_the_source_end_backwards_or_of_another_generation_is_
     assert bounds.refused == 7
     ends[("t", 0)] = 150  # the source grew: a position up to its new end is taken
     assert bounds.allowed(3, {("t", 0): 150}, positions) == {("t", 0)}
+
+
+def test_a_source_slow_to_list_its_ends_holds_no_report_and_refuses_nothing() -> None:
+    """A source whose ListOffsets hangs: the report is answered within LIST_WAIT_S with the position not applied
+    (not refused either); once the listing answers, the next report is taken."""
+    release = threading.Event()
+
+    def slow(partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        release.wait(30)
+        return {tp: 500 for tp in partitions}
+
+    bounds = ReportBounds("a->b", slow)
+    bounds.start(1, [PartitionRange("t", 0, "t", 0, FOLLOW_END)], {("t", 0): 100})
+    started = time.monotonic()
+    assert bounds.allowed(1, {("t", 0): 150}, {("t", 0): 100}) == set()
+    assert time.monotonic() - started < LIST_WAIT_S + 1 and bounds.refused == 0
+    assert bounds.allowed(1, {("t", 0): 90}, {}) == {("t", 0)}  # within the known end: no listing needed
+    release.set()
+    poll_until(lambda: bounds.allowed(1, {("t", 0): 150}, {("t", 0): 100}) == {("t", 0)}, 10, "the late listing")
+    assert bounds.refused == 0
 
 
 def test_a_forged_forward_position_with_the_token_leaves_positions_where_the_records_are(
