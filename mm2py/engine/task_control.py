@@ -26,19 +26,18 @@ import secrets
 import socket
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from mm2py.executor.contract import ControlEndpoint
+from mm2py.executor.contract import FLOW_HEADER, TOKEN_HEADER, ControlEndpoint
 
 log = logging.getLogger(__name__)
 
 Rows = list[dict[str, Any]]
 
-TOKEN_HEADER = "X-Mm2py-Token"  # the run's secret; in a header so it is checked before the body is read
-FLOW_HEADER = "X-Mm2py-Flow"  # which flow reports: its partitions bound the body
 # A task waits 2 s for its answer (executor/driver_link.py): a socket silent for longer serves no task.
 IDLE_TIMEOUT_S = 3.0
 REQUEST_DEADLINE_S = 10.0  # a whole request, however slowly it trickles in
@@ -172,7 +171,7 @@ class _ReportHandler(BaseHTTPRequestHandler):
             control.refusals.note(peer, "no token or a wrong one")
             self.send_error(401)
             return
-        channel = control.channels.get(self.headers.get(FLOW_HEADER, ""))
+        channel = control.channels.get(urllib.parse.unquote(self.headers.get(FLOW_HEADER, "")))
         if channel is None:
             self.send_error(404, "no such flow")
             return

@@ -38,6 +38,13 @@ class CopyPath:
         return self.path if not self.reason else f"{self.path} ({self.reason})"
 
 
+# The headers of a following task's report (executor/driver_link.py sends them, engine/task_control.py reads them
+# before the body): the run's token, and the flow (percent-encoded: a header is Latin-1), whose partitions bound
+# the body.
+TOKEN_HEADER = "X-Mm2py-Token"
+FLOW_HEADER = "X-Mm2py-Flow"
+
+
 @dataclass(frozen=True)
 class ControlEndpoint:
     """Where a following task reports to the driver (its progress, every second) and learns whether to go on:

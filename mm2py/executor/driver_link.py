@@ -17,12 +17,13 @@ import json
 import logging
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
-from mm2py.executor.contract import ControlEndpoint
+from mm2py.executor.contract import FLOW_HEADER, TOKEN_HEADER, ControlEndpoint
 from mm2py.metrics.measurement import PartitionMeasurement
 
 log = logging.getLogger(__name__)
@@ -88,9 +89,8 @@ class DriverLink:
         ).encode()
         headers = {
             "Content-Type": "application/json",
-            # Header names as mm2py/engine/task_control.py reads them (executors never import the engine).
-            "X-Mm2py-Token": self.endpoint.token,
-            "X-Mm2py-Flow": self.flow,
+            TOKEN_HEADER: self.endpoint.token,
+            FLOW_HEADER: urllib.parse.quote(self.flow, safe=""),
         }
         request = urllib.request.Request(self.endpoint.url, data=body, headers=headers, method="POST")
         try:

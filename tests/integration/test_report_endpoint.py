@@ -24,8 +24,8 @@ import pytest
 import mm2py.engine.run as engine_run
 from mm2py.config import load
 from mm2py.engine.spark import SparkRunner
-from mm2py.engine.task_control import FLOW_HEADER, TOKEN_HEADER, TaskControl
-from mm2py.executor.contract import ControlEndpoint
+from mm2py.engine.task_control import TaskControl
+from mm2py.executor.contract import FLOW_HEADER, TOKEN_HEADER, ControlEndpoint
 from mm2py.executor.driver_link import DriverLink, report_row
 from mm2py.metrics.registry import RunMetrics
 from tests.harness.flows_helpers import IDENTITY, config_for, copied

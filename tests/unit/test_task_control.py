@@ -19,16 +19,8 @@ from test_follow_jobs import FollowingSpark, two_partitions
 
 from mm2py.engine.ranges import FOLLOW_END, follow_ranges
 from mm2py.engine.report_bounds import LIST_WAIT_S, ReportBounds
-from mm2py.engine.task_control import (
-    FLOW_HEADER,
-    HANDLERS,
-    IDLE_TIMEOUT_S,
-    ROW_BYTES,
-    TOKEN_HEADER,
-    TaskControl,
-    body_limit,
-)
-from mm2py.executor.contract import PartitionRange
+from mm2py.engine.task_control import HANDLERS, IDLE_TIMEOUT_S, ROW_BYTES, TaskControl, body_limit
+from mm2py.executor.contract import FLOW_HEADER, TOKEN_HEADER, PartitionRange
 from mm2py.executor.driver_link import FAILURE_MESSAGE_CHARS, DriverLink, report_row
 from mm2py.metrics.measurement import PartitionMeasurement
 from tests.harness.polling import poll_until
