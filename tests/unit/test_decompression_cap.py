@@ -67,7 +67,7 @@ def bomb(codec: Codec) -> bytes:
     return _built[codec]
 
 
-@pytest.mark.parametrize("codec", list(BOMBS))
+@pytest.mark.parametrize("codec", list(BOMBS), ids=lambda codec: codec.name.lower())
 def test_a_bomb_stops_at_the_limit_with_bounded_memory(codec: Codec) -> None:
     data = bomb(codec)
     limit = 8 * MIB
@@ -100,7 +100,7 @@ def test_the_default_limit_stops_a_gib_of_zeros() -> None:
     print(f"FIGURES default limit {MAX_DECOMPRESSED_BYTES} B: {len(data)} B of zstd refused, peak {peak / MIB:.0f} MiB")
 
 
-@pytest.mark.parametrize("codec", list(BOMBS))
+@pytest.mark.parametrize("codec", list(BOMBS), ids=lambda codec: codec.name.lower())
 def test_data_at_the_limit_is_read_whole_and_concatenated_frames_too(codec: Codec) -> None:
     payload = bytes(range(256)) * 4096  # 1 MiB, not all zeros
     once = compress(codec, payload)
@@ -111,7 +111,7 @@ def test_data_at_the_limit_is_read_whole_and_concatenated_frames_too(codec: Code
         assert decompress(codec, once + once) == payload * 2
 
 
-@pytest.mark.parametrize("codec", list(BOMBS))
+@pytest.mark.parametrize("codec", list(BOMBS), ids=lambda codec: codec.name.lower())
 def test_data_that_is_not_its_codec_is_a_batch_error_not_a_crash(codec: Codec) -> None:
     with pytest.raises(RecordBatchError):
         decompress(codec, b"\x82SNAPPY\x00 certainly not compressed data" if codec is Codec.SNAPPY else b"junk" * 9)
