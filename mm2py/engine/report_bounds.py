@@ -18,7 +18,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from mm2py.errors import Mm2pyError
 from mm2py.executor.contract import PartitionRange
 from mm2py.metrics.measurement import PartitionMeasurement
 
@@ -133,7 +132,7 @@ class ReportBounds:
         def listing() -> None:
             try:
                 answer.update(self._list_ends(partitions))
-            except Mm2pyError as exc:  # not confirmed: the task's next report is checked again
+            except Exception as exc:  # not confirmed: the task's next report is checked again
                 log.debug("flow=%s: listing source ends to check a report failed: %s", self.flow, exc)
             finally:
                 with self._lock:

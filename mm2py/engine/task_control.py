@@ -199,10 +199,12 @@ class _ReportHandler(BaseHTTPRequestHandler):
 
 
 def _content_length(value: str | None) -> int | None:
-    """A body's declared length, or None when it is missing or not a length (``-1``, ``1e9``, ``0x10``)."""
-    if value is None or not value.strip().isdigit():
+    """A body's declared length, or None when it is missing or not a length (``-1``, ``1e9``, ``0x10``, digits
+    other than ASCII's, more digits than any body could need)."""
+    text = (value or "").strip()
+    if not text or len(text) > 18 or not (text.isascii() and text.isdigit()):
         return None
-    return int(value)
+    return int(text)
 
 
 class TaskControl:

@@ -83,7 +83,7 @@ def test_an_unauthenticated_1_gib_body_is_refused_before_any_of_it_is_read(contr
     print(f"FIGURES 1 GiB unauthenticated: answered 401 in {answered * 1000:.0f} ms, {sent / 2**20:.1f} MiB sent")
 
 
-@pytest.mark.parametrize("length", ["-1", "", "1e9", "0x10", None])
+@pytest.mark.parametrize("length", ["-1", "", "1e9", "0x10", "\u0661\u0662", "9" * 5000, None])
 def test_a_report_without_a_usable_length_is_refused_unread(control: TaskControl, length: str | None) -> None:
     control.channel("a->b", lambda *report: None)
     headers = {TOKEN_HEADER: control.token, FLOW_HEADER: "a->b"}
