@@ -125,12 +125,17 @@ def test_a_thousand_idle_connections_are_dropped_and_reports_go_through_again(co
     try:
         peak = threading.active_count() - threads_before
         started = time.monotonic()
-        closed = 0
+        outcomes: dict[str, int] = {}
         for sock in idle:  # each is answered 503 at once or dropped once silent for IDLE_TIMEOUT_S
             sock.settimeout(IDLE_TIMEOUT_S + 5)
-            with contextlib.suppress(OSError):
-                sock.recv(4096)
-            closed += 1
+            try:
+                answer = sock.recv(4096)
+                outcome = "503" if answer.startswith(b"HTTP/1.0 503") else "dropped" if not answer else "other"
+            except TimeoutError:
+                outcome = "still open"
+            except OSError:
+                outcome = "dropped"
+            outcomes[outcome] = outcomes.get(outcome, 0) + 1
         dropped_in = time.monotonic() - started
     finally:
         for sock in idle:
@@ -139,8 +144,9 @@ def test_a_thousand_idle_connections_are_dropped_and_reports_go_through_again(co
     poll_until(lambda: link.report([]) and bool(heard), 10, "a report to go through")
     # One handler thread and its deadline timer per request served; the rest answered by the accepting thread.
     assert peak <= 2 * HANDLERS + 2, peak
-    assert closed == 1000 and dropped_in < IDLE_TIMEOUT_S + 3, dropped_in
-    print(f"FIGURES 1000 idle connections: at most {peak} threads, all closed in {dropped_in:.1f} s")
+    assert set(outcomes) <= {"503", "dropped"} and outcomes.get("503", 0) >= 1000 - 2 * HANDLERS, outcomes
+    assert dropped_in < IDLE_TIMEOUT_S + 3, dropped_in
+    print(f"FIGURES 1000 idle connections: {outcomes}, at most {peak} threads, all closed in {dropped_in:.1f} s")
 
 
 def test_a_worst_case_report_row_fits_the_room_allowed_for_it() -> None:
