@@ -171,12 +171,20 @@ def test_knocks_on_the_report_endpoint_leave_every_record_exactly_where_it_shoul
     produce(pair["dc1"].bootstrap, "orders", make_records(500, partitions=PARTITIONS, seed=3))
     produced += 500
     held_at = time.monotonic()
+    outcomes: dict[str, int] = {}
     for sock in idle:
         sock.settimeout(15)
-        with contextlib.suppress(OSError):
-            sock.recv(1)
+        try:
+            outcome = "503" if sock.recv(64).startswith(b"HTTP/1.0 503") else "dropped"
+        except TimeoutError:
+            outcome = "still open"
+        except OSError:
+            outcome = "dropped"
+        outcomes[outcome] = outcomes.get(outcome, 0) + 1
         sock.close()
     figures["idle_all_closed_s"] = round(time.monotonic() - held_at, 1)
+    figures["idle_outcomes"] = outcomes
+    assert "still open" not in outcomes, outcomes
     poll_until(lambda: copied(pair["target"]) == produced and run.alive(), 60, "records written meanwhile")
 
     # A forged forward position with the run's token: a million past each partition's end, and a failure, so
