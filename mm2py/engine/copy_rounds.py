@@ -29,7 +29,6 @@ from mm2py.engine.task_control import FlowChannel
 from mm2py.engine.unavailable import UnavailablePartitions
 from mm2py.errors import KafkaOperationError, ReplicationError
 from mm2py.executor.contract import CopyResult, CopySpec, PartitionRange
-from mm2py.librdkafka.error_mapping import principal_of
 from mm2py.metrics.registry import RunMetrics
 from mm2py.mirror.resume import Resume, resume_position
 
@@ -287,12 +286,7 @@ class CopyRounds:
         other failures are raised."""
         self._records_gone([r for r in results if r.error is not None and r.error.records_gone])
         self.stats.lag = self.lag()
-        spec, f = self.spec, self.flow
-        principals = (
-            f"principal {principal_of(spec.consumer_settings)} on {f.source}, "
-            f"{principal_of(spec.producer_settings)} on {f.target}"
-        )
-        raise_failure(f.name, [r for r in results if r.error is None or not r.error.records_gone], principals)
+        raise_failure(self.flow.name, [r for r in results if r.error is None or not r.error.records_gone], self.spec)
 
     def _run_job(self, spec: CopySpec, ranges: list[PartitionRange]) -> list[CopyResult]:
         """One Spark job. Exactly-once on the batch path, its task slots first get epochs the driver initialized

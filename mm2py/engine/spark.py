@@ -26,6 +26,7 @@ from mm2py.engine import class_data
 from mm2py.errors import AUTHORIZATION_ERRORS, Failure, ReplicationError, UsageError
 from mm2py.executor import batch_copy, record_copy
 from mm2py.executor.contract import CopyResult, CopySpec, PartitionRange
+from mm2py.librdkafka.error_mapping import principal_of
 
 log = logging.getLogger(__name__)
 
@@ -319,14 +320,18 @@ def _copy_task(
     return copier(spec, ranges, last_attempt=last_attempt)
 
 
-def raise_failure(flow: str, results: list[CopyResult], principals: str = "") -> None:
+def raise_failure(flow: str, results: list[CopyResult], spec: CopySpec | None = None) -> None:
     """Raise the failure the tasks reported, a permanent one first: retrying the job cannot help it. Call it
     once the results' progress is counted: a failed range may still have copied part of itself. An ACL's
-    refusal names ``principals`` (who the tasks connect as), which the tasks' own clients do not say."""
+    refusal names who the tasks connect as (``spec``'s clients), which the tasks' own clients do not say."""
     failures = [r.error for r in results if r.error is not None]
     if failures:
         failure = next((f for f in failures if not f.retriable), failures[0])
-        if failure.code in AUTHORIZATION_ERRORS and principals:
+        if failure.code in AUTHORIZATION_ERRORS and spec is not None:
+            principals = (
+                f"principal {principal_of(spec.consumer_settings)} on {spec.source}, "
+                f"{principal_of(spec.producer_settings)} on {spec.target}"
+            )
             failure = replace(failure, message=f"{failure.message} ({principals})")
         raise ReplicationError.of_failure(failure, f"flow {flow}: ")
 
