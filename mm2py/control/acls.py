@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterable
 
 from mm2py.config.flow import FlowConfig
 from mm2py.control.plan import flow_policy, flow_topic_filter
+from mm2py.errors import KafkaOperationError
 from mm2py.librdkafka.admin import ClusterAdmin
 from mm2py.librdkafka.admin_acls import SecurityDisabledError, TopicAcl
 from mm2py.mirror.filters import should_replicate_topic
@@ -65,6 +66,11 @@ def target_topic_acls(
     return result
 
 
+def _may(operation: str, allowed: frozenset[str] | None) -> bool:
+    """Whether a cluster's authorized operations allow ``operation`` (unknown: try it and see)."""
+    return allowed is None or operation in allowed or "ALL" in allowed
+
+
 def sync_topic_acls(flow: FlowConfig, source_admin: ClusterAdmin, target_admin: ClusterAdmin) -> int:
     """Copy the flow's topic ACLs from source to target once; returns how many bindings the target accepted.
 
@@ -75,6 +81,14 @@ def sync_topic_acls(flow: FlowConfig, source_admin: ClusterAdmin, target_admin: 
     source_key = (flow.name, flow.source_admin.settings().get("bootstrap.servers", ""))
     if not flow.sync_topic_acls_enabled or source_key in _WITHOUT_AUTHORIZER:
         return 0
+    if not _may("DESCRIBE", source_admin.cluster_operations()):
+        raise KafkaOperationError(
+            flow.source,
+            "describing topic ACLs",
+            "the cluster does not authorize Describe on it (its authorized operations, KIP-430)",
+            code="CLUSTER_AUTHORIZATION_FAILED",
+            principal=source_admin.principal,
+        )
     try:
         source_acls = source_admin.describe_topic_acls()
     except SecurityDisabledError:

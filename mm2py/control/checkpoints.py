@@ -206,7 +206,10 @@ def sync_group_offsets(target: ClusterAdmin, offsets: Mapping[str, Mapping[tuple
         except KafkaOperationError as exc:
             if not exc.refused:
                 raise
-            outcome[group] = f"{REFUSED}{exc}; grant Describe and Read on group {group} ({target.alias})"
+            outcome[group] = (
+                f"{REFUSED}{exc}; grant Describe and Read on group {group} and Read on its remote topics "
+                f"({target.alias})"
+            )
             continue
         outcome[group] = f"committed {len(commit)} partition(s)"
     return outcome

@@ -364,6 +364,8 @@ class ClusterAdmin(TopicAclAdmin, GroupAdmin):
                 self.alias,
                 f"committing offsets of group {group}",
                 f"{failed[0].topic}-{failed[0].partition}: {failed[0].error.str()}",
+                code=failed[0].error.name(),
+                principal=self.principal,
             )
 
 

@@ -10,7 +10,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaError, KafkaException, TopicCollection
 from confluent_kafka.admin import (
     AclBinding,
     AclBindingFilter,
@@ -53,6 +53,31 @@ class TopicAclAdmin:
 
     def _wrap(self, operation: str, exc: BaseException) -> KafkaOperationError:
         raise NotImplementedError
+
+    def cluster_operations(self) -> frozenset[str] | None:
+        """What this principal may do on the cluster resource, by the brokers' own answer (KIP-430's authorized
+        operations, ``DESCRIBE``, ``ALTER``, ...); None when the cluster does not say.
+
+        Why: Kafka answers DescribeAcls from a principal without Describe on the cluster with an empty list, not a
+        refusal, so "no ACLs" and "not allowed to see them" look the same without asking this first.
+        """
+        try:
+            result = self.client.describe_cluster(
+                include_authorized_operations=True, request_timeout=self.timeout_s
+            ).result(timeout=self.timeout_s)
+            operations = getattr(result, "authorized_operations", None)
+            if operations is not None:
+                return frozenset(op.name for op in operations)
+            # confluent-kafka gives None for "none at all" as for "not said": a topic's answer tells them apart.
+            visible = sorted(self.client.list_topics(timeout=self.timeout_s).topics)[:1]
+            if not visible:
+                return None
+            topic = self.client.describe_topics(
+                TopicCollection(visible), include_authorized_operations=True, request_timeout=self.timeout_s
+            )[visible[0]].result(timeout=self.timeout_s)
+        except (KafkaException, FutureTimeout):
+            return None
+        return None if getattr(topic, "authorized_operations", None) is None else frozenset()
 
     def describe_topic_acls(self) -> list[TopicAcl]:
         """Every ACL binding on a topic resource, of any pattern type; SecurityDisabledError without an authorizer."""

@@ -87,6 +87,38 @@ def _acls_of(admin: AdminClient, principal: str) -> int:
     return len(admin.describe_acls(match_all, request_timeout=30).result(timeout=30))
 
 
+def grant(principal: Principal, grants: Iterable[Grant]) -> None:
+    """More ACLs for ``principal``; returns once the broker answers with them."""
+    admin = AdminClient(principal.kafka.client_config())
+    before = _acls_of(admin, principal.name)
+    bindings = _bindings(principal.name, grants)
+    for future in admin.create_acls(bindings, request_timeout=30).values():
+        future.result(timeout=30)
+    poll_until(lambda: _acls_of(admin, principal.name) >= before + len(bindings), 30, f"new ACLs of {principal.name}")
+
+
+def revoke(kafka: KafkaCluster, principal: str) -> None:
+    """Every ACL of ``principal`` (e.g. one a test made for an ACL sync to copy)."""
+    admin = AdminClient(kafka.client_config())
+    gone = AclBindingFilter(
+        ResourceType.ANY, None, ResourcePatternType.ANY, principal, None, AclOperation.ANY, AclPermissionType.ANY
+    )
+    for future in admin.delete_acls([gone], request_timeout=30).values():
+        future.result(timeout=30)
+
+
+def topic_bindings(kafka: KafkaCluster, topic: str) -> set[tuple[str, str]]:
+    """(principal, operation) of every ACL on ``topic`` (literal)."""
+    admin = AdminClient(kafka.client_config())
+    found = admin.describe_acls(
+        AclBindingFilter(
+            ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, None, None, AclOperation.ANY, AclPermissionType.ANY
+        ),
+        request_timeout=30,
+    ).result(timeout=30)
+    return {(b.principal, b.operation.name) for b in found}
+
+
 @contextmanager
 def principal_with(kafka: KafkaCluster, grants: Iterable[Grant]) -> Iterator[Principal]:
     """A new user holding exactly ``grants`` (ALLOW, literal names; ``*`` is Kafka's wildcard), removed with its
@@ -108,17 +140,7 @@ def principal_with(kafka: KafkaCluster, grants: Iterable[Grant]) -> Iterator[Pri
         poll_until(lambda: login.list_topics(timeout=5) is not None, 30, f"{principal.name} logging in")
         yield principal
     finally:
-        gone = AclBindingFilter(
-            ResourceType.ANY,
-            None,
-            ResourcePatternType.ANY,
-            principal.name,
-            None,
-            AclOperation.ANY,
-            AclPermissionType.ANY,
-        )
-        for future in admin.delete_acls([gone], request_timeout=30).values():
-            future.result(timeout=30)
+        revoke(kafka, principal.name)
         deletion = UserScramCredentialDeletion(user, ScramMechanism.SCRAM_SHA_512)
         for future in admin.alter_user_scram_credentials([deletion], request_timeout=30).values():
             future.result(timeout=30)

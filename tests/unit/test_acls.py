@@ -92,8 +92,14 @@ def flow_config(extra: str = "", source: str = "src") -> FlowConfig:
 
 
 class SourceAdmin:
-    def __init__(self, acls: list[TopicAcl] | None) -> None:
+    principal = "User:mm2"
+
+    def __init__(self, acls: list[TopicAcl] | None, operations: frozenset[str] | None = None) -> None:
         self.acls, self.calls = acls, 0
+        self.operations = operations  # the cluster's authorized operations for this principal (None: not said)
+
+    def cluster_operations(self) -> frozenset[str] | None:
+        return self.operations
 
     def describe_topic_acls(self) -> list[TopicAcl]:
         self.calls += 1
@@ -167,3 +173,13 @@ def test_an_unreachable_target_is_an_error_like_any_admin_call() -> None:
 
     with pytest.raises(KafkaOperationError):
         sync_topic_acls(flow_config(), SourceAdmin([acl("orders")]), Unreachable())  # type: ignore[arg-type]
+
+
+def test_a_principal_the_source_does_not_let_describe_acls_is_refused_not_answered_with_no_acls() -> None:
+    """Kafka answers DescribeAcls without Describe on the cluster with an empty list: the brokers' authorized
+    operations (KIP-430) tell that from "no ACLs", so the flow says ACL sync is skipped instead of syncing none."""
+    source = SourceAdmin([], operations=frozenset({"IDEMPOTENT_WRITE"}))
+    with pytest.raises(KafkaOperationError) as raised:
+        sync_topic_acls(flow_config(), source, TargetAdmin())  # type: ignore[arg-type]
+    assert raised.value.refused and raised.value.principal == "User:mm2" and source.calls == 0
+    assert sync_topic_acls(flow_config(), SourceAdmin([], frozenset({"DESCRIBE"})), TargetAdmin()) == 0  # type: ignore[arg-type]
