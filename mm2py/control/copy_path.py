@@ -29,6 +29,16 @@ def record_only_reasons(flow: FlowConfig) -> list[tuple[str, str]]:
         reasons.append(
             (f"{flow.target}.producer.compression.type", f"compression.type={codec} re-compresses every record")
         )
+    # The batch path writes as an idempotent producer only: its sequence numbers are what keep a batch it sends
+    # again (after a timeout, a leader change) from being written twice. The record path honours the key.
+    idempotence = dict(flow.target_producer.java).get("enable.idempotence")
+    if idempotence is not None and idempotence.strip().lower() == "false":
+        reasons.append(
+            (
+                f"{flow.target}.producer.enable.idempotence",
+                "enable.idempotence=false asks for a producer without sequence numbers, which the batch path never is",
+            )
+        )
     for alias, settings in (
         (flow.source, flow.source_consumer.settings()),
         (flow.target, flow.target_producer.settings()),

@@ -42,6 +42,9 @@ def test_exactly_once_forwards_batches_inside_transactions() -> None:
         # Key stores reach both clients as PEM now; a TLS curve list is something the batch path's client cannot set.
         ("a.consumer.ssl.curves.list = P-256\na.consumer.security.protocol = SSL\n", "cannot connect to a"),
         ("mm2py.copy.mode = record\n", "mm2py.copy.mode=record"),
+        # The batch path is an idempotent producer only; the record path honours the key.
+        ("b.producer.enable.idempotence = false\n", "enable.idempotence=false"),
+        ("b.producer.enable.idempotence = FALSE\n", "enable.idempotence=false"),
     ],
 )
 def test_auto_takes_the_record_path_when_the_flow_needs_per_record_work(extra: str, reason: str) -> None:
@@ -57,6 +60,7 @@ def test_batch_on_a_flow_that_needs_per_record_work_is_a_config_error_naming_the
     assert caught.value.key == "mm2py.copy.mode"
     assert "provenance" in str(caught.value)
     assert choose_copy_path(flow("mm2py.copy.mode = batch\n")).describe() == "batch"
+    assert choose_copy_path(flow("b.producer.enable.idempotence = true\n")).describe() == "batch"
 
 
 def ranges(sizes: dict[int, int]) -> list[PartitionRange]:
