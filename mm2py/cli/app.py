@@ -96,8 +96,10 @@ def plan_command(
     flows: FlowsOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the plan as JSON")] = False,
 ) -> None:
-    """Connect to the clusters and show what `run` would replicate, and what it must create or grow."""
+    """Connect to the clusters and show what `run` would replicate, what it must create or grow, and which
+    features the clusters' ACLs let it run."""
     from mm2py.control.plan import AdminPool
+    from mm2py.control.rights import plan_rights
     from mm2py.control.topics import with_configs_not_synced
 
     loaded = _load(file, flows)
@@ -105,10 +107,8 @@ def plan_command(
     warn_if_spark_unprotected(first.spark_master, dict(first.spark_conf))  # what `run` would ship its tasks by
     pool = AdminPool()
     plan = with_configs_not_synced(list(loaded.flows), build_plan(list(loaded.flows), pool), pool)
-    if as_json:
-        render.print_json(plan.to_json())
-    else:
-        render.print_plan(plan)
+    rights = plan_rights(list(loaded.flows), plan, pool)
+    render.print_plan_json(plan, rights) if as_json else render.print_plan(plan, rights)
 
 
 @app.command("run")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rich.console import Console
@@ -13,6 +13,7 @@ from rich.table import Table
 from mm2py.config.problems import Problem
 from mm2py.control.checkpoints import GroupOffset
 from mm2py.control.plan import ReplicationPlan
+from mm2py.control.rights import FeatureRight
 from mm2py.secrets import Redactor
 
 out = Console(highlight=False, soft_wrap=True)
@@ -63,7 +64,7 @@ def print_warnings(problems: Sequence[Problem]) -> None:
     print_problems(problems, err)
 
 
-def print_plan(plan: ReplicationPlan) -> None:
+def print_plan(plan: ReplicationPlan, rights: Mapping[str, Sequence[FeatureRight]] | None = None) -> None:
     for flow in plan.flows:
         title = f"{flow.name}  path={flow.copy_path.describe()}"
         table = Table(title=title, title_justify="left", show_lines=False)
@@ -83,12 +84,27 @@ def print_plan(plan: ReplicationPlan) -> None:
         if not flow.topics:
             table.add_row("(no topic selected)", "", "", "", "")
         out.print(table)
+        print_rights(flow.name, (rights or {}).get(flow.name, ()))
     for merge in plan.merges:
         out.print(
             ("warning: " if merge.conflict else "note: ") + merge.describe(),
             style="yellow" if merge.conflict else None,
             markup=False,
         )
+
+
+def print_plan_json(plan: ReplicationPlan, rights: Mapping[str, Sequence[FeatureRight]]) -> None:
+    print_json({**plan.to_json(), "rights": {name: [r.to_json() for r in rs] for name, rs in rights.items()}})
+
+
+def print_rights(flow: str, rights: Sequence[FeatureRight]) -> None:
+    """What the flow's principals may run, by the brokers' answers (``mm2py.control.rights``)."""
+    for right in rights:
+        if right.allowed is None:
+            verdict = "not known before it is tried (a topic to create, or a broker that does not say)"
+        else:
+            verdict = "yes" if right.allowed else f"no: lacks {right.missing}"
+        out.print(f"{flow} {right.feature}: {verdict}", markup=False)
 
 
 def print_csv(rows: Sequence[GroupOffset]) -> None:

@@ -240,10 +240,16 @@ def remote_partition_counts(plan: FlowPlan) -> dict[str, int]:
 
 
 def with_configs_not_synced(flows: list[FlowConfig], plan: ReplicationPlan, pool: AdminPool) -> ReplicationPlan:
-    """``plan`` with, per topic, the source-set properties config sync leaves out (:func:`left_out_configs`)."""
+    """``plan`` with, per topic, the source-set properties config sync leaves out (:func:`left_out_configs`);
+    a principal that may not describe the source's configs leaves them unknown (plan's rights say so)."""
     flow_plans = []
     for flow, flow_plan in zip(flows, plan.flows, strict=True):
-        configs = pool.admin(flow.source, flow).describe_topic_configs([t.topic for t in flow_plan.topics])
+        try:
+            configs = pool.admin(flow.source, flow).describe_topic_configs([t.topic for t in flow_plan.topics])
+        except KafkaOperationError as exc:
+            if not exc.refused:
+                raise
+            configs = {}
         topics = tuple(
             replace(t, configs_not_synced=tuple(left_out_configs(flow, configs.get(t.topic, {})).items()))
             for t in flow_plan.topics

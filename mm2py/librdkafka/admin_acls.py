@@ -79,6 +79,25 @@ class TopicAclAdmin:
             return None
         return None if getattr(topic, "authorized_operations", None) is None else frozenset()
 
+    def topic_operations(self, topics: list[str]) -> dict[str, frozenset[str]]:
+        """What this principal may do on each of ``topics`` that exists and that it may see (KIP-430's authorized
+        operations); a topic it may not see, or one that does not exist, is left out."""
+        if not topics:
+            return {}
+        futures = self.client.describe_topics(
+            TopicCollection(topics), include_authorized_operations=True, request_timeout=self.timeout_s
+        )
+        found: dict[str, frozenset[str]] = {}
+        for name, future in futures.items():
+            try:
+                description = future.result(timeout=self.timeout_s)
+            except (KafkaException, FutureTimeout):
+                continue
+            operations = getattr(description, "authorized_operations", None)
+            if operations is not None:  # None: the broker does not say (no KIP-430): left out, as unknown
+                found[name] = frozenset(op.name for op in operations)
+        return found
+
     def describe_topic_acls(self) -> list[TopicAcl]:
         """Every ACL binding on a topic resource, of any pattern type; SecurityDisabledError without an authorizer."""
         operation = "describing topic ACLs"

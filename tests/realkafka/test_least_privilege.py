@@ -205,6 +205,14 @@ def _set(name: str, value: str) -> ConfigEntry:
     return ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
 
 
+def plan_rights(config: Path) -> dict[str, bool | None]:
+    """What ``mm2py plan --json`` says the flow's principals may run (KIP-430's answers)."""
+    planned = mm2py("plan", str(config), "--json")
+    assert planned.returncode == 0, planned.stderr[-2000:]
+    (rights,) = json.loads(planned.stdout)["rights"].values()
+    return {right["feature"]: right["allowed"] for right in rights}
+
+
 def topic_config(kafka: KafkaCluster, topic: str, name: str) -> str | None:
     resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
     admin = AdminClient(kafka.client_config())  # referenced until the future is done
@@ -256,6 +264,15 @@ def test_copy_only_grants_copy_every_record_and_each_feature_set_then_enables_it
         assert lag.returncode == 0, lag.stderr[-2000:]
         assert [row["lag_records"] for row in json.loads(lag.stdout)] == [0] * PARTITIONS, lag.stdout
         assert topic_config(kafka, remote, "retention.ms") != "7200000"
+        assert plan_rights(config) == {
+            "copy": True,
+            "topic config sync": False,
+            "topic ACL sync": False,
+            "offset syncs": None,  # its topic does not exist yet: only creating it tells
+            "dense offset syncs": None,
+            "checkpoints": None,
+            "heartbeats": None,
+        }
         translate = ("translate-offsets", str(config), "--group", group, "--source", src, "--target", tgt, "--json")
         refused = mm2py(*translate)  # reading the group's offsets needs Describe on it: named, not guessed
         error = [line for line in refused.stderr.splitlines() if line.startswith("mm2py: error: ")]
@@ -265,6 +282,7 @@ def test_copy_only_grants_copy_every_record_and_each_feature_set_then_enables_it
         # + config sync: DescribeConfigs on the source topic, AlterConfigs on the remote topic.
         acl.grant(reader, acl.topic(ours, Op.DESCRIBE_CONFIGS))
         acl.grant(writer, acl.topic(remote, Op.ALTER_CONFIGS))
+        assert plan_rights(config)["topic config sync"] is True
         result = mm2py("run", str(config), "--once")
         assert result.returncode == 0 and "topic config sync skipped" not in result.stderr, result.stderr[-4000:]
         assert topic_config(kafka, remote, "retention.ms") == "7200000"
@@ -278,6 +296,7 @@ def test_copy_only_grants_copy_every_record_and_each_feature_set_then_enables_it
         acl.grant(reader, acl.cluster(Op.DESCRIBE))
         acl.grant(writer, acl.cluster(Op.ALTER))
         try:
+            assert plan_rights(config)["topic ACL sync"] is True
             result = mm2py("run", str(config), "--once")
             assert result.returncode == 0 and "topic ACL sync skipped" not in result.stderr, result.stderr[-4000:]
             assert ("User:carol", "READ") in acl.topic_bindings(kafka, remote)
