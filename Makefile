@@ -39,12 +39,19 @@ $(KAFKA_LIBS)/%/.resolved: tests/kafka-libs/%/pom.xml
 
 kafka-libs: $(KAFKA_LIBS_ALL)
 
-install: $(STAMP) $(KAFKA_LIBS_ALL)
+# An MIT Kerberos KDC for the GSSAPI tests (tests/harness/kerberos.py starts one per session in a temp
+# directory): Debian's packages, installed once; the system's own KDC service is never used.
+KRB5_KDC := /usr/sbin/krb5kdc
+$(KRB5_KDC):
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -q krb5-kdc krb5-admin-server \
+		|| (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q krb5-kdc krb5-admin-server)
+
+install: $(STAMP) $(KAFKA_LIBS_ALL) $(KRB5_KDC)
 
 # Lint and type errors fail the build before any test runs (CI runs this target through .ci/run). Two workers;
 # tests/conftest.py hands out the longest units first, by tests/durations.json (docs/testing.md).
 PYTEST_2 := $(BIN)/pytest -n 2 --dist loadfile --no-loadscope-reorder
-test: lint $(KAFKA_LIBS_ALL)
+test: lint $(KAFKA_LIBS_ALL) $(KRB5_KDC)
 	$(PYTEST_2) --durations=15 tests
 
 # The tiers make test runs, each alone (docs/testing.md says how long each takes here).
@@ -54,7 +61,7 @@ unit: $(STAMP)
 integration: $(STAMP)
 	$(PYTEST_2) tests/integration
 
-realkafka: $(STAMP) $(KAFKA_LIBS_ALL)
+realkafka: $(STAMP) $(KAFKA_LIBS_ALL) $(KRB5_KDC)
 	$(PYTEST_2) tests/realkafka
 
 # The whole suite, timed per test (tests/harness/suite_timing.py): prints set-up, waiting and checks per tier and

@@ -88,6 +88,7 @@ def unique_topic(request: pytest.FixtureRequest) -> Callable[..., str]:
 
 # --- Real Apache Kafka (KRaft) from the jars `make install` resolves: tests/real_kafka.py -----------------
 
+from tests.harness.kerberos import KerberosMissing, KerberosRealm  # noqa: E402
 from tests.harness.real_kafka import PINNED_VERSION, KafkaCluster, KafkaJarsMissing, KafkaRuntime  # noqa: E402
 from tests.harness.real_kafka_security import ACL_BROKER_SETTINGS, CLIENT_LISTENERS  # noqa: E402
 from tests.harness.shared_clusters import SHARED  # noqa: E402
@@ -205,6 +206,39 @@ def real_kafka_cluster(kafka_runtime: KafkaRuntime, tmp_path_factory: pytest.Tem
         cluster.stop(timeout=3.0)
 
 
+@pytest.fixture(scope="session")
+def kerberos_realm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KerberosRealm]:
+    """A real MIT KDC (realm EXAMPLE.COM) with principals ``kafka/localhost`` and ``mm2``, started on first ask."""
+    realm = KerberosRealm(tmp_path_factory.mktemp("kerberos"))
+    try:
+        realm.start()
+    except KerberosMissing as exc:
+        realm.stop()
+        pytest.fail(str(exc), pytrace=False)
+    try:
+        yield realm
+    finally:
+        realm.stop()
+
+
+@pytest.fixture(scope="session")
+def real_kafka_kerberos(
+    kafka_runtime: KafkaRuntime, kerberos_realm: KerberosRealm, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[KafkaCluster]:
+    """One real Kafka node whose SASL_PLAINTEXT listener takes GSSAPI only (keytab login against
+    ``kerberos_realm``); PLAINTEXT stays open for the harness's own admin calls. Started only if a test asks."""
+    cluster = KafkaCluster(
+        tmp_path_factory.mktemp("real-kafka-kerberos"),
+        1,
+        runtime=kafka_runtime,
+        listeners=("SASL_PLAINTEXT",),
+        broker_config=kerberos_realm.broker_settings(),
+        jvm_options=kerberos_realm.jvm_options(),
+    )
+    with cluster:
+        yield SHARED.lend("real_kafka_kerberos", cluster)
+
+
 @pytest.fixture
 def compacted_topic(unique_topic: Callable[..., str]) -> Callable[..., str]:
     """Factory: ``compacted_topic(cluster, partitions=1, replication_factor=1, config=None)`` -> topic name.
@@ -226,6 +260,7 @@ _SHARED_CLUSTER_FIXTURES = {
     "real_kafka",
     "real_kafka_acl",
     "real_kafka_cluster",
+    "real_kafka_kerberos",
     "real_kafka_target",
     "real_kafka_versions",
     "bed",

@@ -165,7 +165,13 @@ class KafkaRuntime:
         return LIBS_DIR / "cds" / f"kafka-{key.hexdigest()[:16]}.jsa"
 
     def command(
-        self, main: str, *args: str, log_file: Path, log4j: Path, dump_archive: Path | None = None
+        self,
+        main: str,
+        *args: str,
+        log_file: Path,
+        log4j: Path,
+        dump_archive: Path | None = None,
+        jvm_options: Iterable[str] = (),
     ) -> list[str]:
         """``java ... main args``; with ``dump_archive`` the JVM writes a CDS archive there on exit."""
         cds = (
@@ -177,6 +183,7 @@ class KafkaRuntime:
             str(self.java),
             *JVM_FLAGS,
             *cds,
+            *jvm_options,
             self.log4j_option(log4j),
             f"-Dmm2py.test.log={log_file}",
             "-cp",
@@ -221,12 +228,19 @@ class KafkaNode:
         except OSError as exc:
             return f"<no log: {exc}>"
 
-    def spawn(self, runtime: KafkaRuntime, log4j: Path, dump_archive: Path | None = None) -> None:
+    def spawn(
+        self, runtime: KafkaRuntime, log4j: Path, dump_archive: Path | None = None, jvm_options: Iterable[str] = ()
+    ) -> None:
         if self.running:
             raise RuntimeError(f"kafka node {self.node_id} is already running")
         self._dump = dump_archive
         cmd = runtime.command(
-            "kafka.Kafka", str(self.config_path), log_file=self.log_path, log4j=log4j, dump_archive=dump_archive
+            "kafka.Kafka",
+            str(self.config_path),
+            log_file=self.log_path,
+            log4j=log4j,
+            dump_archive=dump_archive,
+            jvm_options=jvm_options,
         )
         with (self.work_dir / "stdout.log").open("ab") as out:
             # Own session: Ctrl-C reaches pytest only, and the fixtures stop the brokers.
@@ -288,7 +302,8 @@ class KafkaCluster:
     """N KRaft nodes, each broker and controller, on loopback; context manager, always stopped on exit.
 
     ``listeners`` names client listeners besides PLAINTEXT (``"SASL_PLAINTEXT"``, ``"SSL"``, ``"SASL_SSL"``);
-    ``broker_config`` overrides any generated setting.
+    ``broker_config`` overrides any generated setting; ``jvm_options`` are added to each node's java command line
+    (system properties such as ``-Djava.security.krb5.conf`` that no server.properties key can set).
     """
 
     def __init__(
@@ -299,6 +314,7 @@ class KafkaCluster:
         runtime: KafkaRuntime | None = None,
         listeners: Iterable[str] = (),
         broker_config: Mapping[str, str] | None = None,
+        jvm_options: Iterable[str] = (),
     ) -> None:
         if size < 1:
             raise ValueError(f"a cluster needs at least one node, not {size}")
@@ -310,6 +326,7 @@ class KafkaCluster:
         if unknown:
             raise ValueError(f"unknown listeners {sorted(unknown)}; known: PLAINTEXT, {', '.join(CLIENT_LISTENERS)}")
         self.broker_config = dict(broker_config or {})
+        self.jvm_options = tuple(jvm_options)
         self.security = Security(work_dir / "security", self.runtime.java)
         self.cluster_id = _cluster_id()
         self.nodes = [self._new_node(node_id) for node_id in range(1, size + 1)]
@@ -350,7 +367,7 @@ class KafkaCluster:
             self._prepare()
             try:
                 for node in self.nodes:
-                    node.spawn(self.runtime, self.log4j, self._take_dump_slot())
+                    node.spawn(self.runtime, self.log4j, self._take_dump_slot(), self.jvm_options)
                 self.await_brokers([n.node_id for n in self.nodes], started + timeout)
                 break
             except (RuntimeError, TimeoutError):
@@ -401,7 +418,7 @@ class KafkaCluster:
     def restart_node(self, node_id: int, timeout: float = START_TIMEOUT) -> None:
         """Start a stopped or killed node on its old ports and data; return once it is an unfenced broker."""
         node = self.node(node_id)
-        node.spawn(self.runtime, self.log4j)
+        node.spawn(self.runtime, self.log4j, jvm_options=self.jvm_options)
         self.await_brokers([node_id], time.monotonic() + timeout)
 
     def await_brokers(self, node_ids: list[int], deadline: float) -> None:
