@@ -30,13 +30,21 @@ Rules worth knowing:
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from mm2py.librdkafka.jaas import JAAS_FORMAT, MODULE_MECHANISMS, JaasSyntaxError, parse_jaas, translate_login_module
+from mm2py.librdkafka.jaas import (
+    JAAS_FORMAT,
+    MODULE_MECHANISMS,
+    NO_GSSAPI_INSTEAD,
+    JaasSyntaxError,
+    no_gssapi_reason,
+    parse_jaas,
+    translate_login_module,
+)
+from mm2py.librdkafka.jaas import gssapi_available as _gssapi_available  # one name, so tests can replace it
 from mm2py.librdkafka.key_tables import (
     ASSIGNORS,
     BUILTIN_CLASSES,
@@ -107,20 +115,6 @@ def translate_client_config(java: Mapping[str, str], kind: ClientKind) -> tuple[
 def masked(settings: Mapping[str, str]) -> dict[str, str]:
     """A copy of ``settings`` with secret values masked, for log lines."""
     return {key: mask_value(key, value) for key, value in settings.items()}
-
-
-@functools.cache
-def _gssapi_available() -> bool:
-    """Whether the installed librdkafka was built with Kerberos (the PyPI wheels are not)."""
-    try:
-        import confluent_kafka
-
-        confluent_kafka.Producer({"builtin.features": "sasl_gssapi", "log_level": 0})
-    except ImportError:  # cannot tell; the client itself will say so
-        return True
-    except Exception:
-        return False
-    return True
 
 
 def _store_type(declared: str, location: str) -> str:
@@ -287,8 +281,7 @@ class _Translation:
             self.error("sasl.jaas.config", f"not set, so a {mechanism} client has no credentials", JAAS_FORMAT)
         else:
             if mechanism == "GSSAPI" and not _gssapi_available():
-                reason = "GSSAPI (Kerberos; Java's default when unset), which this librdkafka build does not support"
-                self.error(mechanism_key, reason, ", ".join(MECHANISMS[1:]))
+                self.error(mechanism_key, no_gssapi_reason(), NO_GSSAPI_INSTEAD)
             if module:
                 translate_login_module(self, module, options)
 

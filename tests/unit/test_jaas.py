@@ -176,6 +176,17 @@ def test_kerberos_without_librdkafka_support_is_an_error(monkeypatch: pytest.Mon
     assert "Kerberos" in issue.reason
 
 
+def test_kerberos_refusal_names_the_librdkafka_build_both_paths_and_what_works_instead(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(settings, "_gssapi_available", lambda: False)
+    jaas = f'{KRB5} required useKeyTab=true storeKey=true keyTab="/k.keytab" principal="mm2@EX.COM";'
+    issue = only_issue(translate(sasl("GSSAPI", jaas, **{"sasl.kerberos.service.name": "kafka"}))[1])
+    assert f"librdkafka {confluent_kafka.libversion()[0]} was built without it (no cyrus-sasl)" in issue.reason
+    assert "either copy path" in issue.reason
+    assert issue.allowed is not None and "SCRAM-SHA-512" in issue.allowed and "librdkafka with GSSAPI" in issue.allowed
+
+
 def test_the_pypi_librdkafka_really_lacks_gssapi_as_the_check_reports() -> None:
     try:
         confluent_kafka.Producer({"builtin.features": "sasl_gssapi", "log_level": 0})
