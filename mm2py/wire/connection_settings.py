@@ -217,7 +217,7 @@ def _sasl(settings: Mapping[str, str], refuse: Any) -> dict[str, Any]:
         raise refuse(
             key,
             f"SASL mechanism {mechanism} is not supported by the batch copy path "
-            "(GSSAPI needs Kerberos libraries it does not ship)",
+            "(for GSSAPI, mm2py does not hand a Kerberos login to its client)",
             ", ".join(_MECHANISMS),
         )
     if mechanism != "OAUTHBEARER":
