@@ -176,6 +176,9 @@ def build_flow_config(mm: MirrorMakerConfig, flow: Flow, sink: ProblemSink | Non
     clients: dict[str, Any] = {}
     for attr, side, kind, role in _CLIENTS:
         clients[attr] = _client(mm, flow, role, kind, client_props(connector, side, kind), sink)
+    for attr, side in (("source_admin", "source"), ("target_admin", "target")):
+        alias = flow.source if side == "source" else flow.target
+        _driver_cannot_log_in(mm, alias, client_props(connector, side, "admin"), clients[attr], sink)
     clients["target_producer"] = _client(
         mm, flow, "replication-producer", "producer", worker_producer_props(worker, connector), sink
     )
@@ -246,3 +249,23 @@ def _client(
             )
         )
     return ClientConfig(role, kind, tuple(java.items()), tuple(settings.items()))
+
+
+def _driver_cannot_log_in(
+    mm: MirrorMakerConfig, alias: str, props: Props, admin: ClientConfig, sink: ProblemSink
+) -> None:
+    """Refuse a cluster the driver cannot reach: AWS_MSK_IAM, which only the batch path's wire client speaks.
+
+    Planning, topic creation, progress and the lease all go through librdkafka clients on the driver, so a flow
+    whose source or target needs AWS_MSK_IAM could copy but never plan; refusing here beats a half-working run.
+    """
+    if admin.settings().get("sasl.mechanism") != "AWS_MSK_IAM":
+        return
+    key = "sasl.mechanisms" if "sasl.mechanisms" in props else "sasl.mechanism"
+    raw_key = props[key].raw_key if key in props else None
+    reason = (
+        f"cluster {alias} logs in with AWS_MSK_IAM, which mm2py's batch path can copy with but its driver cannot: "
+        "the driver's admin, progress and lease clients are librdkafka's, which has no AWS_MSK_IAM login"
+    )
+    allowed = "for an MSK cluster, its SASL/SCRAM or mTLS listener (both copy paths)"
+    sink.add(Problem("error", mm.source, mm.line_of(raw_key), raw_key or key, "AWS_MSK_IAM", reason, allowed))

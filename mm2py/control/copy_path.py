@@ -55,14 +55,38 @@ def record_only_reasons(flow: FlowConfig) -> list[tuple[str, str]]:
     return reasons
 
 
+def batch_only_cluster(flow: FlowConfig) -> str | None:
+    """The cluster of ``flow`` that logs in with AWS_MSK_IAM, which the record path's librdkafka cannot."""
+    for alias, client in ((flow.source, flow.source_consumer), (flow.target, flow.target_producer)):
+        if client.settings().get("sasl.mechanism") == "AWS_MSK_IAM":
+            return alias
+    return None
+
+
 def choose_copy_path(flow: FlowConfig) -> CopyPath:
-    """The path ``run`` takes for ``flow``; raises ConfigError for ``batch`` on a flow that cannot use it."""
-    if flow.copy_mode == "record":
+    """The path ``run`` takes for ``flow``; raises ConfigError for ``batch`` on a flow that cannot use it.
+
+    A flow with an AWS_MSK_IAM cluster has the batch path or none: whatever would send it to the record path
+    (the mode, or a setting that needs per-record work) is refused, naming that key.
+    """
+    iam = batch_only_cluster(flow)
+    if flow.copy_mode == "record" and iam is None:
         return CopyPath("record", "mm2py.copy.mode=record")
-    reasons = record_only_reasons(flow)
+    asked = flow.copy_mode == "record"  # with AWS_MSK_IAM, an asked-for record path is refused below
+    reasons = [("mm2py.copy.mode", "mm2py.copy.mode=record asks for the record path")] if asked else []
+    reasons += record_only_reasons(flow)
     if not reasons:
         return CopyPath("batch")
     key, reason = reasons[0]
+    if iam is not None:
+        raise ConfigError(
+            f"{flow.name}: {iam} logs in with AWS_MSK_IAM, which the record path (librdkafka) cannot, "
+            f"but {reason} ({key})",
+            source=flow.source_file,
+            key=key,
+            value="record" if key == "mm2py.copy.mode" else None,
+            allowed="settings the batch path can copy with: mm2py.copy.mode=auto or batch",
+        )
     if flow.copy_mode == "batch":
         raise ConfigError(
             f"{flow.name}: mm2py.copy.mode=batch, but {reason} ({key})",

@@ -18,6 +18,9 @@ from typing import Protocol
 PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
 SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
 OAUTH_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
+IAM_MODULE = "software.amazon.msk.auth.iam.IAMLoginModule"  # aws-msk-iam-auth, for AWS_MSK_IAM
+# mm2py's own setting for IAMLoginModule's awsProfileName: read by the batch path, never given to librdkafka.
+AWS_PROFILE_SETTING = "sasl.aws.msk.iam.profile"
 KRB5_MODULES = (
     "com.sun.security.auth.module.Krb5LoginModule",
     "com.ibm.security.auth.module.Krb5LoginModule",
@@ -26,6 +29,7 @@ MODULE_MECHANISMS = {
     PLAIN_MODULE: ("PLAIN",),
     SCRAM_MODULE: ("SCRAM-SHA-256", "SCRAM-SHA-512"),
     OAUTH_MODULE: ("OAUTHBEARER",),
+    IAM_MODULE: ("AWS_MSK_IAM",),
     **dict.fromkeys(KRB5_MODULES, ("GSSAPI",)),
 }
 JAAS_FORMAT = '<LoginModule class> required key="value" key2="value2";'
@@ -126,6 +130,8 @@ def translate_login_module(sink: SettingsSink, module: str, options: dict[str, s
         _oauthbearer(sink, options)
     elif module in KRB5_MODULES:
         _kerberos(sink, options)
+    elif module == IAM_MODULE:
+        _aws_msk_iam(sink, options)
     elif options.get("tokenauth", "").lower() == "true":
         reason = "asks for delegation-token login (tokenauth=true), which librdkafka does not support"
         sink.error("sasl.jaas.config", reason)
@@ -134,6 +140,26 @@ def translate_login_module(sink: SettingsSink, module: str, options: dict[str, s
         sink.put("sasl.password", options["password"], "sasl.jaas.config")
     else:
         sink.error("sasl.jaas.config", "needs both a username and a password option", JAAS_FORMAT)
+
+
+def _aws_msk_iam(sink: SettingsSink, options: dict[str, str]) -> None:
+    """aws-msk-iam-auth's options as what kafka-python's AWS_MSK_IAM login can take: at most a profile name.
+
+    That login signs with what botocore's default credential chain finds (environment, shared files, container
+    or instance role); a profile picks an entry of the shared files. It cannot assume a role itself, but
+    botocore assumes the role of a profile that names one, so a role ARN is refused with that way out.
+    """
+    if options.get("awsRoleArn"):
+        sink.error(
+            "sasl.jaas.config",
+            "sets awsRoleArn, but the batch path's AWS_MSK_IAM login (kafka-python) cannot assume a role",
+            "awsProfileName naming an AWS profile with role_arn and source_profile (botocore assumes that role)",
+        )
+        return
+    if options.get("awsProfileName"):
+        sink.put(AWS_PROFILE_SETTING, options["awsProfileName"], "sasl.jaas.config")
+    for option in sorted(set(options) - {"awsProfileName"}):
+        sink.warn("sasl.jaas.config", f"sets {option}, which kafka-python's AWS_MSK_IAM login lacks; dropped")
 
 
 def _kerberos(sink: SettingsSink, options: dict[str, str]) -> None:

@@ -120,6 +120,7 @@ BUILTIN_CLASSES = {
     "sasl.client.callback.handler.class": (
         "org.apache.kafka.common.security.authenticator.SaslClientCallbackHandler",
         "org.apache.kafka.common.security.oauthbearer.internals.OAuthBearerSaslClientCallbackHandler",
+        "software.amazon.msk.auth.iam.IAMClientCallbackHandler",  # AWS_MSK_IAM: the batch path signs itself
     ),
     "sasl.login.class": (
         "org.apache.kafka.common.security.authenticator.DefaultLogin",
@@ -139,4 +140,5 @@ COMPRESSION_LEVELS = {
     "compression.zstd.level": "zstd",
 }
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-MECHANISMS = ("GSSAPI", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+# AWS_MSK_IAM is not librdkafka's: only the batch path's wire client logs in with it (mm2py.wire.msk_iam).
+MECHANISMS = ("GSSAPI", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "AWS_MSK_IAM")

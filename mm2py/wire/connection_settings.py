@@ -12,12 +12,14 @@ The result is plain data (names the wire library takes), plus an ``ssl.SSLContex
 CA directories, inline CA PEM, inline client certificates and keys (what mm2py makes of Java key stores),
 cipher lists, CRLs and ``ssl.endpoint.identification.algorithm`` mean what
 they mean to librdkafka. OAUTHBEARER tokens come from a :class:`TokenSource` (OIDC client credentials, or
-the unsecured development tokens librdkafka can make); the SASL exchange itself is the library's.
+the unsecured development tokens librdkafka can make); AWS_MSK_IAM is signed by the library's own mechanism
+with botocore's credentials (:mod:`mm2py.wire.msk_iam`); the SASL exchange itself is the library's.
 """
 
 from __future__ import annotations
 
 import base64
+import importlib.util
 import json
 import os
 import secrets
@@ -35,8 +37,11 @@ from typing import Any
 from mm2py.errors import ConfigError
 from mm2py.secrets import mask_value
 
+# IAMLoginModule's awsProfileName, under the name mm2py.librdkafka.jaas.AWS_PROFILE_SETTING gives it (this
+# package does not import the librdkafka one).
+AWS_PROFILE_SETTING = "sasl.aws.msk.iam.profile"
 _PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "AWS_MSK_IAM")
 # Security keys this module reads; any other ssl./sasl. key is refused (it would change how we connect).
 _HANDLED = frozenset(
     {
@@ -55,6 +60,7 @@ _HANDLED = frozenset(
         "sasl.oauthbearer.extensions",
         "sasl.oauthbearer.config",
         "enable.sasl.oauthbearer.unsecure.jwt",
+        AWS_PROFILE_SETTING,
         "ssl.ca.location",
         "ssl.ca.pem",
         "ssl.certificate.location",
@@ -152,6 +158,13 @@ class UnsecuredTokenSource(TokenSource):
         return dict(self.extra)
 
 
+@dataclass(frozen=True)
+class AwsMskIamLogin:
+    """Whose AWS credentials sign an AWS_MSK_IAM login: botocore's default chain, or one ``profile`` of it."""
+
+    profile: str | None = None
+
+
 def wire_config(alias: str, settings: Mapping[str, str], source: str | None = None) -> dict[str, Any]:
     """Connection settings (the wire library's names) for a cluster configured by librdkafka ``settings``.
 
@@ -220,6 +233,8 @@ def _sasl(settings: Mapping[str, str], refuse: Any) -> dict[str, Any]:
             "(for GSSAPI, mm2py does not hand a Kerberos login to its client)",
             ", ".join(_MECHANISMS),
         )
+    if mechanism == "AWS_MSK_IAM":
+        return _aws_msk_iam(settings, refuse)
     if mechanism != "OAUTHBEARER":
         if "sasl.username" not in settings or "sasl.password" not in settings:
             raise refuse("sasl.username", f"{mechanism} needs sasl.username and sasl.password")
@@ -259,6 +274,17 @@ def _sasl(settings: Mapping[str, str], refuse: Any) -> dict[str, Any]:
             "OAUTHBEARER needs sasl.oauthbearer.method=oidc or enable.sasl.oauthbearer.unsecure.jwt=true",
         )
     return {"sasl_mechanism": "OAUTHBEARER", "sasl_oauth_token_source": source}
+
+
+def _aws_msk_iam(settings: Mapping[str, str], refuse: Any) -> dict[str, Any]:
+    if str(settings.get("security.protocol", "")).upper() != "SASL_SSL":
+        raise refuse("security.protocol", "AWS_MSK_IAM logs in over TLS only", "SASL_SSL")
+    if importlib.util.find_spec("botocore") is None:
+        raise refuse(
+            "sasl.mechanism", "AWS_MSK_IAM signs with botocore, which is not installed", "pip install mm2py[aws]"
+        )
+    profile = str(settings.get(AWS_PROFILE_SETTING) or "") or None
+    return {"sasl_mechanism": "AWS_MSK_IAM", "sasl_aws_msk_iam_login": AwsMskIamLogin(profile)}
 
 
 def _unsecured(config: str, refuse: Any) -> UnsecuredTokenSource:

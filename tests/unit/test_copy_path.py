@@ -7,6 +7,7 @@ import pytest
 from mm2py.config import MirrorMakerConfig
 from mm2py.config.flow import FlowConfig, build_flow_config
 from mm2py.config.mirror_maker import Flow
+from mm2py.config.problems import ProblemSink
 from mm2py.config.properties import parse_properties
 from mm2py.control.copy_path import choose_copy_path
 from mm2py.engine.spark import group_ranges
@@ -83,3 +84,40 @@ def test_groups_balance_records_and_keep_a_partitions_ranges_together() -> None:
     assert len(holders) == 1
     assert [r.start for r in groups[holders[0]] if r.partition == 1] == [0, 10]
     assert len(group_ranges(ranges({0: 5}), 8)) == 1  # never more tasks than partitions
+
+
+MSK_SOURCE = (
+    "a.security.protocol = SASL_SSL\na.sasl.mechanism = AWS_MSK_IAM\n"
+    "a.sasl.jaas.config = software.amazon.msk.auth.iam.IAMLoginModule required;\n"
+    "a.sasl.client.callback.handler.class = software.amazon.msk.auth.iam.IAMClientCallbackHandler\n"
+)
+
+
+def msk_flow(extra: str = "") -> FlowConfig:
+    """A flow from an AWS_MSK_IAM source; its driver refusal is collected (tests/unit/test_msk_iam_login.py)."""
+    text = (
+        "clusters = a, b\na.bootstrap.servers = localhost:1\nb.bootstrap.servers = localhost:2\n"
+        "a->b.enabled = true\n" + MSK_SOURCE + extra
+    )
+    mm = MirrorMakerConfig(parse_properties(text, "mm2.properties"), {})
+    return build_flow_config(mm, Flow("a", "b"), ProblemSink(collect=True))
+
+
+def test_an_aws_msk_iam_cluster_takes_the_batch_path() -> None:
+    assert choose_copy_path(msk_flow()).describe() == "batch"
+
+
+@pytest.mark.parametrize(
+    ("extra", "key"),
+    [
+        ("mm2py.copy.mode = record\n", "mm2py.copy.mode"),
+        ("mm2py.provenance.header.enabled = true\n", "mm2py.provenance.header.enabled"),
+    ],
+)
+def test_what_would_send_an_aws_msk_iam_flow_to_the_record_path_is_refused_naming_it(extra: str, key: str) -> None:
+    with pytest.raises(ConfigError) as refused:
+        choose_copy_path(msk_flow(extra))
+    message = str(refused.value)
+    assert (refused.value.key, refused.value.exit_code) == (key, 2)
+    assert "a logs in with AWS_MSK_IAM, which the record path (librdkafka) cannot" in message
+    assert "\n" not in message

@@ -217,10 +217,10 @@ def test_unparsable_jaas_is_an_error_that_never_echoes_it(jaas: str, fragment: s
 
 
 def test_unknown_login_module_is_an_error() -> None:
-    jaas = "software.amazon.msk.auth.iam.IAMLoginModule required;"
+    jaas = "com.example.kafka.CustomLoginModule required;"
     issue = only_issue(translate(sasl("PLAIN", jaas))[1])
     assert (issue.key, issue.severity, issue.value) == ("sasl.jaas.config", "error", MASK)
-    assert "IAMLoginModule" in issue.reason
+    assert "CustomLoginModule" in issue.reason
 
 
 def test_scram_delegation_tokens_and_missing_passwords_are_errors() -> None:
