@@ -58,6 +58,8 @@ from mm2py.wire.errors import (
     broker_error,
     disconnected,
 )
+from mm2py.wire.login_refusal import watching_login_refusals
+from mm2py.wire.msk_iam import use_aws_msk_iam
 from mm2py.wire.produce_request import ForwardingProduceRequest
 
 log = logging.getLogger(__name__)
@@ -133,6 +135,9 @@ class KafkaConnection:
         source = config.pop("sasl_oauth_token_source", None)
         if source is not None:
             config["sasl_oauth_token_provider"] = _TokenProvider(source)
+        if "sasl_aws_msk_iam_login" in config:
+            use_aws_msk_iam(config)
+        self._mechanism = str(config.get("sasl_mechanism") or "SASL")
         config.setdefault("request_timeout_ms", 30_000)
         self.request_timeout_s = int(config["request_timeout_ms"]) / 1000
         self._client = KafkaNetClient(
@@ -147,10 +152,15 @@ class KafkaConnection:
     def bootstrap(self, timeout_s: float) -> None:
         """Connect to a bootstrap broker and learn the brokers from a first Metadata answer."""
         deadline = time.monotonic() + timeout_s
-        try:
-            self._client.check_version(timeout_ms=int(timeout_s * 1000))
-        except kafka_errors.KafkaError as exc:
-            raise ReplicationError(f"no broker of {self.alias} answers: {type(exc).__name__}: {exc}") from None
+        with watching_login_refusals() as refusals:
+            try:
+                self._client.check_version(timeout_ms=int(timeout_s * 1000))
+            except kafka_errors.KafkaError as exc:
+                if refusals.cause is not None:
+                    raise ReplicationError(
+                        f"{self.alias} refused the {self._mechanism} login: {refusals.cause}"
+                    ) from None
+                raise ReplicationError(f"no broker of {self.alias} answers: {type(exc).__name__}: {exc}") from None
         node = self._client.least_loaded_node(bootstrap_fallback=True)
         pending = self.metadata(node, ())
         while not pending.done and time.monotonic() < deadline:

@@ -1,0 +1,41 @@
+"""AWS_MSK_IAM on the batch path: kafka-python's own mechanism, with the AWS profile a cluster names.
+
+Why a module: kafka-python signs the MSK login itself (SigV4 over ``kafka-cluster:Connect``, botocore's
+credentials), but always with botocore's default session, and it keeps only the connection settings it knows,
+so IAMLoginModule's ``awsProfileName`` has no way in. The one setting it hands on unchanged, whatever the
+mechanism, is the OAUTHBEARER provider slot: the connection puts the cluster's :class:`AwsMskIamLogin` there,
+and the mechanism registered here reads it back. The signing itself is the library's, untouched.
+
+Runs on executors, inside the wire client's connections; imports botocore only when a connection logs in.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from kafka.net.sasl import register_sasl_mechanism  # type: ignore[import-untyped]
+from kafka.net.sasl.msk import SaslMechanismAwsMskIam  # type: ignore[import-untyped]
+
+from mm2py.wire.connection_settings import AwsMskIamLogin
+
+MECHANISM = "AWS_MSK_IAM"
+
+
+class _ProfileAwsMskIam(SaslMechanismAwsMskIam):  # type: ignore[misc]
+    """kafka-python's AWS_MSK_IAM login, with a botocore session for the cluster's profile when it names one."""
+
+    def __init__(self, **config: Any) -> None:
+        super().__init__(**config)
+        login = config.get("sasl_oauth_token_provider")
+        if isinstance(login, AwsMskIamLogin) and login.profile:
+            from botocore.session import Session  # type: ignore[import-untyped]
+
+            self._boto_session_cls = functools.partial(Session, profile=login.profile)
+
+
+def use_aws_msk_iam(config: dict[str, Any]) -> None:
+    """Make ``config`` (the wire library's settings) carry its AWS login to the mechanism, and register it."""
+    login = config.pop("sasl_aws_msk_iam_login")
+    config["sasl_oauth_token_provider"] = login
+    register_sasl_mechanism(MECHANISM, _ProfileAwsMskIam, overwrite=True)
