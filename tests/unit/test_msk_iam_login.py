@@ -206,3 +206,21 @@ def test_without_botocore_the_batch_path_refuses_naming_the_extra(
     with pytest.raises(ConfigError) as refused:
         wire_config(flow.source, flow.source_consumer.settings())
     assert "mm2py[aws]" in str(refused.value) and "botocore" in str(refused.value)
+
+
+def test_a_session_token_is_signed_and_sent_as_aws_signer_expects(
+    aws_environment: Path, certificates: Certificates, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    token = "IQoJb3JpZ2luX2VjEmm2pyTestSessionToken/+=="  # characters that need URI-encoding in the query
+    monkeypatch.setenv("AWS_SESSION_TOKEN", token)
+    broker = broker_judging_with(certificates, Credentials(ENV_KEYS.access_key, ENV_KEYS.secret_key, token))
+    try:
+        connection = batch_path_connection(msk_properties(aws_environment, broker.port, certificates))
+        try:
+            connection.bootstrap(timeout_s=20)
+        finally:
+            connection.close()
+    finally:
+        broker.stop()
+    assert broker.verdicts and all(v.accepted for v in broker.verdicts), [v.problem for v in broker.verdicts]
+    assert broker.verdicts[0].payload["x-amz-security-token"] == token
