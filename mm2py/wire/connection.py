@@ -136,7 +136,7 @@ class KafkaConnection:
         if source is not None:
             config["sasl_oauth_token_provider"] = _TokenProvider(source)
         if "sasl_aws_msk_iam_login" in config:
-            use_aws_msk_iam(config)
+            use_aws_msk_iam(alias, config)
         self._mechanism = str(config.get("sasl_mechanism") or "SASL")
         config.setdefault("request_timeout_ms", 30_000)
         self.request_timeout_s = int(config["request_timeout_ms"]) / 1000

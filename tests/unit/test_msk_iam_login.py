@@ -224,3 +224,30 @@ def test_a_session_token_is_signed_and_sent_as_aws_signer_expects(
         broker.stop()
     assert broker.verdicts and all(v.accepted for v in broker.verdicts), [v.problem for v in broker.verdicts]
     assert broker.verdicts[0].payload["x-amz-security-token"] == token
+
+
+@pytest.mark.parametrize(
+    ("unset", "jaas_options", "fragment"),
+    [
+        ("AWS_DEFAULT_REGION", "", "botocore's default chain, which has no AWS region"),
+        ("AWS_SECRET_ACCESS_KEY", "", "botocore's default chain, which has no AWS credentials"),
+        (None, ' awsProfileName="nobody"', "AWS profile nobody, which cannot be read (ProfileNotFound)"),
+    ],
+)
+def test_a_login_botocore_cannot_sign_is_refused_before_connecting_in_one_line(
+    aws_environment: Path,
+    certificates: Certificates,
+    monkeypatch: pytest.MonkeyPatch,
+    unset: str | None,
+    jaas_options: str,
+    fragment: str,
+) -> None:
+    if unset == "AWS_SECRET_ACCESS_KEY":
+        monkeypatch.delenv("AWS_ACCESS_KEY_ID")
+    if unset is not None:
+        monkeypatch.delenv(unset)
+    with pytest.raises(ConfigError) as refused:
+        batch_path_connection(msk_properties(aws_environment, 9092, certificates, jaas_options))
+    message = str(refused.value)
+    assert fragment in message and "msk: AWS_MSK_IAM signs with" in message, message
+    assert "\n" not in message and ENV_KEYS.secret_key not in message and PROFILE_KEYS.secret_key not in message
