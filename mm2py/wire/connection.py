@@ -63,6 +63,7 @@ from mm2py.wire.msk_iam import use_aws_msk_iam
 from mm2py.wire.produce_request import ForwardingProduceRequest
 
 log = logging.getLogger(__name__)
+_FIRST_BOOTSTRAP_SLICE_S = 1.0  # when bootstrap first looks for a refused login
 library_patches.apply()
 
 T = TypeVar("T")
@@ -152,15 +153,26 @@ class KafkaConnection:
     def bootstrap(self, timeout_s: float) -> None:
         """Connect to a bootstrap broker and learn the brokers from a first Metadata answer."""
         deadline = time.monotonic() + timeout_s
+        # In slices: the library retries a refused login until the deadline, where Java's clients give up at
+        # once. A slice's end abandons a connection still being set up, so slices double: one that takes T
+        # seconds completes within a slice of at least T, at most about 2T after the first.
+        slice_s = _FIRST_BOOTSTRAP_SLICE_S
         with watching_login_refusals() as refusals:
-            try:
-                self._client.check_version(timeout_ms=int(timeout_s * 1000))
-            except kafka_errors.KafkaError as exc:
-                if refusals.cause is not None:
-                    raise ReplicationError(
-                        f"{self.alias} refused the {self._mechanism} login: {refusals.cause}"
-                    ) from None
-                raise ReplicationError(f"no broker of {self.alias} answers: {type(exc).__name__}: {exc}") from None
+            while True:
+                try:
+                    remaining_s = max(0.0, deadline - time.monotonic())
+                    self._client.check_version(timeout_ms=int(min(slice_s, remaining_s) * 1000))
+                    break
+                except kafka_errors.KafkaError as exc:
+                    if refusals.cause is not None:
+                        raise ReplicationError(
+                            f"{self.alias} refused the {self._mechanism} login: {refusals.cause}"
+                        ) from None
+                    if time.monotonic() >= deadline:
+                        raise ReplicationError(
+                            f"no broker of {self.alias} answers: {type(exc).__name__}: {exc}"
+                        ) from None
+                slice_s *= 2
         node = self._client.least_loaded_node(bootstrap_fallback=True)
         pending = self.metadata(node, ())
         while not pending.done and time.monotonic() < deadline:

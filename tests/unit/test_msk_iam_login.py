@@ -9,6 +9,7 @@ test put in the environment or in an AWS profile. No AWS service is reached: thi
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -143,11 +144,13 @@ def test_wrong_secret_is_refused_with_one_line_naming_the_cluster_and_no_secret(
 ) -> None:
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-the-secret-the-broker-knows-0000000000000")
     connection = batch_path_connection(msk_properties(aws_environment, env_broker.port, certificates))
+    started = time.monotonic()
     try:
         with pytest.raises(ReplicationError) as refused:
             connection.bootstrap(timeout_s=20)
     finally:
         connection.close()
+    assert time.monotonic() - started < 10  # at the first refusal, not at the 20-s bootstrap deadline
     message = str(refused.value)
     assert [v.problem for v in env_broker.verdicts][:1] == ["signature does not match"]
     assert "\n" not in message
