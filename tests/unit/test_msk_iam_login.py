@@ -147,10 +147,10 @@ def test_wrong_secret_is_refused_with_one_line_naming_the_cluster_and_no_secret(
     started = time.monotonic()
     try:
         with pytest.raises(ReplicationError) as refused:
-            connection.bootstrap(timeout_s=20)
+            connection.bootstrap(timeout_s=30)
     finally:
         connection.close()
-    assert time.monotonic() - started < 10  # at the first refusal, not at the 20-s bootstrap deadline
+    assert time.monotonic() - started < 15  # at the first refusal (slices of 1, 2, 4 s...), not at the 30-s deadline
     message = str(refused.value)
     assert [v.problem for v in env_broker.verdicts][:1] == ["signature does not match"]
     assert "\n" not in message
