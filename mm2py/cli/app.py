@@ -8,7 +8,6 @@ passes through the secret redactor first.
 from __future__ import annotations
 
 import logging
-import re
 import sys
 import traceback
 from pathlib import Path
@@ -17,13 +16,13 @@ from typing import Annotated
 import typer
 
 from mm2py import __version__
-from mm2py.cli import cutover, render
+from mm2py.cli import cutover, failover, render
+from mm2py.cli.options import regex as _regex
+from mm2py.cli.options import timestamp as _timestamp
 from mm2py.config import LoadedConfig, MirrorMakerConfig, load, validate
 from mm2py.config.spark_security import warn_if_spark_unprotected
-from mm2py.config.values import ValueProblem, parse_timestamp
 from mm2py.control.plan import build_plan
 from mm2py.errors import EXIT_CHECK_FAILED, EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, Mm2pyError, UsageError
-from mm2py.mirror.filters import PatternError, compile_pattern_list, parse_list
 from mm2py.secrets import RedactingFilter, Redactor
 
 app = typer.Typer(
@@ -345,22 +344,23 @@ def cutover_command(
         raise typer.Exit(EXIT_CHECK_FAILED)
 
 
-def _regex(option: str, text: str | None) -> re.Pattern[str] | None:
-    if text is None:
-        return None
-    try:
-        return compile_pattern_list(parse_list(text))
-    except PatternError as exc:
-        raise UsageError(f"{option} {text}: not a valid regular expression: {exc}") from None
+@app.command("failover")
+def failover_command(
+    file: ConfigFile,
+    flow: cutover.FlowOption,
+    groups: cutover.GroupsOption = None,
+    allow_members: cutover.AllowMembersOption = False,
+    dry_run: cutover.DryRunOption = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as one JSON document")] = False,
+    reset: cutover.ResetOption = False,
+) -> None:
+    """Move a flow's consumer groups to its target when its source is lost, from what the target holds alone
+    (the source is never contacted), and report what the target lacks (exit 1 when a check refuses)."""
+    from mm2py.tools.cutover.failover import FailoverOptions
 
-
-def _timestamp(option: str, text: str | None) -> int | None:
-    if text is None:
-        return None
-    try:
-        return parse_timestamp(text)
-    except ValueProblem as exc:
-        raise UsageError(f"{option} {text}: {exc.reason} (allowed: {exc.allowed})") from None
+    options = FailoverOptions(_regex("--groups", groups), allow_members, dry_run)
+    if not failover.command(_load(file, flow), str(file), options, reset=reset, as_json=as_json):
+        raise typer.Exit(EXIT_CHECK_FAILED)
 
 
 def _load(file: Path, flows: str | None, clusters: list[str] | None = None) -> LoadedConfig:
