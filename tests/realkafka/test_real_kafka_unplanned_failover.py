@@ -1,0 +1,154 @@
+"""``mm2py failover`` on real Kafka: A's every node SIGKILLed with a backlog B never got, the group moved to B
+from what B holds alone, nothing B holds skipped and nothing the checkpoints cover read twice.
+
+A is a cluster of this test's own (it is killed); B is the session's shared target (only uniquely named topics
+and groups, and marks of a flow with unique aliases, are written there). The group's consumers record every
+record they process (tests/harness/recording_consumer.py), on A before the loss and on B after it.
+
+The continuous run is stopped (SIGTERM) mid-backlog while A is still up, then more records are written and A is
+killed. Why not kill A under the running run: its batch-path tasks keep retrying A's dead bootstrap, so the job
+in flight never ends and SIGTERM does not stop the run (seen for over 90 s); an operator would SIGKILL it, and a
+run killed keeps no listing, which only makes the bound 0 (unit-tested in tests/unit/test_failover_recovery.py).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.harness.faults import MirrorRun
+from tests.harness.kafka_harness import committed_group, end_offsets, list_topics, make_records, produce, read_all
+from tests.harness.mm2py_cli import mm2py
+from tests.harness.real_kafka import KafkaCluster, KafkaRuntime
+from tests.harness.real_kafka_mm2 import latest_checkpoints, one_flow_config
+from tests.harness.recording_consumer import RecordingConsumer, once_per_group
+
+pytestmark = [pytest.mark.realkafka, pytest.mark.spark]
+
+PARTITIONS = 4
+FIRST = 4_000  # copied by `run --once` before the continuous run
+BACKLOG = 12_000  # produced before the continuous run starts, which is stopped while it copies them
+UNLISTED = 1_000  # produced after the run stopped, then A is killed: no run ever listed them
+PROCESSED_ON_A = 5_000  # records the group processed on A before A was lost
+# Small rounds, so that the backlog takes many of them and A dies with part of it listed but not copied.
+FLOW_SETTINGS = (
+    "offset-syncs.topic.location = target\n"
+    "emit.checkpoints.interval.seconds = 1\n"
+    "mm2py.continuous.tasks = rounds\n"
+    "mm2py.batch.max.records = 50\n"
+)
+
+
+def _marks(b: KafkaCluster, flow: str) -> list[tuple[bytes | None, bytes | None]]:
+    if "mm2py-leases.internal" not in list_topics(b.bootstrap):
+        return []
+    return [
+        (r.key, r.value) for r in read_all(b.bootstrap, "mm2py-leases.internal") if r.key == f"cutover:{flow}".encode()
+    ]
+
+
+def _checkpointed(b: KafkaCluster, src: str, group: str, remote: str) -> dict[int, int]:
+    """The upstream offset of the group's latest checkpoint per partition, as MM2's reader would pick it."""
+    records = read_all(b.bootstrap, f"{src}.checkpoints.internal")
+    return {p: cp.upstream_offset for (g, t, p), cp in latest_checkpoints(records).items() if (g, t) == (group, remote)}
+
+
+def test_failover_without_the_source_moves_the_group_to_b_with_nothing_b_holds_skipped_or_read_twice(
+    kafka_runtime: KafkaRuntime,
+    real_kafka_target: KafkaCluster,
+    unique_topic: Callable[..., str],
+    tmp_path: Path,
+    record_property: Callable[[str, object], None],
+) -> None:
+    b = real_kafka_target
+    with KafkaCluster(tmp_path / "a", 1, runtime=kafka_runtime) as a:
+        topic = a.create_topic(unique_topic("orders"), partitions=PARTITIONS)
+        config, src, tgt = one_flow_config(tmp_path / "mm2.properties", a.bootstrap, b.bootstrap, topic, FLOW_SETTINGS)
+        flow, remote, group = f"{src}->{tgt}", f"{src}.{topic}", f"billing-{topic}"
+        records = make_records(FIRST + BACKLOG + UNLISTED, partitions=PARTITIONS, seed=31)
+        produce(a.bootstrap, topic, records[:FIRST])
+        first = mm2py("run", str(config), "--once")
+        assert first.returncode == 0, first.stderr
+        produce(a.bootstrap, topic, records[FIRST : FIRST + BACKLOG])
+
+        on_a = RecordingConsumer(src, a.bootstrap, group, topic, "billing-on-a")
+        on_a.consume(until_records=PROCESSED_ON_A)
+        on_a.close()
+        committed_on_a = {p: o for p, o in committed_group(a.bootstrap, group, topic, PARTITIONS).items() if o >= 0}
+
+        with MirrorRun(config, tmp_path / "run.log") as run:
+            # The checkpoints cover the group's last position on A; then the run is stopped mid-copy, keeping the
+            # end offsets it listed on A beyond what it copied (its listing of the whole backlog).
+            run.wait_for(lambda: _checkpointed(b, src, group, remote) == committed_on_a, 120, "the group's checkpoints")
+            assert run.stop(timeout=120) == 0, run.log_text()
+        produce(a.bootstrap, topic, records[FIRST + BACKLOG :])  # written after the last listing: B cannot know
+        a_ends = end_offsets(a.bootstrap, topic)
+        for node in a.nodes:
+            a.kill_node(node.node_id)
+        killed_at = time.monotonic()
+        b_ends = end_offsets(b.bootstrap, remote)
+        true_missing = {p: a_ends[p] - b_ends[p] for p in range(PARTITIONS)}  # one record per offset: no markers
+        unlisted = {p: sum(1 for r in records[FIRST + BACKLOG :] if r.partition == p) for p in range(PARTITIONS)}
+        record_property("lag_at_kill_records", sum(true_missing.values()))
+        assert sum(true_missing.values()) > sum(unlisted.values()), "the run copied the whole backlog before it stopped"
+
+        before = {"offsets": committed_group(b.bootstrap, group, remote, PARTITIONS), "marks": _marks(b, flow)}
+        text = mm2py("failover", str(config), "--flow", flow, "--groups", re.escape(group), "--dry-run")
+        assert text.returncode == 0, text.stderr
+        record_property("dry_run_report", text.stdout)
+        total = sum(true_missing.values()) - sum(unlisted.values())
+        assert f"failover {flow} (dry run: nothing changed): {src} not contacted" in text.stdout, text.stdout
+        assert f"not replicated: at least {total} record(s) over {PARTITIONS} partition(s)" in text.stdout
+        drill = mm2py("failover", str(config), "--flow", flow, "--groups", re.escape(group), "--dry-run", "--json")
+        assert drill.returncode == 0, drill.stderr
+        assert json.loads(drill.stdout)["refusals"] == []
+        assert {"offsets": committed_group(b.bootstrap, group, remote, PARTITIONS), "marks": _marks(b, flow)} == before
+
+        started = time.monotonic()
+        failed_over = mm2py("failover", str(config), "--flow", flow, "--groups", re.escape(group), "--json")
+        took_s = time.monotonic() - started
+        assert failed_over.returncode == 0, failed_over.stderr
+        record_property("failover_seconds", round(took_s, 1))
+        record_property("seconds_from_kill_to_failed_over", round(time.monotonic() - killed_at, 1))
+        assert took_s < 60, f"failover took {took_s:.1f} s"
+        report: dict[str, Any] = json.loads(failed_over.stdout)
+
+        # The recovery point: a lower bound of what B lacks, per partition, short by exactly the records written
+        # after the run's last listing.
+        point = report["recovery_point"]
+        bound = {r["partition"]: r["not_replicated_at_least"] for r in point["partitions"]}
+        record_property("not_replicated_reported_vs_true", (sum(bound.values()), sum(true_missing.values())))
+        assert point["lower_bound"] and point["newest_replicated_age_seconds"] is not None
+        assert all(bound[p] <= true_missing[p] for p in range(PARTITIONS)), (bound, true_missing)
+        assert {p: true_missing[p] - bound[p] for p in range(PARTITIONS)} == unlisted
+        assert {r["partition"]: r["replicated_to"] for r in point["partitions"]} == b_ends
+        landed = {g["partition"]: g for g in report["groups"]}
+        assert sorted(landed) == sorted(committed_on_a) and report["committed"] == {group: len(committed_on_a)}
+        assert {p: g["checkpoint_upstream_offset"] for p, g in landed.items()} == committed_on_a
+        assert report["mark"]["command"] == "failover"
+
+        # The group's consumers on B: every record B holds processed once across A and B.
+        held = read_all(b.bootstrap, remote)
+        on_b = RecordingConsumer(tgt, b.bootstrap, group, remote, "billing-on-b")
+        try:
+            on_b.consume(until_ends=b_ends)
+        finally:
+            on_b.close()
+        twice, skipped = once_per_group(on_a.processed + on_b.processed, [r.value or b"" for r in held])
+        record_property("processed_on_a_on_b_twice_skipped", (len(on_a.processed), len(on_b.processed), twice, skipped))
+        record_property("methods", sorted({g["method"] for g in report["groups"]}))
+        assert (twice, skipped) == (0, 0) and on_b.processed
+
+        refused = mm2py("run", str(config), "--once")
+        assert refused.returncode == 2, refused.stderr
+        (line,) = refused.stderr.strip().splitlines()
+        assert f"flow {flow} was cut over at" in line and "`mm2py failover`" in line and "--reset" in line, line
+        cleared = mm2py("failover", str(config), "--flow", flow, "--reset")
+        assert cleared.returncode == 0 and "cleared the cut-over mark" in cleared.stdout, cleared.stderr
+        assert _marks(b, flow)[-1][1] is None
