@@ -21,10 +21,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import Consumer
 
 from tests.harness.faults import MirrorRun
-from tests.harness.kafka_harness import committed_group, end_offsets, list_topics, make_records, produce, read_all
+from tests.harness.kafka_harness import (
+    committed_group,
+    consumer_config,
+    end_offsets,
+    list_topics,
+    make_records,
+    produce,
+    read_all,
+)
 from tests.harness.mm2py_cli import mm2py
+from tests.harness.polling import poll_until
 from tests.harness.real_kafka import KafkaCluster, KafkaRuntime
 from tests.harness.real_kafka_mm2 import latest_checkpoints, one_flow_config
 from tests.harness.recording_consumer import RecordingConsumer, once_per_group
@@ -97,6 +107,20 @@ def test_failover_without_the_source_moves_the_group_to_b_with_nothing_b_holds_s
         unlisted = {p: sum(1 for r in records[FIRST + BACKLOG :] if r.partition == p) for p in range(PARTITIONS)}
         record_property("lag_at_kill_records", sum(true_missing.values()))
         assert sum(true_missing.values()) > sum(unlisted.values()), "the run copied the whole backlog before it stopped"
+
+        # A consumer of the group already on B: refused (the drill too), naming the group, its client and B.
+        member = Consumer(consumer_config(b.bootstrap, **{"group.id": group, "client.id": "early-app-on-b"}))
+        member.subscribe([remote])
+        try:
+            poll_until(lambda: (member.poll(0.2), member.assignment())[1], 60, "a member of the group on B")
+            busy = mm2py("failover", str(config), "--flow", flow, "--groups", re.escape(group))
+            busy_drill = mm2py("failover", str(config), "--flow", flow, "--groups", re.escape(group), "--dry-run")
+        finally:
+            member.close()
+        assert busy.returncode == 1, busy.stderr
+        (line,) = busy.stderr.strip().splitlines()
+        assert f"group {group} has 1 member(s) on {tgt}" in line and "early-app-on-b" in line, line
+        assert busy_drill.returncode == 1 and "would refuse: group" in busy_drill.stderr, busy_drill.stderr
 
         before = {"offsets": committed_group(b.bootstrap, group, remote, PARTITIONS), "marks": _marks(b, flow)}
         text = mm2py("failover", str(config), "--flow", flow, "--groups", re.escape(group), "--dry-run")
