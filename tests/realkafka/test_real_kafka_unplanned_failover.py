@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -23,6 +24,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer
 
+from mm2py.control.lease import FlowLease
 from tests.harness.faults import MirrorRun
 from tests.harness.kafka_harness import (
     committed_group,
@@ -61,6 +63,18 @@ def _marks(b: KafkaCluster, flow: str) -> list[tuple[bytes | None, bytes | None]
     return [
         (r.key, r.value) for r in read_all(b.bootstrap, "mm2py-leases.internal") if r.key == f"cutover:{flow}".encode()
     ]
+
+
+def _state_of_b(b: KafkaCluster, flow: str, group: str, remote: str) -> dict[str, Any]:
+    """What a dry run must leave as it was on B: the group's offsets, the flow's topics (named after its aliases),
+    the remote topic's ends, and the flow's cut-over mark."""
+    aliases = flow.split("->")
+    return {
+        "offsets": committed_group(b.bootstrap, group, remote, PARTITIONS),
+        "topics": sorted(t for t in list_topics(b.bootstrap) if any(alias in t for alias in aliases)),
+        "ends": end_offsets(b.bootstrap, remote),
+        "marks": _marks(b, flow),
+    }
 
 
 def _checkpointed(b: KafkaCluster, src: str, group: str, remote: str) -> dict[int, int]:
@@ -122,7 +136,17 @@ def test_failover_without_the_source_moves_the_group_to_b_with_nothing_b_holds_s
         assert f"group {group} has 1 member(s) on {tgt}" in line and "early-app-on-b" in line, line
         assert busy_drill.returncode == 1 and "would refuse: group" in busy_drill.stderr, busy_drill.stderr
 
-        before = {"offsets": committed_group(b.bootstrap, group, remote, PARTITIONS), "marks": _marks(b, flow)}
+        # A run holding the flow's lease (the product's own lease, taken here) would copy into B when A returns.
+        lease = FlowLease(src, tgt, {"bootstrap.servers": b.bootstrap}, {"bootstrap.servers": b.bootstrap}, 6000)
+        try:
+            assert lease.acquire(threading.Event(), wait=False)
+            held = mm2py("failover", str(config), "--flow", flow, "--groups", re.escape(group))
+        finally:
+            lease.release()
+        assert held.returncode == 1, held.stderr
+        assert f"flow {flow} is being replicated by {lease.identity}" in held.stderr, held.stderr
+
+        before = _state_of_b(b, flow, group, remote)
         text = mm2py("failover", str(config), "--flow", flow, "--groups", re.escape(group), "--dry-run")
         assert text.returncode == 0, text.stderr
         record_property("dry_run_report", text.stdout)
@@ -132,7 +156,7 @@ def test_failover_without_the_source_moves_the_group_to_b_with_nothing_b_holds_s
         drill = mm2py("failover", str(config), "--flow", flow, "--groups", re.escape(group), "--dry-run", "--json")
         assert drill.returncode == 0, drill.stderr
         assert json.loads(drill.stdout)["refusals"] == []
-        assert {"offsets": committed_group(b.bootstrap, group, remote, PARTITIONS), "marks": _marks(b, flow)} == before
+        assert _state_of_b(b, flow, group, remote) == before
 
         started = time.monotonic()
         failed_over = mm2py("failover", str(config), "--flow", flow, "--groups", re.escape(group), "--json")
