@@ -58,7 +58,7 @@ def _print_text(report: FailoverReport, file: str) -> None:
             p.topic,
             p.remote_topic,
             str(p.partition),
-            _text(p.replicated_to),
+            _text(p.replicated_to) + (f" (+{p.beyond_progress} unrecorded)" if p.beyond_progress else ""),
             _text(p.listed_end),
             str(p.not_replicated),
             _text(age),

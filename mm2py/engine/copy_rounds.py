@@ -140,11 +140,12 @@ class CopyRounds:
         return self.pool.admin(self.flow.source, self.flow).offsets_for_times(partitions, at)
 
     def save_tails(self) -> None:
-        """When a run ends: keep the source ends it saw beyond what it copied (see FlowLosses.seen_tails)."""
-        tails = self.losses.seen_tails(self.ends, self.positions)
-        if tails:
-            write_progress(self.flow.target, self.spec.producer_settings, self.flow.source, {}, losses=tails)
-            self.losses.written(tails)
+        """Keep the source ends seen beyond what was copied (FlowLosses.seen_tails): at the end and periodically."""
+        with self.lock, self.placing:  # as replan takes them; reports move ends and positions, placing counts gaps
+            tails = self.losses.seen_tails(self.ends, self.positions)
+            if tails:
+                write_progress(self.flow.target, self.spec.producer_settings, self.flow.source, {}, losses=tails)
+                self.losses.written(tails)
 
     def replan(self, plan: FlowPlan) -> None:
         """A refreshed plan (new topics or partitions): the new partitions are placed, the others keep going; a

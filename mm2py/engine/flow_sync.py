@@ -70,7 +70,9 @@ class FlowSync:
         """MM2's periodic jobs of this flow, with MM2's intervals and first-run delays."""
         f = self.flow
         # MM2 runs refresh, config sync and ACL sync first after one interval (ACLs and configs are also synced
-        # when the flow starts), checkpoints every interval.
+        # when the flow starts), checkpoints every interval. Beside the checkpoints, as often, the source ends
+        # listed beyond what was copied are kept on the target: `mm2py failover` counts what the target lacks
+        # from them, also when the run dies with the source or cannot stop without it.
         periodic = (
             (f.refresh_topics_enabled, "refresh topics", f.refresh_topics_interval_seconds, self.refresh_topics),
             (
@@ -81,6 +83,7 @@ class FlowSync:
             ),
             (f.sync_topic_acls_enabled, "sync topic acls", f.sync_topic_acls_interval_seconds, self.sync_acls),
             (True, "checkpoints", f.emit_checkpoints_interval_seconds, self.checkpoint_and_sync),
+            (True, "keep listed ends", f.emit_checkpoints_interval_seconds, self.rounds.save_tails),
         )
         jobs = [
             Periodic(name, interval, action, first_after_s=interval)

@@ -59,6 +59,19 @@ def test_a_partition_without_a_kept_listing_or_without_progress_counts_nothing_i
     ]
 
 
+def test_records_the_target_holds_past_its_progress_are_taken_off_the_bound() -> None:
+    # A run killed between writing a range and recording it: 40 records of partition 0 are on the target already.
+    rows = recovery_points(
+        {"orders": "A.orders"},
+        {("orders", 0): 99, ("orders", 1): 99},
+        {("orders", 0): LossState(end=250), ("orders", 1): LossState(end=120)},
+        {},
+        NOW,
+        {("orders", 0): 40, ("orders", 1): 30},
+    )
+    assert [(r.partition, r.not_replicated) for r in rows] == [(0, 110), (1, 0)]
+
+
 def test_topics_the_flow_no_longer_selects_are_left_out_and_the_report_sums_the_bound() -> None:
     rows = recovery_points(
         {"orders": "A.orders"},

@@ -194,6 +194,22 @@ def test_a_run_that_ends_early_keeps_the_end_it_saw_for_a_later_re_creation(writ
     assert len(written) == 2  # kept once, not at every end
 
 
+def test_the_ends_a_running_run_saw_beyond_its_copy_are_kept_beside_its_checkpoints(written: Written) -> None:
+    # What `mm2py failover` counts from when the run dies with the source, or cannot stop without it.
+    source = FakeSource({P0: 0}, {P0: 1500})
+    r = runner(source, FakeSpark(), partitions=1)  # 100 records per job
+    r.rounds.place({})
+    r.rounds.copy_round(r.rounds.end_offsets())
+    jobs = {job.name: job for job in r.sync.schedule().jobs}
+    assert jobs["keep listed ends"].interval_s == jobs["checkpoints"].interval_s
+    jobs["keep listed ends"].action()
+    assert written[-1] == ({}, {P0: LossState(0, -1, 1500)})
+    source.latest[P0] = 1700
+    r.rounds.copy_round(r.rounds.end_offsets())
+    jobs["keep listed ends"].action()
+    assert written[-1] == ({}, {P0: LossState(0, -1, 1700)})
+
+
 def test_a_start_time_places_partitions_without_progress_and_records_it(written: Written) -> None:
     source = FakeSource({P0: 0, P1: 0}, {P0: 100, P1: 100})
     source.times = {P0: {o: 1000 + o for o in range(100)}, P1: {o: 10 * o for o in range(100)}}

@@ -29,6 +29,7 @@ from mm2py.librdkafka.admin import ClusterAdmin
 from mm2py.librdkafka.partition_reader import PartitionReader, read_topic
 from mm2py.mirror.filters import load_group_filter
 from mm2py.mirror.record_formats import Checkpoint, RecordFormatError
+from mm2py.mirror.translation import OffsetMap
 from mm2py.tools.cutover.recovery import (
     FailoverReport,
     GroupLanding,
@@ -86,9 +87,10 @@ def fail_over(flow: FlowConfig, options: FailoverOptions, pool: AdminPool | None
     state = read_replication_state(flow.target, flow.target_consumer.settings(), flow.source)
     remote = _remote_topics(flow, state)
     ends = _remote_ends(target, remote, state)
-    report.points = recovery_points(remote, state.progress, state.losses, _newest_stamps(flow, ends), now_ms)
     report.syncs_read = flow.offset_syncs_topic_location == "target"
     maps = read_offset_maps(flow) if report.syncs_read else {}
+    beyond = _beyond_progress(state.progress, remote, ends, maps)
+    report.points = recovery_points(remote, state.progress, state.losses, _newest_stamps(flow, ends), now_ms, beyond)
     upstream = {r: t for t, r in remote.items()}
     chosen = latest_checkpoints(_read_checkpoints(flow))
     moves = _group_test(flow, options.groups)
@@ -140,6 +142,27 @@ def _remote_ends(target: ClusterAdmin, remote: Mapping[str, str], state: Replica
         {(remote[t], p) for t, p in [*state.progress, *state.losses] if t in remote and remote[t] in existing}
     )
     return target.list_offsets(partitions, "latest") if partitions else {}
+
+
+def _beyond_progress(
+    progress: Mapping[Partition, int],
+    remote: Mapping[str, str],
+    ends: Mapping[Partition, int],
+    maps: Mapping[Partition, OffsetMap],
+) -> dict[Partition, int]:
+    """Per source partition, the records its remote partition holds after the last replicated one: where the
+    syncs tell the downstream offset right after it (a range whose records were written but whose progress was
+    not, because the run died in between). Without syncs on the target this is not known, and taken as 0."""
+    beyond = {}
+    for (topic, partition), last in progress.items():
+        end = ends.get((remote.get(topic, ""), partition))
+        syncs = maps.get((topic, partition))
+        if end is None or syncs is None:
+            continue
+        after = syncs.translate(last + 1, last).offset
+        if after is not None:
+            beyond[(topic, partition)] = max(0, end - after)
+    return beyond
 
 
 def _newest_stamps(flow: FlowConfig, ends: Mapping[Partition, int], timeout_s: float = 15.0) -> dict[Partition, int]:

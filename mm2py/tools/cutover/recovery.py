@@ -39,6 +39,9 @@ class RecoveryPoint:
     replicated_to: int | None  # the first offset the target lacks (last replicated + 1); None: nothing copied
     listed_end: int | None  # the source's end offset a run last listed; None: no listing kept
     newest_age_s: float | None  # age of the newest record of the remote partition; None: it is empty
+    # Records the remote partition holds after the one the progress names last: a range in flight when the run
+    # died (written, its progress not yet). Counted off the bound, which must never exceed the truth.
+    beyond_progress: int = 0
 
     @property
     def not_replicated(self) -> int:
@@ -46,7 +49,7 @@ class RecoveryPoint:
         is known: no listing kept, or nothing copied, so no position to count from)."""
         if self.listed_end is None or self.replicated_to is None:
             return 0
-        return max(0, self.listed_end - self.replicated_to)
+        return max(0, self.listed_end - self.replicated_to - self.beyond_progress)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -57,6 +60,7 @@ class RecoveryPoint:
             "listed_end": self.listed_end,
             "not_replicated_at_least": self.not_replicated,
             "newest_replicated_age_seconds": self.newest_age_s,
+            "on_target_beyond_progress": self.beyond_progress,
         }
 
 
@@ -66,11 +70,13 @@ def recovery_points(
     losses: Mapping[Partition, LossState],
     newest_ms: Mapping[Partition, int],
     now_ms: int,
+    beyond: Mapping[Partition, int] | None = None,
 ) -> list[RecoveryPoint]:
     """One row per source partition of the topics in ``remote`` (source topic -> remote topic) that the target
     has progress or a kept listing for. ``progress`` holds last replicated offsets (MM2's progress records),
     ``losses`` the kept loss states (their ``end``: the listing), ``newest_ms`` the timestamp of the newest
-    record per *remote* partition."""
+    record per *remote* partition, ``beyond`` the records each remote partition holds after the last
+    replicated one (per source partition)."""
     known = {tp for tp in progress if tp[0] in remote}
     known |= {tp for tp, s in losses.items() if tp[0] in remote and s.end >= 0}
     rows = []
@@ -86,6 +92,7 @@ def recovery_points(
                 None if last is None else last + 1,
                 end if end >= 0 else None,
                 None if stamp is None else round(max(0.0, (now_ms - stamp) / 1000), 1),
+                (beyond or {}).get((topic, partition), 0),
             )
         )
     return rows
