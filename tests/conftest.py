@@ -90,7 +90,7 @@ def unique_topic(request: pytest.FixtureRequest) -> Callable[..., str]:
 
 from tests.harness.kerberos import KerberosMissing, KerberosRealm  # noqa: E402
 from tests.harness.real_kafka import PINNED_VERSION, KafkaCluster, KafkaJarsMissing, KafkaRuntime  # noqa: E402
-from tests.harness.real_kafka_security import ACL_BROKER_SETTINGS, CLIENT_LISTENERS  # noqa: E402
+from tests.harness.real_kafka_security import ACL_BROKER_SETTINGS, CLIENT_LISTENERS, TLS12_ONLY_LISTENER  # noqa: E402
 from tests.harness.shared_clusters import SHARED  # noqa: E402
 
 
@@ -176,14 +176,15 @@ def real_kafka_acl(kafka_runtime: KafkaRuntime, tmp_path_factory: pytest.TempPat
 
     Super users: ``admin``, PLAINTEXT clients (User:ANONYMOUS, which the harness itself uses) and the client
     certificate ``CN=mm2py-client``; ``alice`` may do only what ACLs allow. Its SSL listener demands a client
-    certificate (mTLS): ``cluster.security.java_keystore_settings()`` presents one from a JKS keystore.
+    certificate (mTLS): ``cluster.security.java_keystore_settings()`` presents one from a JKS keystore. Its
+    SASL_SSL listener offers TLS 1.2 only (``TLS12_ONLY_LISTENER``), for clients that pin TLS 1.3.
     """
     cluster = KafkaCluster(
         tmp_path_factory.mktemp("real-kafka-acl"),
         1,
         runtime=kafka_runtime,
         listeners=CLIENT_LISTENERS,
-        broker_config=ACL_BROKER_SETTINGS,
+        broker_config={**ACL_BROKER_SETTINGS, **TLS12_ONLY_LISTENER},
     )
     cluster.broker_config.update(cluster.security.mutual_tls_settings())
     with cluster:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from mm2py.config.flow import FlowConfig
 from mm2py.errors import ConfigError
 from mm2py.executor.contract import CopyPath
+from mm2py.librdkafka.tls_versions import PIN_KEY
 from mm2py.wire.connection_settings import wire_config
 
 
@@ -64,13 +65,15 @@ def batch_only_cluster(flow: FlowConfig) -> str | None:
 
 
 def choose_copy_path(flow: FlowConfig) -> CopyPath:
-    """The path ``run`` takes for ``flow``; raises ConfigError for ``batch`` on a flow that cannot use it.
+    """The path ``run`` takes for ``flow``; raises ConfigError for ``batch`` on a flow that cannot use it, and
+    for the record path on a flow whose clusters pin a TLS version (librdkafka cannot: tls_versions).
 
     A flow with an AWS_MSK_IAM cluster has the batch path or none: whatever would send it to the record path
     (the mode, or a setting that needs per-record work) is refused, naming that key.
     """
     iam = batch_only_cluster(flow)
     if flow.copy_mode == "record" and iam is None:
+        _refuse_version_pin(flow, "mm2py.copy.mode=record")
         return CopyPath("record", "mm2py.copy.mode=record")
     asked = flow.copy_mode == "record"  # with AWS_MSK_IAM, an asked-for record path is refused below
     reasons = [("mm2py.copy.mode", "mm2py.copy.mode=record asks for the record path")] if asked else []
@@ -87,6 +90,7 @@ def choose_copy_path(flow: FlowConfig) -> CopyPath:
             value="record" if key == "mm2py.copy.mode" else None,
             allowed="settings the batch path can copy with: mm2py.copy.mode=auto or batch",
         )
+    _refuse_version_pin(flow, f"{reason} ({key})")
     if flow.copy_mode == "batch":
         raise ConfigError(
             f"{flow.name}: mm2py.copy.mode=batch, but {reason} ({key})",
@@ -96,3 +100,17 @@ def choose_copy_path(flow: FlowConfig) -> CopyPath:
             allowed="auto, record",
         )
     return CopyPath("record", reason)
+
+
+def _refuse_version_pin(flow: FlowConfig, why_record: str) -> None:
+    for alias, client in ((flow.source, flow.source_consumer), (flow.target, flow.target_producer)):
+        pinned = client.settings().get(PIN_KEY)
+        if pinned:
+            raise ConfigError(
+                f"{flow.name}: the record path is needed ({why_record}), but {alias} pins {pinned}, "
+                "which librdkafka has no setting for",
+                source=flow.source_file,
+                key=f"{alias}.ssl.enabled.protocols",
+                value=pinned,
+                allowed="no pin (TLSv1.2,TLSv1.3) on the record path, or a flow the batch path can copy",
+            )

@@ -28,6 +28,8 @@ from mm2py.librdkafka.error_mapping import (
     reason_of,
     wrap_kafka_error,
 )
+from mm2py.librdkafka.tls_diagnosis import certificate_problem
+from mm2py.librdkafka.tls_versions import VersionRefused, check_brokers_offer, without_pin
 
 log = logging.getLogger(__name__)
 # librdkafka's own log lines (connection refused, retries, ...) go through Python logging, so they are
@@ -83,7 +85,15 @@ class ClusterAdmin(TopicAclAdmin, GroupAdmin):
     @property
     def client(self) -> AdminClient:
         if self._client is None:
-            settings: dict[str, Any] = {**self._settings, "logger": librdkafka_log, "error_cb": self._on_error}
+            try:  # a TLS version pin holds for librdkafka only if the brokers offer it (tls_versions)
+                check_brokers_offer(self._settings)
+            except VersionRefused as refused:
+                raise KafkaOperationError(self.alias, "a TLS handshake", str(refused)) from None
+            settings: dict[str, Any] = {
+                **without_pin(self._settings),
+                "logger": librdkafka_log,
+                "error_cb": self._on_error,
+            }
             self._client = AdminClient(settings)
         return self._client
 
@@ -103,7 +113,11 @@ class ClusterAdmin(TopicAclAdmin, GroupAdmin):
         # client reads the metadata afresh, as Java's AdminClient does before it retries
         # (PartitionLeaderStrategy unmaps the partition); a failed call is rare, a new client cheap.
         self._client = None
-        return wrap_kafka_error(self.alias, operation, exc, self._last_error, self.principal)
+        detail = self._last_error
+        unverified = detail is not None and detail.code() == KafkaError._SSL and "verify failed" in detail.str()
+        if unverified and (problem := certificate_problem(self._settings)) is not None:  # librdkafka's text is vague
+            return KafkaOperationError(self.alias, operation, f"TLS handshake failed: {problem}")
+        return wrap_kafka_error(self.alias, operation, exc, detail, self.principal)
 
     def list_topics(self) -> dict[str, TopicInfo]:
         """All topics with their partition counts."""

@@ -13,17 +13,22 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, KafkaError, Producer
+
+from mm2py.librdkafka.tls_versions import without_pin
 
 librdkafka_log = logging.getLogger("mm2py.librdkafka")
 
 _lock = threading.Lock()
 _producers: dict[tuple[tuple[str, str], ...], Producer] = {}
 _consumers: dict[tuple[tuple[str, str], ...], Consumer] = {}
+_login_errors: dict[tuple[tuple[str, str], ...], KafkaError] = {}
 
 
 def _with_logger(settings: Mapping[str, str]) -> dict[str, Any]:
-    return {**settings, "logger": librdkafka_log}
+    # A TLS version pin is for the batch path (tls_versions); the record path refuses one, and the batch path's
+    # own librdkafka producers (progress, offset syncs) reach brokers the driver's admin client checked.
+    return {**without_pin(settings), "logger": librdkafka_log}
 
 
 def new_producer(settings: Mapping[str, str]) -> Producer:
@@ -31,7 +36,25 @@ def new_producer(settings: Mapping[str, str]) -> Producer:
 
 
 def new_consumer(settings: Mapping[str, str]) -> Consumer:
-    return Consumer(_with_logger(settings))
+    return Consumer({**_with_logger(settings), "error_cb": _LoginErrors(_key(settings))})
+
+
+class _LoginErrors:
+    """A consumer's ``error_cb``: keeps its refused login or failed TLS handshake (librdkafka reports those only
+    here, never to ``consume()``), so a copy task stops at once instead of waiting for records that cannot come."""
+
+    def __init__(self, key: tuple[tuple[str, str], ...]) -> None:
+        self.key = key
+
+    def __call__(self, err: KafkaError) -> None:
+        if err.code() in (KafkaError._AUTHENTICATION, KafkaError._SSL, KafkaError.SASL_AUTHENTICATION_FAILED):
+            _login_errors[self.key] = err
+
+
+def login_error(settings: Mapping[str, str]) -> KafkaError | None:
+    """The refused login or failed TLS handshake of this process's consumer for ``settings`` since the last
+    call, if it had one (taken: a later task with the same consumer starts with a clean slate)."""
+    return _login_errors.pop(_key(settings), None)
 
 
 def _key(settings: Mapping[str, str]) -> tuple[tuple[str, str], ...]:

@@ -104,8 +104,6 @@ NO_EQUIVALENT = _names("""
     sasl.oauthbearer.expected.audience sasl.oauthbearer.expected.issuer sasl.oauthbearer.header.urlencode""")
 NO_EQUIVALENT_PREFIXES = ("metrics.", "key.converter", "value.converter", "header.converter")
 DROP_REASONS = {
-    "ssl.protocol": "dropped: librdkafka lets OpenSSL negotiate the TLS version with the broker",
-    "ssl.enabled.protocols": "dropped: librdkafka lets OpenSSL negotiate the TLS version with the broker",
     "max.poll.records": "dropped: librdkafka's consumer has no per-poll record limit (its "
     "max.poll.records is for share consumers only)",
     "sasl.kerberos.kinit.cmd": "dropped: in Java it is the path of kinit, in librdkafka a whole command "

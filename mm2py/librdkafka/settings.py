@@ -61,6 +61,7 @@ from mm2py.librdkafka.key_tables import (
     RENAMES,
 )
 from mm2py.librdkafka.keystores import STORE_TYPES, KeyStoreError, read_keystore, read_truststore
+from mm2py.librdkafka.tls_details import TLS_DETAIL_KEYS, translate_tls_details
 from mm2py.secrets import MASK, is_secret_key, mask_value
 
 ClientKind = Literal["consumer", "producer", "admin"]
@@ -95,8 +96,7 @@ _SECURITY_KEYS = frozenset(
         "ssl.truststore.location",
         "ssl.truststore.password",
         "ssl.truststore.certificates",
-        "ssl.endpoint.identification.algorithm",
-        "ssl.cipher.suites",
+        *TLS_DETAIL_KEYS,
     }
 )
 
@@ -173,7 +173,7 @@ class _Translation:
         if self.tls:
             self._keystore()
             self._truststore()
-            self._tls_details()
+            translate_tls_details(self)
         for key in sorted(self.java):
             skipped = (key.startswith("ssl.") and not self.tls) or (key.startswith("sasl.") and not self.sasl)
             if key not in _SECURITY_KEYS and not skipped:
@@ -365,26 +365,6 @@ class _Translation:
                 self.error(problem.key, f"{problem.reason} ({_role_of(store_type, declared, 'truststore')})")
                 return
             self.put("ssl.ca.pem", bundle, "ssl.truststore.location")
-
-    def _tls_details(self) -> None:
-        key = "ssl.endpoint.identification.algorithm"
-        if key in self.java:
-            algorithm = self.java[key].lower()
-            if algorithm in ("", "https"):
-                self.put(key, algorithm or "none", key)
-            else:
-                self.error(key, "not an algorithm librdkafka knows", '"" (none) or https')
-        if self.java.get("ssl.cipher.suites"):
-            # OpenSSL takes Java's IANA names, but TLS 1.3 suites cannot be restricted through this list.
-            suites = [suite.strip() for suite in self.java["ssl.cipher.suites"].split(",") if suite.strip()]
-            kept = [suite for suite in suites if not (suite.startswith("TLS_") and "_WITH_" not in suite)]
-            if len(kept) < len(suites):
-                self.warn(
-                    "ssl.cipher.suites",
-                    "lists TLS 1.3 suites, which librdkafka cannot restrict: OpenSSL's TLS 1.3 defaults apply",
-                )
-            if kept:
-                self.put("ssl.cipher.suites", ":".join(kept), "ssl.cipher.suites")
 
 
 def _role_of(store_type: str, declared: str, role: str) -> str:

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from mm2py.errors import ConfigError
+from mm2py.librdkafka.tls_versions import MINIMUM, PIN_KEY
 from mm2py.secrets import mask_value
 
 # IAMLoginModule's awsProfileName, under the name mm2py.librdkafka.jaas.AWS_PROFILE_SETTING gives it (this
@@ -301,7 +302,7 @@ def _unsecured(config: str, refuse: Any) -> UnsecuredTokenSource:
 
 def _ssl_context(settings: Mapping[str, str], refuse: Any) -> ssl.SSLContext:
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.minimum_version = MINIMUM[str(settings.get(PIN_KEY) or "TLSv1.2")]  # Java's default: 1.2 and 1.3
     algorithm = str(settings.get("ssl.endpoint.identification.algorithm", "https")).lower()
     if algorithm not in ("https", "none"):
         raise refuse("ssl.endpoint.identification.algorithm", "not an algorithm librdkafka knows", "https, none")

@@ -16,9 +16,13 @@ import subprocess
 from collections.abc import Iterable
 from pathlib import Path
 
+from cryptography.hazmat.primitives.serialization import BestAvailableEncryption, Encoding, PrivateFormat
+from cryptography.hazmat.primitives.serialization import pkcs12 as pkcs12_format
+
 CLIENT_LISTENERS = ("SASL_PLAINTEXT", "SSL", "SASL_SSL")
-SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-512")
-USERS = ("admin", "alice")  # both exist for PLAIN and SCRAM-SHA-512; no authorizer, so both may do anything
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+USERS = ("admin", "alice")  # both exist for every mechanism; no authorizer, so both may do anything
 CLIENT_CERT_CN = "mm2py-client"  # the principal User:CN=mm2py-client of a client that presents the keystore
 # An authorizer that knows every user the harness connects as: PLAINTEXT (the harness's own admin calls, the
 # inter-broker and KRaft traffic) is User:ANONYMOUS, so it must stay a super user; alice is not one.
@@ -26,6 +30,8 @@ ACL_BROKER_SETTINGS = {
     "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
     "super.users": f"User:admin;User:ANONYMOUS;User:CN={CLIENT_CERT_CN}",
 }
+# A listener that offers no TLS 1.3: what a client pinned to TLSv1.3 must refuse.
+TLS12_ONLY_LISTENER = {"listener.name.sasl_ssl.ssl.enabled.protocols": "TLSv1.2"}
 _PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
 _SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
 
@@ -90,6 +96,37 @@ class Security:
             "ssl.key.password": self._key_password,
         }
 
+    def client_keystore_settings(self, store_type: str) -> dict[str, str]:
+        """Java client settings that present the client's key from a ``JKS``, ``PKCS12`` or ``PEM`` keystore: the
+        same key and certificate each time, converted from the JKS store on first need."""
+        if store_type == "JKS":
+            return {"ssl.keystore.type": "JKS", **self.java_keystore_settings()}
+        pkcs12 = self.directory / "client.keystore.p12"
+        if not pkcs12.is_file():
+            self._keytool(
+                *("-importkeystore", "-noprompt", "-srckeystore", str(self.client_keystore), "-srcstoretype", "JKS"),
+                *("-srcstorepass", self._store_password, "-srckeypass", self._key_password, "-srcalias", "client"),
+                *("-destkeystore", str(pkcs12), "-deststoretype", "PKCS12", "-deststorepass", self._store_password),
+                *("-destkeypass", self._store_password),
+            )
+        if store_type == "PKCS12":
+            return {
+                "ssl.keystore.type": "PKCS12",
+                "ssl.keystore.location": str(pkcs12),
+                "ssl.keystore.password": self._store_password,
+            }
+        pem = self.directory / "client.keystore.pem"
+        if not pem.is_file():
+            key, certificate, _ = pkcs12_format.load_key_and_certificates(
+                pkcs12.read_bytes(), self._store_password.encode()
+            )
+            assert key is not None and certificate is not None
+            sealed = key.private_bytes(
+                Encoding.PEM, PrivateFormat.PKCS8, BestAvailableEncryption(self._key_password.encode())
+            )
+            pem.write_bytes(sealed + certificate.public_bytes(Encoding.PEM))
+        return {"ssl.keystore.type": "PEM", "ssl.keystore.location": str(pem), "ssl.key.password": self._key_password}
+
     def broker_settings(self, listeners: Iterable[str]) -> dict[str, str]:
         """server.properties entries for the SASL and TLS listeners among ``listeners``."""
         listeners = list(listeners)
@@ -101,7 +138,8 @@ class Security:
             for name in sasl_listeners:
                 prefix = f"listener.name.{name.lower()}"
                 settings[f"{prefix}.plain.sasl.jaas.config"] = f"{_PLAIN_MODULE} required {plain_users};"
-                settings[f"{prefix}.scram-sha-512.sasl.jaas.config"] = f"{_SCRAM_MODULE} required;"
+                for scram in SCRAM_MECHANISMS:
+                    settings[f"{prefix}.{scram.lower()}.sasl.jaas.config"] = f"{_SCRAM_MODULE} required;"
         if any(_tls(name) for name in listeners):
             self._make_stores()
             settings.update(
@@ -121,7 +159,8 @@ class Security:
             return []
         args: list[str] = []
         for user, password in self.passwords.items():
-            args += ["--add-scram", f"SCRAM-SHA-512=[name={user},password={password}]"]
+            for scram in SCRAM_MECHANISMS:
+                args += ["--add-scram", f"{scram}=[name={user},password={password}]"]
         return args
 
     def client_settings(self, listener: str, user: str = "admin", mechanism: str = "SCRAM-SHA-512") -> dict[str, str]:

@@ -64,6 +64,25 @@ def test_batch_on_a_flow_that_needs_per_record_work_is_a_config_error_naming_the
     assert choose_copy_path(flow("b.producer.enable.idempotence = true\n")).describe() == "batch"
 
 
+PINNED = "a.security.protocol = SSL\na.ssl.enabled.protocols = TLSv1.3\n"
+
+
+def test_a_tls13_pin_keeps_a_flow_on_the_batch_path_and_java_cipher_names_do_not_move_it() -> None:
+    assert choose_copy_path(flow(PINNED)).describe() == "batch"
+    ciphers = "a.security.protocol = SSL\na.ssl.cipher.suites = TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256\n"
+    assert choose_copy_path(flow(ciphers)).describe() == "batch"
+
+
+@pytest.mark.parametrize("extra", ["mm2py.copy.mode = record\n", "b.producer.compression.type = zstd\n"])
+def test_a_tls_version_pin_on_a_flow_that_needs_the_record_path_is_a_config_error_naming_librdkafka(
+    extra: str,
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        choose_copy_path(flow(PINNED + extra))
+    assert caught.value.key == "a.ssl.enabled.protocols"
+    assert "librdkafka" in str(caught.value) and "TLSv1.3" in str(caught.value)
+
+
 def ranges(sizes: dict[int, int]) -> list[PartitionRange]:
     return [PartitionRange("t", p, "t", 0, n) for p, n in sizes.items()]
 

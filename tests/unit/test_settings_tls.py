@@ -4,11 +4,19 @@ JKS, JCEKS and PKCS12 stores (read into memory) are in test_keystores.py."""
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Mapping
 
+from mm2py.librdkafka.cipher_names import OPENSSL_NAMES
 from mm2py.librdkafka.settings import ClientKind, TranslationIssue, translate_client_config
+from mm2py.librdkafka.tls_versions import PIN_KEY
 
 PASSWORD = "S3cr3t-Pa55word"
+SCRAM = {
+    "sasl.mechanism": "SCRAM-SHA-256",
+    "sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required "
+    f'username="u" password="{PASSWORD}";',
+}
 
 
 def translate(java: Mapping[str, str], kind: ClientKind = "producer") -> tuple[dict[str, str], list[TranslationIssue]]:
@@ -64,14 +72,32 @@ def test_pem_keystore_file_is_both_key_and_certificate_location() -> None:
     assert (out["ssl.key.location"], out["ssl.certificate.location"], issues) == ("/k/client.pem", "/k/client.pem", [])
 
 
-def test_tls_protocol_choices_are_dropped_with_a_warning_as_librdkafka_negotiates() -> None:
+def test_java_default_tls_versions_are_no_pin_and_no_issue() -> None:
     java = {"security.protocol": "SSL", "ssl.protocol": "TLSv1.3", "ssl.enabled.protocols": "TLSv1.2,TLSv1.3"}
     out, issues = translate(java)
-    assert sorted((i.key, i.severity) for i in issues) == [
-        ("ssl.enabled.protocols", "warning"),
-        ("ssl.protocol", "warning"),
-    ]
-    assert "ssl.protocol" not in out
+    assert issues == []
+    assert not {"ssl.protocol", "ssl.enabled.protocols", PIN_KEY} & set(out)
+
+
+def test_a_tls13_only_pin_travels_to_the_batch_path_in_the_settings() -> None:
+    out, issues = translate({"security.protocol": "SASL_SSL", "ssl.enabled.protocols": "TLSv1.3", **SCRAM})
+    assert issues == []
+    assert out[PIN_KEY] == "TLSv1.3"
+
+
+def test_a_pin_that_keeps_tls13_out_is_an_error_naming_why() -> None:
+    for java in ({"ssl.enabled.protocols": "TLSv1.2"}, {"ssl.protocol": "TLSv1.2"}):
+        _, issues = translate({"security.protocol": "SSL", **java})
+        issue = only_issue(issues)
+        assert (issue.key, issue.severity) == (next(iter(java)), "error")
+        assert "librdkafka" in issue.reason and issue.allowed is not None and "TLSv1.3" in issue.allowed
+
+
+def test_old_and_unknown_tls_versions() -> None:
+    _, issues = translate({"security.protocol": "SSL", "ssl.enabled.protocols": "TLSv1.1,TLSv1.3"})
+    assert [(i.key, i.severity) for i in issues] == [("ssl.enabled.protocols", "warning")]
+    _, issues = translate({"security.protocol": "SSL", "ssl.enabled.protocols": "TLSv1.4"})
+    assert only_issue(issues).severity == "error" and "TLSv1.4" in only_issue(issues).reason
 
 
 def test_empty_endpoint_identification_means_none_and_unknown_ones_are_errors() -> None:
@@ -85,12 +111,37 @@ def test_empty_endpoint_identification_means_none_and_unknown_ones_are_errors() 
     assert (issue.key, issue.severity) == ("ssl.endpoint.identification.algorithm", "error")
 
 
-def test_cipher_suites_keep_java_names_but_not_tls13_ones() -> None:
+def test_java_cipher_suite_names_become_openssl_names_and_tls13_ones_are_only_warned_about() -> None:
     java = {
         "security.protocol": "SSL",
         "ssl.cipher.suites": "TLS_AES_256_GCM_SHA384, TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,"
-        "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+        "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256, SSL_RSA_WITH_AES_128_CBC_SHA, TLS_EMPTY_RENEGOTIATION_INFO_SCSV",
     }
     out, issues = translate(java)
-    assert out["ssl.cipher.suites"] == "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384:TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"
-    assert only_issue(issues).key == "ssl.cipher.suites"
+    assert out["ssl.cipher.suites"] == "ECDHE-RSA-AES256-GCM-SHA384:ECDHE-RSA-AES128-GCM-SHA256:AES128-SHA"
+    assert (only_issue(issues).key, only_issue(issues).severity) == ("ssl.cipher.suites", "warning")
+
+
+def test_openssl_cipher_names_and_cipher_list_words_are_kept_as_written() -> None:
+    out, issues = translate(
+        {"security.protocol": "SSL", "ssl.cipher.suites": "ECDHE-RSA-AES128-GCM-SHA256:HIGH:!aNULL"}
+    )
+    assert out["ssl.cipher.suites"] == "ECDHE-RSA-AES128-GCM-SHA256:HIGH:!aNULL"
+    assert issues == []
+
+
+def test_an_unknown_cipher_suite_name_is_an_error_naming_it() -> None:
+    java = {"security.protocol": "SSL", "ssl.cipher.suites": "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,TLS_NO_SUCH_SUITE"}
+    _, issues = translate(java)
+    issue = only_issue(issues)
+    assert (issue.key, issue.severity) == ("ssl.cipher.suites", "error")
+    assert "TLS_NO_SUCH_SUITE" in issue.reason and "TLS_ECDHE" not in issue.reason
+
+
+def test_every_openssl_name_in_the_table_is_one_pythons_openssl_accepts_for_a_suite_of_its_own() -> None:
+    # The IANA code point is the low 16 bits of OpenSSL's cipher id: no two Java names may land on one suite.
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.set_ciphers("ALL:@SECLEVEL=0")
+    by_name = {c["name"]: c["id"] & 0xFFFF for c in context.get_ciphers()}
+    assert [name for name in OPENSSL_NAMES.values() if name not in by_name] == []
+    assert len({by_name[name] for name in OPENSSL_NAMES.values()}) == len(OPENSSL_NAMES)

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from mm2py.errors import ConfigError
+from mm2py.librdkafka.settings import translate_client_config
 from mm2py.wire.connection_settings import OidcTokenSource, UnsecuredTokenSource, wire_config
 
 
@@ -171,3 +172,20 @@ def test_tls_builds_a_verifying_context_from_the_ca_file(tmp_path: Path) -> None
         },
     )
     assert not relaxed["ssl_context"].check_hostname and relaxed["ssl_context"].verify_mode == ssl.CERT_REQUIRED
+
+
+def test_a_tls13_pin_and_java_cipher_names_reach_the_batch_paths_context() -> None:
+    java = {
+        "bootstrap.servers": "b:9093",
+        "security.protocol": "SSL",
+        "ssl.enabled.protocols": "TLSv1.3",
+        "ssl.cipher.suites": "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
+    }
+    settings, issues = translate_client_config(java, "consumer")
+    assert issues == []
+    context = wire_config("a", settings)["ssl_context"]
+    assert context.minimum_version == ssl.TLSVersion.TLSv1_3
+    tls12 = [c["name"] for c in context.get_ciphers() if c["protocol"] == "TLSv1.2"]
+    assert tls12 == ["ECDHE-ECDSA-AES128-GCM-SHA256"]
+    unpinned, _ = translate_client_config({**java, "ssl.enabled.protocols": "TLSv1.2,TLSv1.3"}, "consumer")
+    assert wire_config("a", unpinned)["ssl_context"].minimum_version == ssl.TLSVersion.TLSv1_2

@@ -1,0 +1,47 @@
+"""Why librdkafka could not verify a broker's certificate: Python's ``ssl`` names the cause, librdkafka does not.
+
+Why: librdkafka reports every failed certificate check as "certificate verify failed: broker certificate could
+not be verified, verify that ssl.ca.location is correctly configured", also when the certificate is trusted but
+issued for another host, the case a user most needs told apart (the bootstrap address, not the CA, is wrong).
+One handshake with the same trust anchors and hostname check, from Python, gets OpenSSL's own reason
+("Hostname mismatch, certificate is not valid for 'kafka-1'"). No credential is sent: the handshake stops at the
+server's certificate. Runs where the failure happened (driver or executor), after it happened, never before.
+"""
+
+from __future__ import annotations
+
+import socket
+import ssl
+from collections.abc import Mapping
+from pathlib import Path
+
+
+def certificate_problem(settings: Mapping[str, object], timeout_s: float = 5.0) -> str | None:
+    """OpenSSL's reason why the first bootstrap server's certificate fails verification, or None."""
+    server = str(settings.get("bootstrap.servers", "")).split(",")[0].strip()
+    host, _, port = server.rpartition(":")
+    if not host or not port.isdigit():
+        return None
+    host = host.strip("[]")
+    try:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        context.check_hostname = str(settings.get("ssl.endpoint.identification.algorithm", "https")) == "https"
+        location = str(settings.get("ssl.ca.location") or "")
+        if location and location != "probe":
+            if Path(location).is_dir():
+                context.load_verify_locations(capath=location)
+            else:
+                context.load_verify_locations(cafile=location)
+        if settings.get("ssl.ca.pem"):
+            context.load_verify_locations(cadata=str(settings["ssl.ca.pem"]))
+        if not location and not settings.get("ssl.ca.pem"):
+            context.load_default_certs()
+        with (
+            socket.create_connection((host, int(port)), timeout=timeout_s) as raw,
+            context.wrap_socket(raw, server_hostname=host),
+        ):
+            return None
+    except ssl.SSLCertVerificationError as exc:
+        return str(exc.verify_message or exc.reason)
+    except (OSError, ValueError, ssl.SSLError):
+        return None  # another problem, or none this time: librdkafka's own reason stands alone
