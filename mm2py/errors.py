@@ -136,6 +136,10 @@ PERMANENT_KAFKA_ERRORS = frozenset(
         "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
         "GROUP_AUTHORIZATION_FAILED",
         "SASL_AUTHENTICATION_FAILED",
+        # librdkafka's own codes for a refused login and a failed TLS handshake (wrong password, a certificate
+        # for another host, no shared TLS version): waiting does not change the answer.
+        "_AUTHENTICATION",
+        "_SSL",
         "UNKNOWN_TOPIC_OR_PART",
         "_UNKNOWN_TOPIC",
         "_UNKNOWN_PARTITION",

@@ -25,7 +25,8 @@ from mm2py.errors import RECORDS_GONE, Failure, ReplicationError
 from mm2py.executor.contract import CopyResult, CopySpec, PartitionRange, failed_result
 from mm2py.executor.delivery import flush_producer, raise_delivery_failure, write_offset_syncs
 from mm2py.executor.task_logging import executor_logging
-from mm2py.librdkafka.clients import cached_consumer, cached_producer, drop_producer
+from mm2py.librdkafka.clients import cached_consumer, cached_producer, drop_producer, login_error
+from mm2py.librdkafka.tls_diagnosis import certificate_problem
 from mm2py.metrics.measurement import RangeMeasurer
 from mm2py.mirror.progress import progress_record
 
@@ -187,6 +188,9 @@ def _pump(spec: CopySpec, rng: PartitionRange, consumer: Any, producer: Any, bat
         if not messages:
             poll(0)  # delivery reports go on while the source is slow: a failure voids the producer at once
             _stop_if_failed(spec, rng, batch, where)
+            refused = login_error(spec.consumer_settings)
+            if refused is not None:  # a wrong password or a certificate for another host: no record will come
+                raise _login_refused(spec, refused, where)
             if time.monotonic() - last_progress > spec.stall_timeout_s:
                 raise ReplicationError(
                     f"{where}: no records from the source for {spec.stall_timeout_s:.0f} s "
@@ -303,3 +307,11 @@ def _abort(producer: Any, settings: Mapping[str, str]) -> None:
         producer.abort_transaction(30)
     except KafkaException:
         drop_producer(settings)
+
+
+def _login_refused(spec: CopySpec, err: KafkaError, where: str) -> ReplicationError:
+    """The source refused the consumer's login or TLS handshake; a certificate problem named as OpenSSL names it."""
+    reason = err.str()
+    if err.code() == KafkaError._SSL and "certificate verify failed" in reason:
+        reason = certificate_problem(spec.consumer_settings) or reason
+    return ReplicationError.of_kafka(f"{where}: connecting to {spec.source} failed: {reason}", err)

@@ -16,7 +16,7 @@ The modules, from the cluster up:
 - ``cluster``: the typed interface the fetcher and the sender use (a fake multi-broker cluster implements it in
   the unit tests); ``connection`` implements it over kafka-python (with ``library_patches`` and
   ``connection_settings``, a cluster's librdkafka settings as the library's; ``msk_iam``, AWS_MSK_IAM with the
-  cluster's AWS profile; ``login_refusal``, why a broker refused a login); ``errors``: Kafka's errors by name;
+  cluster's AWS profile; ``login_failures``, why a login or TLS handshake failed for good); ``errors``: Kafka's errors by name;
 - ``metadata``: which broker leads each partition, refreshed as the Java clients refresh it;
 - ``fetcher``: every partition fetched from its leader, through leader moves and lost brokers (Java's consumer
   fetcher); ``read_committed``: control batches and aborted transactions dropped;

@@ -58,7 +58,7 @@ from mm2py.wire.errors import (
     broker_error,
     disconnected,
 )
-from mm2py.wire.login_refusal import watching_login_refusals
+from mm2py.wire.login_failures import LoginFailures
 from mm2py.wire.msk_iam import use_aws_msk_iam
 from mm2py.wire.produce_request import ForwardingProduceRequest
 
@@ -146,6 +146,7 @@ class KafkaConnection:
             max_in_flight_requests_per_connection=_LIBRARY_IN_FLIGHT_LIMIT,
             **config,
         )
+        self._login = LoginFailures(alias, self._mechanism, self._client._manager)
 
     def close(self) -> None:
         self._client.close()
@@ -153,26 +154,20 @@ class KafkaConnection:
     def bootstrap(self, timeout_s: float) -> None:
         """Connect to a bootstrap broker and learn the brokers from a first Metadata answer."""
         deadline = time.monotonic() + timeout_s
-        # In slices: the library retries a refused login until the deadline, where Java's clients give up at
-        # once. A slice's end abandons a connection still being set up, so slices double: one that takes T
-        # seconds completes within a slice of at least T, at most about 2T after the first.
+        # In slices: the library retries a refused login or TLS handshake until the deadline, where Java's
+        # clients give up at once. A slice's end abandons a connection still being set up, so slices double: one
+        # that takes T seconds completes within a slice of at least T, at most about 2T after the first.
         slice_s = _FIRST_BOOTSTRAP_SLICE_S
-        with watching_login_refusals() as refusals:
-            while True:
-                try:
-                    remaining_s = max(0.0, deadline - time.monotonic())
-                    self._client.check_version(timeout_ms=int(min(slice_s, remaining_s) * 1000))
-                    break
-                except kafka_errors.KafkaError as exc:
-                    if refusals.cause is not None:
-                        raise ReplicationError(
-                            f"{self.alias} refused the {self._mechanism} login: {refusals.cause}"
-                        ) from None
-                    if time.monotonic() >= deadline:
-                        raise ReplicationError(
-                            f"no broker of {self.alias} answers: {type(exc).__name__}: {exc}"
-                        ) from None
-                slice_s *= 2
+        while True:
+            try:
+                remaining_s = max(0.0, deadline - time.monotonic())
+                self._client.check_version(timeout_ms=int(min(slice_s, remaining_s) * 1000))
+                break
+            except kafka_errors.KafkaError as exc:
+                self._login.raise_if_any()
+                if time.monotonic() >= deadline:
+                    raise ReplicationError(f"no broker of {self.alias} answers: {type(exc).__name__}: {exc}") from None
+            slice_s *= 2
         node = self._client.least_loaded_node(bootstrap_fallback=True)
         pending = self.metadata(node, ())
         while not pending.done and time.monotonic() < deadline:

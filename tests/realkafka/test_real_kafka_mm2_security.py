@@ -7,8 +7,7 @@ remote topic ``src.<topic>`` differs from the source topic). The stores are keyt
 
 from __future__ import annotations
 
-import subprocess
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -28,53 +27,24 @@ from mm2py.config.flow import FlowConfig, build_flow_config
 from mm2py.config.mirror_maker import Flow
 from mm2py.control.acls import sync_topic_acls
 from mm2py.librdkafka.admin import ClusterAdmin
-from tests.harness.kafka_harness import make_records, produce, read_all
-from tests.harness.mm2py_cli import ONE_NODE_CLUSTER, mm2py
+from tests.harness.mm2py_cli import mm2py
 from tests.harness.polling import poll_until
 from tests.harness.real_kafka import KafkaCluster
+from tests.harness.secured_flows import (
+    COPY_PATHS,
+    assert_no_secret,
+    cluster_lines,
+    copy_once,
+    write_flow,
+)
 
 pytestmark = pytest.mark.realkafka
 
-SMALL = ONE_NODE_CLUSTER
-
-
-def cluster_lines(alias: str, bootstrap: str, java: Mapping[str, str]) -> str:
-    return "".join(f"{alias}.{key} = {value}\n" for key, value in {"bootstrap.servers": bootstrap, **java}.items())
-
-
-def write_flow(path: Path, topic: str, source: str, target: str) -> Path:
-    path.write_text(f"clusters = src, tgt\n{source}{target}src->tgt.enabled = true\ntopics = {topic}\n{SMALL}")
-    return path
-
-
-def secrets_of(cluster: KafkaCluster) -> list[str]:
-    security = cluster.security
-    return [*security.passwords.values(), security._store_password, security._key_password]
-
-
-def assert_no_secret(result: subprocess.CompletedProcess[str], cluster: KafkaCluster) -> None:
-    output = result.stdout + result.stderr
-    for secret in secrets_of(cluster):
-        assert secret not in output
-
-
-def copy_once(tmp_path: Path, cluster: KafkaCluster, topic: str, source: str, target: str) -> None:
-    """Records into ``topic`` over PLAINTEXT, ``mm2py run --once``, then ``src.<topic>`` must hold them all."""
-    sent = make_records(120, partitions=2, seed=5)
-    produce(cluster.bootstrap, topic, sent)
-    config = write_flow(tmp_path / "mm2.properties", topic, source, target)
-
-    result = mm2py("run", str(config), "--once")
-
-    assert result.returncode == 0, result.stderr[-4000:]
-    assert_no_secret(result, cluster)
-    copied = read_all(cluster.bootstrap, f"src.{topic}")
-    assert sorted((r.partition, r.key, r.value) for r in copied) == sorted((r.partition, r.key, r.value) for r in sent)
-
 
 @pytest.mark.spark
+@pytest.mark.parametrize("copy_path", COPY_PATHS)
 def test_run_once_with_the_seeds_scram_sasl_ssl_and_jks_truststore_to_a_sasl_plain_target(
-    real_kafka: KafkaCluster, unique_topic: Callable[..., str], tmp_path: Path
+    real_kafka: KafkaCluster, unique_topic: Callable[..., str], tmp_path: Path, copy_path: str
 ) -> None:
     security = real_kafka.security
     topic = real_kafka.create_topic(unique_topic("orders"), partitions=2)
@@ -87,7 +57,8 @@ def test_run_once_with_the_seeds_scram_sasl_ssl_and_jks_truststore_to_a_sasl_pla
         security.java_client_settings("SASL_PLAINTEXT", "admin", "PLAIN"),
     )
     assert "src.ssl.truststore.location" in source and source.count(".jks") == 1  # the users' JKS, unconverted
-    copy_once(tmp_path, real_kafka, topic, source, target)
+    assert "endpoint.identification" not in source  # hostname verification on (MM2's default) and matching
+    copy_once(tmp_path, real_kafka, topic, source, target, copy_path)
 
 
 def test_a_wrong_sasl_password_is_exit_3_with_one_authentication_line_and_no_secret(
@@ -198,7 +169,7 @@ def test_mutual_tls_with_a_jks_keystore_copies_and_syncs_topic_acls_by_mm2s_rule
     poll_until(lambda: len(topic_acls(cluster, topic)) == 5, 30, "the new ACLs in the broker's metadata")
     config, source, target = mtls_flow(cluster, topic, tmp_path)
 
-    copy_once(tmp_path, cluster, topic, source, target)  # mTLS source, SCRAM target
+    copy_once(tmp_path, cluster, topic, source, target, "batch")  # mTLS source, SCRAM target (both paths: logins)
     flow = flow_of(config)
     source_admin = ClusterAdmin("src", flow.source_admin.settings())
     target_admin = ClusterAdmin("tgt", flow.target_admin.settings())

@@ -40,6 +40,8 @@ RANGE = PartitionRange("orders", 3, "dc1.orders", 40, 90)
         KafkaError.UNKNOWN_TOPIC_OR_PART,
         KafkaError._UNKNOWN_TOPIC,
         KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        KafkaError._AUTHENTICATION,  # librdkafka's refused login (a wrong password)
+        KafkaError._SSL,  # a failed TLS handshake (a certificate for another host)
     ],
 )
 def test_errors_that_waiting_cannot_fix_are_permanent(code: int) -> None:
