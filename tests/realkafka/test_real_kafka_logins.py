@@ -59,6 +59,7 @@ def test_a_wrong_password_on_the_copy_client_is_refused_within_30_s_naming_authe
 
     assert refusal.result.returncode == 3, refusal.result.stdout + refusal.result.stderr
     line = refusal.error_line
+    print(f"refused in {refusal.seconds:.1f} s, exit {refusal.result.returncode}: {line}")  # the figures, with -s
     assert "src" in line and "authentication failed" in line.lower(), line
     assert refusal.seconds < REFUSED_WITHIN_S, f"{refusal.seconds:.1f} s: {refusal.result.stdout[-3000:]}"
     assert "Traceback" not in refusal.result.stderr
@@ -91,6 +92,7 @@ def test_a_certificate_for_another_host_is_refused_within_30_s_naming_the_hostna
 
     assert refusal.result.returncode == 3, refusal.result.stdout + refusal.result.stderr
     line = refusal.error_line
+    print(f"refused in {refusal.seconds:.1f} s, exit {refusal.result.returncode}: {line}")  # the figures, with -s
     assert "src" in line and "hostname" in line.lower() and host in line, line
     assert refusal.seconds < REFUSED_WITHIN_S, f"{refusal.seconds:.1f} s: {refusal.result.stdout[-3000:]}"
     assert_no_secret(refusal.result, real_kafka)
@@ -108,6 +110,7 @@ def test_a_certificate_for_another_host_stops_the_run_before_any_copy(
 
     assert refusal.result.returncode == 3, refusal.result.stdout + refusal.result.stderr
     line = refusal.error_line
+    print(f"refused in {refusal.seconds:.1f} s, exit {refusal.result.returncode}: {line}")  # the figures, with -s
     assert "src" in line and "hostname" in line.lower(), line
     assert refusal.seconds < REFUSED_WITHIN_S, f"{refusal.seconds:.1f} s: {refusal.result.stdout[-3000:]}"
     assert_no_secret(refusal.result, real_kafka)

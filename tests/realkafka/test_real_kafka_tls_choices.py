@@ -88,6 +88,7 @@ def test_a_tls13_pin_on_the_record_path_is_refused_naming_librdkafka(
     refusal = refused_run(tmp_path, real_kafka, topic, source, cluster_lines("tgt", real_kafka.bootstrap, {}), "record")
     assert refusal.result.returncode == 2, refusal.result.stdout + refusal.result.stderr
     line = refusal.error_line
+    print(f"refused in {refusal.seconds:.1f} s, exit {refusal.result.returncode}: {line}")  # the figures, with -s
     assert "ssl.enabled.protocols" in line and "librdkafka" in line and "TLSv1.3" in line, line
 
 
@@ -107,6 +108,7 @@ def test_a_tls13_pin_against_a_tls12_only_listener_is_refused_before_any_login(
 
     assert refusal.result.returncode in (2, 3), refusal.result.stdout + refusal.result.stderr
     line = refusal.error_line
+    print(f"refused in {refusal.seconds:.1f} s, exit {refusal.result.returncode}: {line}")  # the figures, with -s
     assert "src" in line and "TLSv1.3" in line, line
     assert refusal.seconds < REFUSED_WITHIN_S, f"{refusal.seconds:.1f} s: {line}"
     assert_no_secret(refusal.result, cluster)
@@ -125,6 +127,7 @@ def test_the_batch_paths_own_tls13_pin_refuses_a_tls12_only_listener_within_30_s
 
     assert refusal.result.returncode == 3, refusal.result.stdout + refusal.result.stderr
     line = refusal.error_line
+    print(f"refused in {refusal.seconds:.1f} s, exit {refusal.result.returncode}: {line}")  # the figures, with -s
     assert "src" in line and "TLS handshake failed" in line, line
     assert refusal.seconds < REFUSED_WITHIN_S, f"{refusal.seconds:.1f} s: {refusal.result.stdout[-3000:]}"
     assert_no_secret(refusal.result, cluster)
