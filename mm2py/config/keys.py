@@ -233,6 +233,11 @@ CONNECTION_KEYS: frozenset[str] = frozenset(
         "sasl.oauthbearer.scope.claim.name",
         "sasl.oauthbearer.sub.claim.name",
         "sasl.oauthbearer.token.endpoint.url",
+        # Kafka 4.1 (KIP-1139): the OIDC client's token retriever and client credentials as client keys.
+        "sasl.oauthbearer.jwt.retriever.class",
+        "sasl.oauthbearer.client.credentials.client.id",
+        "sasl.oauthbearer.client.credentials.client.secret",
+        "sasl.oauthbearer.scope",
         "sasl.oauthbearer.jwks.endpoint.url",
         "sasl.oauthbearer.jwks.endpoint.refresh.ms",
         "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms",

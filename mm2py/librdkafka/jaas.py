@@ -21,6 +21,8 @@ OAUTH_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginMod
 IAM_MODULE = "software.amazon.msk.auth.iam.IAMLoginModule"  # aws-msk-iam-auth, for AWS_MSK_IAM
 # mm2py's own setting for IAMLoginModule's awsProfileName: read by the batch path, never given to librdkafka.
 AWS_PROFILE_SETTING = "sasl.aws.msk.iam.profile"
+OIDC_CLIENT_ID = "sasl.oauthbearer.client.credentials.client.id"
+OIDC_CLIENT_SECRET = "sasl.oauthbearer.client.credentials.client.secret"
 KRB5_MODULES = (
     "com.sun.security.auth.module.Krb5LoginModule",
     "com.ibm.security.auth.module.Krb5LoginModule",
@@ -222,12 +224,20 @@ def _oauthbearer(sink: SettingsSink, options: dict[str, str]) -> None:
         _unsecured_jwt(sink, options)
     elif url.lower().startswith("file:"):
         sink.error(url_key, "a token file, but librdkafka only fetches tokens over HTTP(S)")
-    elif not (options.get("clientId") and options.get("clientSecret")):
-        sink.error("sasl.jaas.config", "needs clientId and clientSecret options for the OIDC login at " + url_key)
     else:
+        # Kafka 4.1 (KIP-1139) moved the client credentials out of the JAAS options into client keys.
+        client_id = options.get("clientId") or sink.java.get(OIDC_CLIENT_ID, "")
+        client_secret = options.get("clientSecret") or sink.java.get(OIDC_CLIENT_SECRET, "")
+        if not (client_id and client_secret):
+            sink.error(
+                "sasl.jaas.config",
+                f"needs clientId and clientSecret options (or {OIDC_CLIENT_ID} and {OIDC_CLIENT_SECRET}) for the "
+                f"OIDC login at {url_key}",
+            )
+            return
         sink.put("sasl.oauthbearer.method", "oidc", "sasl.jaas.config")
-        sink.put("sasl.oauthbearer.client.id", options["clientId"], "sasl.jaas.config")
-        sink.put("sasl.oauthbearer.client.secret", options["clientSecret"], "sasl.jaas.config")
+        sink.put("sasl.oauthbearer.client.id", client_id, "sasl.jaas.config")
+        sink.put("sasl.oauthbearer.client.secret", client_secret, "sasl.jaas.config")
         if options.get("scope"):
             sink.put("sasl.oauthbearer.scope", options["scope"], "sasl.jaas.config")
         extensions = [f"{k[10:]}={v}" for k, v in options.items() if k.startswith("extension_")]

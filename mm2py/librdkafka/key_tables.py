@@ -126,6 +126,11 @@ BUILTIN_CLASSES = {
         "org.apache.kafka.common.security.oauthbearer.internals.OAuthBearerRefreshingLogin",
     ),
     "ssl.engine.factory.class": ("org.apache.kafka.common.security.ssl.DefaultSslEngineFactory",),
+    # Kafka 4.1: how a client gets its token; librdkafka's OIDC method is the client-credentials grant.
+    "sasl.oauthbearer.jwt.retriever.class": (
+        "org.apache.kafka.common.security.oauthbearer.DefaultJwtRetriever",
+        "org.apache.kafka.common.security.oauthbearer.ClientCredentialsJwtRetriever",
+    ),
 }
 ASSIGNORS = {  # Java assignor class -> librdkafka name; StickyAssignor (eager sticky) has none
     "org.apache.kafka.clients.consumer.RangeAssignor": "range",

@@ -20,6 +20,9 @@ import pytest
 from confluent_kafka.admin import AdminClient
 
 from mm2py.config import FlowConfig, load
+from mm2py.control.copy_path import choose_copy_path
+from mm2py.errors import ConfigError
+from mm2py.wire.connection_settings import wire_config
 
 PASSWORD = "S3cr3t-Pa55word"
 PLAIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
@@ -79,6 +82,27 @@ CASES = {
         "dc1.sasl.mechanism = OAUTHBEARER\n"
         f"dc1.sasl.oauthbearer.token.endpoint.url = {TOKEN_URL}\n"
         f'dc1.sasl.jaas.config = {OAUTH} required clientId="mm2" clientSecret="{PASSWORD}" scope="kafka";\n',
+        {
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": "OAUTHBEARER",
+            "sasl.oauthbearer.method": "oidc",
+            "sasl.oauthbearer.client.id": "mm2",
+            "sasl.oauthbearer.client.secret": PASSWORD,
+            "sasl.oauthbearer.scope": "kafka",
+            "sasl.oauthbearer.token.endpoint.url": TOKEN_URL,
+        },
+        PASSWORD,
+    ),
+    "OAUTHBEARER-oidc-kafka-4.1-keys": Case(
+        "dc1.security.protocol = SASL_SSL\n"
+        "dc1.sasl.mechanism = OAUTHBEARER\n"
+        f"dc1.sasl.oauthbearer.token.endpoint.url = {TOKEN_URL}\n"
+        "dc1.sasl.oauthbearer.jwt.retriever.class = "
+        "org.apache.kafka.common.security.oauthbearer.ClientCredentialsJwtRetriever\n"
+        "dc1.sasl.oauthbearer.client.credentials.client.id = mm2\n"
+        f"dc1.sasl.oauthbearer.client.credentials.client.secret = {PASSWORD}\n"
+        "dc1.sasl.oauthbearer.scope = kafka\n"
+        f"dc1.sasl.jaas.config = {OAUTH} required ;\n",
         {
             "security.protocol": "SASL_SSL",
             "sasl.mechanism": "OAUTHBEARER",
@@ -184,3 +208,21 @@ def test_confluent_kafka_clients_accept_the_settings_without_connecting(tmp_path
     # Fetching an OIDC token from the unreachable endpoint fails too, but that is not refusing the settings.
     refused = {confluent_kafka.KafkaError._AUTHENTICATION, confluent_kafka.KafkaError._INVALID_ARG}
     assert [e for e in errors if e.code() in refused and "connect to 127.0.0.1:1" not in e.str()] == []
+
+
+def test_kafka_41_oidc_keys_keep_a_flow_on_the_batch_path(tmp_path: Path) -> None:
+    flow = load_flow(tmp_path, CASES["OAUTHBEARER-oidc-kafka-4.1-keys"])
+    assert choose_copy_path(flow).describe() == "batch"
+    config = wire_config("dc1", client_settings(flow, "source_consumer"))
+    assert config["sasl_mechanism"] == "OAUTHBEARER"
+    assert config["sasl_oauth_token_source"].client_id == "mm2"
+
+
+def test_a_kafka_41_token_retriever_librdkafka_lacks_is_refused_naming_the_key(tmp_path: Path) -> None:
+    lines = CASES["OAUTHBEARER-oidc-kafka-4.1-keys"].lines.replace(
+        "ClientCredentialsJwtRetriever", "JwtBearerJwtRetriever"
+    )
+    with pytest.raises(ConfigError) as caught:
+        load_flow(tmp_path, Case(lines, {}, PASSWORD))
+    assert "sasl.oauthbearer.jwt.retriever.class" in str(caught.value)
+    assert PASSWORD not in str(caught.value)
