@@ -43,8 +43,8 @@ class LoginFailures:
     def _note(self, exc: BaseException) -> None:
         if isinstance(exc, kafka_errors.SaslAuthenticationFailedError):
             # The broker's own reason, without the library's "[Error 58] SaslAuthenticationFailedError: " prefixes.
-            cause = _PREFIXES.sub("", str(exc))
-            self.reason = f"refused the {self.mechanism} login (authentication failed): {cause}"
+            broker_says = _PREFIXES.sub("", str(exc))
+            self.reason = f"refused the {self.mechanism} login (authentication failed): {broker_says}"
             return
         # The library wraps a failed handshake in KafkaConnectionError("Handshake failed: ...").
         cause = exc.__context__ if isinstance(exc, kafka_errors.KafkaConnectionError) else exc
