@@ -278,9 +278,7 @@ def _internal_topics(
     metrics: RunMetrics | None,
 ) -> tuple[list[FlowConfig], list[FlowConfig]]:
     """Every internal topic of the run: the flows and heartbeat pairs without what an ACL refused, each said once;
-    ``/health`` expects the flows from here on, and the heartbeats of the pairs that can write them."""
-    if metrics is not None:
-        _expect(metrics, flows, ())
+    ``/health`` expects the heartbeats of the pairs that can write them."""
     said: set[tuple[str, str]] = set()  # internal topics an ACL refused, each named once
     kept = ensure_heartbeats_topics(pairs, pool, stop, metrics, said)
     if metrics is not None:
@@ -304,6 +302,8 @@ def run_flows(
     first, so a run whose flows are all held elsewhere exits at once without starting Spark.
     """
     pool = AdminPool()
+    if metrics is not None:  # from the first moment: /health is not 200 before the flows are known
+        _expect(metrics, flows, ())
     refuse_cut_over_flows(flows, pool)  # before anything is created on a target that applications may use now
     flows, heartbeat_pairs = _internal_topics(flows, heartbeat_pairs, pool, stop, metrics)
     plan: ReplicationPlan = build_plan(flows, pool)
