@@ -70,14 +70,10 @@ class TopicAclAdmin:
                 return frozenset(op.name for op in operations)
             # confluent-kafka gives None for "none at all" as for "not said": a topic's answer tells them apart.
             visible = sorted(self.client.list_topics(timeout=self.timeout_s).topics)[:1]
-            if not visible:
-                return None
-            topic = self.client.describe_topics(
-                TopicCollection(visible), include_authorized_operations=True, request_timeout=self.timeout_s
-            )[visible[0]].result(timeout=self.timeout_s)
+            said = self.topic_operations(visible)  # left out when the broker does not say
         except (KafkaException, FutureTimeout):
             return None
-        return None if getattr(topic, "authorized_operations", None) is None else frozenset()
+        return frozenset() if said else None
 
     def topic_operations(self, topics: list[str]) -> dict[str, frozenset[str]]:
         """What this principal may do on each of ``topics`` that exists and that it may see (KIP-430's authorized
