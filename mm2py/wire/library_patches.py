@@ -1,4 +1,4 @@
-"""Two changes to kafka-python 3.0.12's receive path, for exactly that version (any other keeps its own code).
+"""Three changes to kafka-python 3.0.12's receive path, for exactly that version (any other keeps its own code).
 
 - It reads a plain TCP socket 4 KiB per ``recv()`` call (the chunk size is fixed), so a multi-megabyte Fetch
   response took thousands of calls, each a Python-level loop turn. Measured in one process copying 500k records
@@ -7,6 +7,12 @@
 - ``FetchResponse.decode`` took ``read()`` of the receive buffer: a slice and then ``bytes()`` of the slice,
   two copies of every fetched byte before the record sets are cut out. It now decodes a view of the unread
   rest, which is what decode makes of a ``bytes`` argument; nothing reads or writes the buffer after decode.
+- When one read took bytes and then met the peer's close, the transport aborted with the error and dropped the
+  bytes. A broker that refuses a SASL login answers with the reason and closes the connection at once, so the
+  answer was lost about as often as not and the refusal looked like a broken connection, retried until the
+  deadline. Bytes read before a close are now handed on first and the close is met by the next read (an
+  EOF stays readable), as Java's Selector closes a channel in ``CloseMode.GRACEFUL``: "process outstanding
+  buffered receives, notify disconnect" (clients/.../common/network/Selector.java), for TCP and TLS alike.
 
 Imported by :mod:`mm2py.wire.connection` before any connection is made.
 """
@@ -18,7 +24,7 @@ from typing import Any
 
 import kafka.errors as kafka_errors  # type: ignore[import-untyped]
 import kafka.version  # type: ignore[import-untyped]
-from kafka.net.transport import KafkaTCPTransport  # type: ignore[import-untyped]
+from kafka.net.transport import KafkaSSLTransport, KafkaTCPTransport  # type: ignore[import-untyped]
 from kafka.protocol.consumer import FetchResponse  # type: ignore[import-untyped]
 from kafka.protocol.frame import KafkaBytes  # type: ignore[import-untyped]
 
@@ -29,7 +35,8 @@ PATCHED_VERSION = "3.0.12"
 
 
 def _sock_recv(self: Any) -> tuple[bytes, Exception | None]:
-    """KafkaTCPTransport._sock_recv of kafka-python 3.0.12 with RECV_CHUNK_BYTES per call; errors as there."""
+    """KafkaTCPTransport._sock_recv of kafka-python 3.0.12 with RECV_CHUNK_BYTES per call; errors as there,
+    but only when nothing was read before them (see the module docstring)."""
     received: list[bytes] = []
     error: Exception | None = None
     while True:
@@ -38,15 +45,30 @@ def _sock_recv(self: Any) -> tuple[bytes, Exception | None]:
         except (BlockingIOError, InterruptedError):
             break
         except BaseException as exc:
+            if received:
+                break  # the next read meets the error again
             log.exception("%s: error receiving network data, closing socket", self)
             error = kafka_errors.KafkaConnectionError(exc)
             break
         if not data:
+            if received:
+                break  # the next read meets the close again
             log.error("%s: socket disconnected", self)
             error = kafka_errors.KafkaConnectionError("socket disconnected")
             break
         received.append(data)
     return b"".join(received), error
+
+
+def _received_before_the_close(receive: Any) -> Any:
+    """A transport's read that hands on the bytes read before an error; the next read reports the error."""
+
+    def read(self: Any) -> tuple[bytes, Exception | None]:
+        data, error = receive(self)
+        return (data, None) if data else (data, error)
+
+    read.__wrapped__ = receive  # type: ignore[attr-defined]
+    return read
 
 
 _decode_fetch_response = FetchResponse.decode.__func__
@@ -65,5 +87,6 @@ def apply() -> bool:
         return False
     if KafkaTCPTransport._sock_recv is not _sock_recv:
         KafkaTCPTransport._sock_recv = _sock_recv
+        KafkaSSLTransport._sock_recv = _received_before_the_close(KafkaSSLTransport._sock_recv)
         FetchResponse.decode = classmethod(_decode_fetch_in_place)
     return True

@@ -1,5 +1,5 @@
-"""The batch path's socket reads: large chunks on plain TCP, with kafka-python's own error handling
-(mm2py.wire.library_patches, applied when mm2py.wire.connection is imported)."""
+"""The batch path's socket reads: large chunks on plain TCP, and the bytes read before a close handed on before
+the close (mm2py.wire.library_patches, applied when mm2py.wire.connection is imported)."""
 
 from __future__ import annotations
 
@@ -42,11 +42,27 @@ def test_plain_tcp_reads_in_large_chunks_until_the_socket_would_block() -> None:
     assert set(sock.asked) == {wire.RECV_CHUNK_BYTES} and len(sock.asked) == len(payload) // wire.RECV_CHUNK_BYTES + 1
 
 
-def test_a_closed_or_failing_socket_is_a_connection_error_after_what_was_read() -> None:
-    data, error = receive(FakeSocket(b"abc"))
-    assert data == b"abc" and isinstance(error, kafka_errors.KafkaConnectionError)
-    data, error = receive(FakeSocket(b"", then=ConnectionResetError("reset")))
+def test_bytes_read_before_a_close_or_an_error_are_handed_on_and_the_next_read_reports_it() -> None:
+    # A broker that refuses a login writes its reason and closes at once: the reason must reach the protocol.
+    closing = FakeSocket(b"abc")
+    assert receive(closing) == (b"abc", None)
+    data, error = receive(closing)
+    assert data == b"" and isinstance(error, kafka_errors.KafkaConnectionError) and "disconnected" in str(error)
+    failing = FakeSocket(b"abc", then=ConnectionResetError("reset"))
+    assert receive(failing) == (b"abc", None)
+    data, error = receive(failing)
     assert data == b"" and isinstance(error, kafka_errors.KafkaConnectionError) and "reset" in str(error)
+
+
+def test_the_tls_read_hands_on_what_it_read_before_the_close_too() -> None:
+    def library_read(_self: object) -> tuple[bytes, Exception | None]:
+        return answers.pop(0)
+
+    closed = kafka_errors.KafkaConnectionError("socket disconnected")
+    answers: list[tuple[bytes, Exception | None]] = [(b"abc", closed), (b"", closed)]
+    read = wire._received_before_the_close(library_read)
+    assert read(None) == (b"abc", None) and read(None) == (b"", closed)
+    assert KafkaSSLTransport._sock_recv.__wrapped__ is not None  # applied to the pinned version's TLS transport
 
 
 def test_a_fetch_response_decodes_from_a_view_of_the_receive_buffer_as_from_bytes() -> None:
