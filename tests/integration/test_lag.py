@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 import queue
 import re
 import signal
@@ -169,6 +170,7 @@ def test_lag_watch_shows_lag_growing_and_stops_cleanly_on_ctrl_c(kafka_cluster: 
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        env={**os.environ, "PYTHONFAULTHANDLER": "1"},  # a hang below is answered by SIGABRT: every thread's stack
     )
     lines: queue.Queue[str] = queue.Queue()
     errors: list[str] = []  # stderr is drained too: a full pipe would block the watcher's next log line
@@ -180,8 +182,9 @@ def test_lag_watch_shows_lag_growing_and_stops_cleanly_on_ctrl_c(kafka_cluster: 
     def drain() -> None:
         errors.extend(watcher.stderr or [])
 
+    drainer = threading.Thread(target=drain, daemon=True)
     threading.Thread(target=pump, daemon=True).start()
-    threading.Thread(target=drain, daemon=True).start()
+    drainer.start()
 
     def next_line_matching(pattern: str) -> str | None:
         try:
@@ -201,7 +204,15 @@ def test_lag_watch_shows_lag_growing_and_stops_cleanly_on_ctrl_c(kafka_cluster: 
         wait_for(row.format(end=15, arrow="↑"))
         wait_for(row.format(end=15, arrow="="))
         watcher.send_signal(signal.SIGINT)
-        assert watcher.wait(timeout=30) == 0, "".join(errors)[-4000:]
+        try:
+            code = watcher.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            masks = [line for line in Path(f"/proc/{watcher.pid}/status").read_text().splitlines() if "Sig" in line]
+            watcher.send_signal(signal.SIGABRT)
+            watcher.wait(timeout=30)
+            drainer.join(timeout=10)  # stderr's end: the whole stack dump
+            pytest.fail(f"no exit 30 s after SIGINT; {masks}; stderr: {''.join(errors)[-6000:]}")
+        assert code == 0, "".join(errors)[-4000:]
     finally:
         if watcher.poll() is None:
             watcher.kill()
