@@ -107,6 +107,22 @@ class ProgressRecorder:
     def record(self, counted: Mapping[int, Counted]) -> None:
         """Write and wait for the acknowledgement of what is new in ``counted`` (by ``id`` of the range)."""
         spec = self.spec
+        # The syncs of the new records are acknowledged before their progress is written, as MM2 emits a sync
+        # when a record is acknowledged and commits source offsets later. A task that dies in between leaves
+        # syncs beyond the progress, which `failover` counts exactly (records the target holds past the
+        # progress); progress beyond the syncs would make its recovery point short by the unsynced records.
+        sync_failures: list[KafkaError] = []
+        queued: dict[int, int] = {}
+        outside_transactions = self.progress or not spec.syncs_on_target
+        for r in self.ranges:
+            runs = counted[id(r)].runs
+            total = sum(length for _u, _d, length in runs)
+            if spec.syncs_topic is not None and outside_transactions and total > self.synced[id(r)]:
+                new = runs_after(runs, self.synced[id(r)])
+                queued[id(r)] = queue_offset_syncs(spec, r.rng, new, sync_failures, self.states[id(r)])
+                self.synced[id(r)] = total
+        if queued:
+            flush_offset_syncs(spec, sync_failures, f"flow={spec.flow} ({len(queued)} partitions)")
         producer = cached_producer(spec.producer_settings)
         failures: list[KafkaError] = []
         progressed = {}
@@ -121,22 +137,7 @@ class ProgressRecorder:
                     on_delivery=lambda err, _m: failures.append(err) if err else None,
                 )
                 progressed[id(r)] = done.upstream
-        # Progress (target cluster) and syncs (source cluster, by default) are queued before anything is waited
-        # for, so both are acknowledged in one round trip. Either may be lost if the task dies now, as when they
-        # are written one after the other; the copied records are acknowledged already.
-        sync_failures: list[KafkaError] = []
-        queued: dict[int, int] = {}
-        outside_transactions = self.progress or not spec.syncs_on_target
-        for r in self.ranges:
-            runs = counted[id(r)].runs
-            total = sum(length for _u, _d, length in runs)
-            if spec.syncs_topic is not None and outside_transactions and total > self.synced[id(r)]:
-                new = runs_after(runs, self.synced[id(r)])
-                queued[id(r)] = queue_offset_syncs(spec, r.rng, new, sync_failures, self.states[id(r)])
-                self.synced[id(r)] = total
         flush_producer(spec, producer, spec.producer_settings, failures, f"flow={spec.flow} (progress)")
-        if queued:
-            flush_offset_syncs(spec, sync_failures, f"flow={spec.flow} ({len(queued)} partitions)")
         self.upstream.update(progressed)
         for key, count in queued.items():
             self.syncs[key] += count

@@ -118,6 +118,7 @@ def copy_range(spec: CopySpec, rng: PartitionRange) -> CopyResult:
         cached_producer(spec.syncs_producer_settings)  # created now, so its producer id arrives in parallel
     consumer = cached_consumer(spec.consumer_settings)
     batch = RangeBatch(position=rng.start, producer=producer)
+    syncs = 0
     if spec.exactly_once:
         _transaction(producer, settings, where, "begin_transaction")
     consumer.assign([TopicPartition(rng.topic, rng.partition, rng.start)])
@@ -128,6 +129,8 @@ def copy_range(spec: CopySpec, rng: PartitionRange) -> CopyResult:
         batch.acknowledged()
         if len(batch.downstream) != len(batch.upstream):
             raise ReplicationError(f"{where}: {len(batch.upstream)} records sent, {len(batch.downstream)} acknowledged")
+        if not spec.exactly_once:  # syncs before progress, as on the batch path (executor/batch_results.py)
+            syncs = _syncs(spec, rng, batch, where)
         if batch.last_read >= 0:
             record = progress_record(spec.source, rng.topic, rng.partition, batch.last_read)
             producer.produce(spec.progress_topic, record.value, record.key, on_delivery=_failures_to(batch))
@@ -141,9 +144,8 @@ def copy_range(spec: CopySpec, rng: PartitionRange) -> CopyResult:
         raise
     finally:
         consumer.unassign()
-    syncs = 0
-    if spec.syncs_topic is not None and batch.upstream:
-        syncs = write_offset_syncs(spec, rng, batch.upstream, batch.downstream, where)
+    if spec.exactly_once:  # after the commit: an aborted transaction's records must not be synced
+        syncs = _syncs(spec, rng, batch, where)
     measurement = batch.measurer.measurement(spec.source, spec.target, rng.topic, rng.remote_topic, rng.partition)
     return CopyResult(
         rng.topic,
@@ -158,6 +160,13 @@ def copy_range(spec: CopySpec, rng: PartitionRange) -> CopyResult:
         error=batch.gone,
         measurement=measurement,
     )
+
+
+def _syncs(spec: CopySpec, rng: PartitionRange, batch: RangeBatch, where: str) -> int:
+    """Write (and wait for) the offset syncs of the range's acknowledged records; how many were written."""
+    if spec.syncs_topic is None or not batch.upstream:
+        return 0
+    return write_offset_syncs(spec, rng, batch.upstream, batch.downstream, where)
 
 
 def _producer_settings(spec: CopySpec, rng: PartitionRange) -> Mapping[str, str]:
