@@ -16,14 +16,16 @@ from typing import Annotated
 import typer
 
 from mm2py import __version__
-from mm2py.cli import cutover, failover, render
+from mm2py.cli import cutover, failback, failover, render
+from mm2py.cli.loading import learn_secrets as _learn_secrets
+from mm2py.cli.loading import load_config as _load
 from mm2py.cli.options import regex as _regex
 from mm2py.cli.options import timestamp as _timestamp
-from mm2py.config import LoadedConfig, MirrorMakerConfig, load, validate
+from mm2py.config import MirrorMakerConfig, validate
 from mm2py.config.spark_security import warn_if_spark_unprotected
 from mm2py.control.plan import build_plan
 from mm2py.errors import EXIT_CHECK_FAILED, EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, Mm2pyError, UsageError
-from mm2py.secrets import RedactingFilter, Redactor
+from mm2py.secrets import RedactingFilter
 
 app = typer.Typer(
     name="mm2py",
@@ -43,16 +45,6 @@ ConfigFile = Annotated[
     Path, typer.Argument(help="MM2 properties file (connect-mirror-maker.properties)", show_default=False)
 ]
 FlowsOption = Annotated[str | None, typer.Option("--flows", help="Comma-separated flows, e.g. dc1->target,dc2->target")]
-
-
-def _learn_secrets(mm: MirrorMakerConfig) -> None:
-    """Teach the redactor every secret of the file (raw and provider-resolved) before anything is printed."""
-    _redactor.learn(Redactor.from_properties(mm.raw.values()))
-    _redactor.learn(Redactor.from_properties(mm.resolved_values()))
-
-
-def _split_flows(flows: str | None) -> list[str] | None:
-    return [f for f in (x.strip() for x in flows.split(",")) if f] if flows else None
 
 
 @app.callback()
@@ -363,12 +355,20 @@ def failover_command(
         raise typer.Exit(EXIT_CHECK_FAILED)
 
 
-def _load(file: Path, flows: str | None, clusters: list[str] | None = None) -> LoadedConfig:
-    mm = MirrorMakerConfig.from_file(file)
-    _learn_secrets(mm)
-    loaded = load(file, flows=_split_flows(flows), clusters=clusters)
-    render.print_warnings(loaded.warnings)
-    return loaded
+@app.command("failback")
+def failback_command(
+    file: ConfigFile,
+    flow: failback.FlowOption,
+    groups: cutover.GroupsOption = None,
+    tail_topic: failback.TailTopicOption = None,
+    leave_tail: failback.LeaveTailOption = False,
+    dry_run: cutover.DryRunOption = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as one JSON document")] = False,
+) -> None:
+    """After a cutover or failover of A->B, A back: keep A's tail on B, start B->A, clear the mark (exit 1: refused)."""
+    options = failback.options(_regex("--groups", groups), tail_topic, leave_tail, dry_run)
+    if not failback.command(_load(file, None), flow, options, as_json=as_json):
+        raise typer.Exit(EXIT_CHECK_FAILED)
 
 
 def main(argv: list[str] | None = None) -> None:

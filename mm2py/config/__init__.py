@@ -24,7 +24,17 @@ from mm2py.config.problems import Problem
 from mm2py.config.validate import validate
 from mm2py.errors import ConfigError, UsageError
 
-__all__ = ["ClientConfig", "Flow", "FlowConfig", "LoadedConfig", "MirrorMakerConfig", "Problem", "load", "validate"]
+__all__ = [
+    "ClientConfig",
+    "Flow",
+    "FlowConfig",
+    "LoadedConfig",
+    "MirrorMakerConfig",
+    "Problem",
+    "flow_and_reverse",
+    "load",
+    "validate",
+]
 
 
 @dataclass(frozen=True)
@@ -116,3 +126,27 @@ def load(
         tuple(p for p in problems if p.severity == "warning"),
         _target_clusters(mm, clusters, mm.enabled_flows()),
     )
+
+
+def flow_and_reverse(loaded: LoadedConfig, text: str) -> tuple[FlowConfig, FlowConfig]:
+    """``failback --flow A->B``: the typed configs of A->B and of its reverse B->A, which must be enabled (failback
+    starts it). A->B itself may be disabled by then: the runbook tells users to keep it off while B is primary."""
+    try:
+        flow = Flow.parse(text)
+    except ValueError as exc:
+        raise UsageError(f"--flow: {exc}") from None
+    mm = loaded.mm
+    for alias in (flow.source, flow.target):
+        if alias not in mm.clusters:
+            raise UsageError(
+                f"--flow {flow}: {alias} is not a cluster of {mm.source} (clusters: {', '.join(mm.clusters)})"
+            )
+    reverse = Flow(flow.target, flow.source)
+    if reverse not in mm.enabled_flows():
+        raise ConfigError(
+            f"failback starts the reverse flow {reverse}, which is not enabled",
+            source=mm.source,
+            key=f"{reverse}.enabled",
+            allowed=f"{reverse}.enabled = true",
+        )
+    return build_flow_config(mm, flow), build_flow_config(mm, reverse)

@@ -1,0 +1,173 @@
+"""Keeping the source's divergent tail on the target: ``mm2py failback`` copies it into a side topic, partition
+for partition, then checks each side partition's end offset and last record.
+
+Why here and not in a Spark task: the tail is bounded (what the source took after the cut-over, usually a few
+seconds of writes), it is copied once, and failback must run where no Spark is set up. The rule that matters
+still holds: a record's bytes go from one consumer of the source to one producer of the target in this one
+process, and nothing else is planned or copied here.
+
+The copy is idempotent without a ledger of its own: the side partition's records are the tail's first records,
+in order (one idempotent producer, no transactions), so its end offset says how many are kept already. A
+failback that stopped half way (a cluster lost, a crash) and runs again skips that many and writes the rest;
+one that had finished writes nothing. Driver side only.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from confluent_kafka import KafkaError
+from confluent_kafka.admin import NewTopic
+
+from mm2py.config.flow import FlowConfig
+from mm2py.errors import CheckFailed, KafkaOperationError
+from mm2py.librdkafka.admin import ClusterAdmin
+from mm2py.librdkafka.clients import new_producer
+from mm2py.librdkafka.partition_reader import PartitionReader
+from mm2py.tools.cutover.tail import Partition, TailCopy, TailRange
+
+log = logging.getLogger(__name__)
+
+_READ_TIMEOUT_S = 120.0
+
+
+def ensure_side_topics(
+    flow: FlowConfig, target: ClusterAdmin, tails: Iterable[TailRange], partitions: Mapping[str, int]
+) -> None:
+    """Create each side topic with its source topic's partition count (``partitions``), so that source partition
+    p lands in side partition p; one that exists with fewer partitions is refused, naming it."""
+    wanted = {t.side_topic: partitions[t.topic] for t in tails}
+    existing = target.list_topics()
+    for name, count in sorted(wanted.items()):
+        if name in existing and existing[name].partitions < count:
+            raise CheckFailed(
+                f"side topic {name} on {flow.target} has {existing[name].partitions} partition(s), fewer than "
+                f"the {count} of its source topic: name another with --tail-topic"
+            )
+    new = [
+        NewTopic(name, count, flow.replication_factor) for name, count in sorted(wanted.items()) if name not in existing
+    ]
+    for name, error in target.create_topics(new).items():
+        if error is not None:
+            raise KafkaOperationError(flow.target, f"creating side topic {name}", error.cause, code=error.code)
+        log.info("flow=%s created side topic %s on %s", flow.name, name, flow.target)
+
+
+def copy_tail(flow: FlowConfig, target: ClusterAdmin, tails: list[TailRange]) -> list[TailCopy]:
+    """Copy every tail into its side topic (key, value, headers, timestamp; partition for partition, in order),
+    skipping what an earlier failback kept already; then verify each side partition."""
+    pending = [t for t in tails if t.count > 0]
+    if not pending:
+        return []
+    kept = target.list_offsets([(t.side_topic, t.partition) for t in pending], "latest")
+    producer = new_producer({**flow.target_producer.settings(), "enable.idempotence": "true", "acks": "all"})
+    failures: list[KafkaError] = []
+    records: dict[Partition, int] = {}
+    copied: dict[Partition, int] = {}
+    last: dict[Partition, Any] = {}
+    for msg in _read_tails(flow, pending):
+        tp = (msg.topic() or "", msg.partition() or 0)
+        side = _side(pending, tp)
+        index = records.get(tp, 0)
+        records[tp] = index + 1
+        last[tp] = msg
+        if index < kept[(side.side_topic, side.partition)]:
+            continue  # kept by an earlier failback
+        producer.produce(
+            side.side_topic,
+            msg.value(),
+            msg.key(),
+            side.partition,
+            headers=msg.headers() or None,
+            timestamp=msg.timestamp()[1],
+            on_delivery=lambda err, _m: failures.append(err) if err else None,
+        )
+        copied[tp] = copied.get(tp, 0) + 1
+        producer.poll(0)
+    if producer.flush(60) > 0 or failures:
+        cause = failures[0].str() if failures else "not acknowledged within 60 s"
+        raise KafkaOperationError(flow.target, "copying the divergent tail into its side topic", cause)
+    return _verify(flow, target, pending, kept, records, copied, last)
+
+
+def _side(tails: list[TailRange], tp: Partition) -> TailRange:
+    return next(t for t in tails if (t.topic, t.partition) == tp)
+
+
+def _read_tails(flow: FlowConfig, tails: list[TailRange]) -> Iterable[Any]:
+    """The tail's committed records, in offset order per partition; a partition stops at the tail's end, so
+    records written to the source after failback listed it are left there (and reported by the next run)."""
+    settings = {
+        **flow.source_consumer.settings(),
+        "group.id": f"mm2py-failback-{flow.target}",
+        "isolation.level": "read_committed",
+    }
+    ends = {(t.topic, t.partition): t.to_offset for t in tails}
+    starts = {(t.topic, t.partition): t.from_offset for t in tails}
+    with PartitionReader(
+        flow.source, settings, starts, purpose="reading the divergent tail", timeout_s=_READ_TIMEOUT_S
+    ) as reader:
+        for msg in reader.records():
+            tp = (msg.topic() or "", msg.partition() or 0)
+            if msg.offset() >= ends[tp]:
+                reader.stop(*tp)
+                continue
+            yield msg
+            if msg.offset() + 1 >= ends[tp]:
+                reader.stop(*tp)
+
+
+def _verify(
+    flow: FlowConfig,
+    target: ClusterAdmin,
+    tails: list[TailRange],
+    kept: Mapping[tuple[str, int], int],
+    records: Mapping[Partition, int],
+    copied: Mapping[Partition, int],
+    last: Mapping[Partition, Any],
+) -> list[TailCopy]:
+    """Per partition: the side partition must end at the tail's record count, and its last record must be the
+    tail's last (key, value, headers, timestamp). A mismatch is refused, naming the side partition."""
+    sides = [(t.side_topic, t.partition) for t in tails]
+    ends = target.list_offsets(sides, "latest")
+    starts = {tp: end - 1 for tp, end in ends.items() if end > 0}
+    written: dict[tuple[str, int], Any] = {}
+    if starts:
+        settings = {**flow.target_consumer.settings(), "group.id": f"mm2py-failback-{flow.source}"}
+        with PartitionReader(flow.target, settings, starts, purpose="verifying the side topic") as reader:
+            for msg in reader.records():
+                written[(msg.topic() or "", msg.partition() or 0)] = msg
+    result = []
+    for t in tails:
+        tp, side = (t.topic, t.partition), (t.side_topic, t.partition)
+        copy = TailCopy(
+            t.topic,
+            t.partition,
+            t.side_topic,
+            records.get(tp, 0),
+            kept[side],
+            copied.get(tp, 0),
+            ends[side],
+            _same(last.get(tp), written.get(side)),
+        )
+        if not copy.verified:
+            raise CheckFailed(
+                f"side topic {t.side_topic}-{t.partition} on {flow.target} does not hold the tail of "
+                f"{t.topic}-{t.partition}: it ends at {copy.side_end}, the tail has {copy.records} record(s)"
+                + ("" if copy.last_matches else ", and its last record differs from the tail's last")
+            )
+        result.append(copy)
+    return result
+
+
+def _same(source: Any, side: Any) -> bool:
+    if source is None or side is None:
+        return source is None and side is None
+    return bool(
+        source.key() == side.key()
+        and source.value() == side.value()
+        and (source.headers() or []) == (side.headers() or [])
+        and source.timestamp()[1] == side.timestamp()[1]
+    )
