@@ -15,6 +15,8 @@ one that had finished writes nothing. Driver side only.
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -53,6 +55,22 @@ def ensure_side_topics(
         if error is not None:
             raise KafkaOperationError(flow.target, f"creating side topic {name}", error.cause, code=error.code)
         log.info("flow=%s created side topic %s on %s", flow.name, name, flow.target)
+    if new:
+        _await_leaders(target, [(t.topic, p) for t in new for p in range(t.num_partitions)])
+
+
+def _await_leaders(target: ClusterAdmin, partitions: list[Partition], timeout_s: float = 30.0) -> None:
+    """A topic just created answers "not leader" until its leaders are known to every broker: poll its end
+    offsets until each partition answers (the copy must not start half placed), naming it after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            target.list_offsets(partitions, "latest")
+            return
+        except KafkaOperationError:
+            if time.monotonic() > deadline:
+                raise
+        threading.Event().wait(0.2)
 
 
 def copy_tail(flow: FlowConfig, target: ClusterAdmin, tails: list[TailRange]) -> list[TailCopy]:

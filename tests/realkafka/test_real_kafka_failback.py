@@ -1,0 +1,162 @@
+"""``mm2py failback`` on real Kafka: after a planned switch-over A->B, A took 5,000 more records that B never got;
+failback keeps them on B record by record, starts B->A at the cut-over so B's newer records reach A and none of B's
+older ones, and clears the mark, once.
+
+A and B are the session's shared clusters: the test creates only uniquely named topics and groups, under cluster
+aliases of its own (so the progress, lease and mark records are its own too).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.harness.kafka_harness import (
+    Record,
+    committed_group,
+    end_offsets,
+    list_topics,
+    make_records,
+    produce,
+    read_all,
+)
+from tests.harness.mm2py_cli import mm2py
+from tests.harness.real_kafka import KafkaCluster
+from tests.harness.real_kafka_mm2 import unique_alias, write_real_config
+from tests.harness.recording_consumer import RecordingConsumer
+
+pytestmark = [pytest.mark.realkafka, pytest.mark.spark]
+
+PARTITIONS = 4
+COPIED = 8_000  # on A, replicated to B before the switch-over
+TAIL = 5_000  # written to A after the switch-over: B never gets them
+B_BEFORE = 400  # written to B's own topic before the switch-over: B's history, which A must not get
+B_AFTER = 1_000  # written to B's own topic after the switch-over: what B->A must bring to A
+
+
+def _standing_marks(cluster: KafkaCluster, flow: str) -> list[bytes]:
+    """The flow's cut-over mark as the lease topic leaves it: the newest record under its key, unless a tombstone."""
+    if "mm2py-leases.internal" not in list_topics(cluster.bootstrap):
+        return []
+    key = f"cutover:{flow}".encode()
+    values = [r.value for r in read_all(cluster.bootstrap, "mm2py-leases.internal") if r.key == key]
+    return [values[-1]] if values and values[-1] is not None else []
+
+
+def _state(a: KafkaCluster, b: KafkaCluster, topic: str, aliases: tuple[str, str], group: str) -> dict[str, Any]:
+    """What a dry run must leave as it was: the group's offsets on both sides, the test's topics on both clusters
+    and their ends (the progress topics among them), and the standing mark."""
+    src, tgt = aliases
+
+    def mine(cluster: KafkaCluster) -> dict[str, dict[int, int]]:
+        names = [t for t in list_topics(cluster.bootstrap) if topic in t or src in t or tgt in t]
+        return {t: end_offsets(cluster.bootstrap, t) for t in sorted(names)}
+
+    return {
+        "group on A": committed_group(a.bootstrap, group, topic, PARTITIONS),
+        "group on B": committed_group(b.bootstrap, group, f"{src}.{topic}", PARTITIONS),
+        "A": mine(a),
+        "B": mine(b),
+        "mark": _standing_marks(b, f"{src}->{tgt}"),
+    }
+
+
+def _identity(r: Record) -> tuple[Any, ...]:
+    return (r.partition, r.key, r.value, r.headers, r.timestamp)
+
+
+def test_failback_keeps_as_tail_the_records_b_never_got_and_starts_b_to_a_at_the_cut_over(
+    real_kafka: KafkaCluster,
+    real_kafka_target: KafkaCluster,
+    unique_topic: Callable[..., str],
+    tmp_path: Path,
+    record_property: Callable[[str, object], None],
+) -> None:
+    a, b = real_kafka, real_kafka_target
+    topic = unique_topic("orders")
+    a.create_topic(topic, partitions=PARTITIONS)
+    b.create_topic(topic, partitions=PARTITIONS)  # B's own topic of the same name: the applications write it later
+    src, tgt = unique_alias("src"), unique_alias("tgt")
+    flow, reverse, remote = f"{src}->{tgt}", f"{tgt}->{src}", f"{src}.{topic}"
+    body = (
+        f"{flow}.enabled = true\n{reverse}.enabled = true\ntopics = {topic}\nheartbeats.replication.enabled = false\n"
+    )
+    config = write_real_config(tmp_path / "mm2.properties", {src: a.bootstrap, tgt: b.bootstrap}, body)
+    group = f"billing-{topic}"
+
+    produce(b.bootstrap, topic, make_records(B_BEFORE, partitions=PARTITIONS, seed=2))
+    produce(a.bootstrap, topic, make_records(COPIED, partitions=PARTITIONS, seed=1))
+    copied = mm2py("run", str(config), "--once", "--flows", flow)
+    assert copied.returncode == 0, copied.stderr
+    on_a = RecordingConsumer(src, a.bootstrap, group, topic, "billing-on-a")
+    try:
+        on_a.consume(until_ends=end_offsets(a.bootstrap, topic))
+    finally:
+        on_a.close()
+    switched = mm2py("cutover", str(config), "--flow", flow, "--groups", re.escape(group), "--quiet-seconds", "2")
+    assert switched.returncode == 0, switched.stderr
+
+    # A takes records B never gets (run refuses the flow now), and the applications write on B.
+    cut = end_offsets(a.bootstrap, topic)
+    tail = make_records(TAIL, partitions=PARTITIONS, seed=3)
+    produce(a.bootstrap, topic, tail)
+    refused = mm2py("run", str(config), "--once", "--flows", flow)
+    assert refused.returncode == 2 and f"flow {flow} was cut over" in refused.stderr, refused.stderr
+    after = make_records(B_AFTER, partitions=PARTITIONS, seed=4)
+    produce(b.bootstrap, topic, after)
+    on_b = RecordingConsumer(tgt, b.bootstrap, group, remote, "billing-on-b")
+    try:
+        on_b.consume(until_ends=end_offsets(b.bootstrap, remote))
+    finally:
+        on_b.close()
+    now = end_offsets(a.bootstrap, topic)
+
+    # The drill: exactly the 5,000 per partition, nothing changed anywhere.
+    before = _state(a, b, topic, (src, tgt), group)
+    drill = mm2py("failback", str(config), "--flow", flow, "--groups", re.escape(group), "--dry-run", "--json")
+    assert drill.returncode == 0, drill.stderr
+    dry = json.loads(drill.stdout)
+    listed = [(t["topic"], t["partition"], t["from"], t["to"], t["count"]) for t in dry["tail"]]
+    assert listed == [(topic, p, cut[p], now[p], now[p] - cut[p]) for p in range(PARTITIONS)]
+    assert dry["tail_count"] == TAIL and dry["refusals"] == [] and not dry["mark_cleared"]
+    assert _state(a, b, topic, (src, tgt), group) == before
+
+    done = mm2py("failback", str(config), "--flow", flow, "--groups", re.escape(group), "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    side = f"{remote}.failback-tail"
+    assert all(c["verified"] and c["side_topic"] == side for c in report["preserved"]), report["preserved"]
+    # The side topic holds A's tail record by record: partition, key, value, headers, timestamp, order.
+    kept = read_all(b.bootstrap, side)
+    a_tail = [r for r in read_all(a.bootstrap, topic) if r.offset >= cut[r.partition]]
+    assert [_identity(r) for r in kept] == [_identity(r) for r in a_tail]
+    assert len(kept) == TAIL and {r.value for r in kept} == {r.value for r in tail}
+    # The group read all B had of A: on A it stands where the tail begins.
+    assert {(g["partition"], g["source_offset"]) for g in report["groups"]} == set(cut.items())
+    assert report["mark_cleared"] and _standing_marks(b, flow) == []
+
+    # The next run of B->A brings B's records since the cut-over to A, and none of B's history.
+    back = mm2py("run", str(config), "--once", "--flows", reverse)
+    assert back.returncode == 0, back.stderr
+    on_a_now = read_all(a.bootstrap, f"{tgt}.{topic}")
+    history = {r.value for r in make_records(B_BEFORE, partitions=PARTITIONS, seed=2)}
+    figures = {
+        "tail_listed": dry["tail_count"],
+        "tail_kept": len(kept),
+        "b_after_reached_a": sum(r.value in {x.value for x in after} for r in on_a_now),
+        "b_history_reached_a": sum(r.value in history for r in on_a_now),
+    }
+    record_property("failback_figures", figures)
+    assert figures == {"tail_listed": TAIL, "tail_kept": TAIL, "b_after_reached_a": B_AFTER, "b_history_reached_a": 0}
+    assert len(on_a_now) == B_AFTER
+
+    # Once is all: a second failback finds no mark and copies nothing.
+    again = mm2py("failback", str(config), "--flow", flow)
+    assert again.returncode == 1, again.stderr
+    assert f"flow {flow} is not marked as cut over on {tgt}" in again.stderr, again.stderr
+    assert end_offsets(b.bootstrap, side) == {p: TAIL // PARTITIONS for p in range(PARTITIONS)}
