@@ -16,8 +16,14 @@ from typing import Any
 
 import pytest
 
+from mm2py.config import load
+from mm2py.control.cutover_mark import CutPosition
+from mm2py.librdkafka.admin import ClusterAdmin
+from mm2py.tools.cutover.tail import divergent_tail
+from mm2py.tools.cutover.tail_copy import copy_tail, ensure_side_topics
 from tests.harness.kafka_harness import (
     Record,
+    commit_group,
     committed_group,
     end_offsets,
     list_topics,
@@ -28,7 +34,7 @@ from tests.harness.kafka_harness import (
 from tests.harness.mm2py_cli import mm2py
 from tests.harness.real_kafka import KafkaCluster
 from tests.harness.real_kafka_mm2 import unique_alias, write_real_config
-from tests.harness.recording_consumer import RecordingConsumer
+from tests.harness.recording_consumer import RecordingConsumer, once_per_group
 
 pytestmark = [pytest.mark.realkafka, pytest.mark.spark]
 
@@ -37,6 +43,8 @@ COPIED = 8_000  # on A, replicated to B before the switch-over
 TAIL = 5_000  # written to A after the switch-over: B never gets them
 B_BEFORE = 400  # written to B's own topic before the switch-over: B's history, which A must not get
 B_AFTER = 1_000  # written to B's own topic after the switch-over: what B->A must bring to A
+LEDGER_ON_B = 600  # of them, processed on B by the group that returns to A
+HALF = 300  # records of a partition's tail an interrupted failback had kept already
 
 
 def _standing_marks(cluster: KafkaCluster, flow: str) -> list[bytes]:
@@ -87,7 +95,7 @@ def test_failback_keeps_as_tail_the_records_b_never_got_and_starts_b_to_a_at_the
         f"{flow}.enabled = true\n{reverse}.enabled = true\ntopics = {topic}\nheartbeats.replication.enabled = false\n"
     )
     config = write_real_config(tmp_path / "mm2.properties", {src: a.bootstrap, tgt: b.bootstrap}, body)
-    group = f"billing-{topic}"
+    group, ledger = f"billing-{topic}", f"ledger-{topic}"
 
     produce(b.bootstrap, topic, make_records(B_BEFORE, partitions=PARTITIONS, seed=2))
     produce(a.bootstrap, topic, make_records(COPIED, partitions=PARTITIONS, seed=1))
@@ -108,7 +116,14 @@ def test_failback_keeps_as_tail_the_records_b_never_got_and_starts_b_to_a_at_the
     refused = mm2py("run", str(config), "--once", "--flows", flow)
     assert refused.returncode == 2 and f"flow {flow} was cut over" in refused.stderr, refused.stderr
     after = make_records(B_AFTER, partitions=PARTITIONS, seed=4)
+    # An application group on B reads B's own topic from the cut-over on, and gets part way before the return.
+    commit_group(b.bootstrap, ledger, topic, end_offsets(b.bootstrap, topic))
     produce(b.bootstrap, topic, after)
+    ledger_b = RecordingConsumer(tgt, b.bootstrap, ledger, topic, "ledger-on-b")
+    try:
+        ledger_b.consume(until_records=LEDGER_ON_B)
+    finally:
+        ledger_b.close()
     on_b = RecordingConsumer(tgt, b.bootstrap, group, remote, "billing-on-b")
     try:
         on_b.consume(until_ends=end_offsets(b.bootstrap, remote))
@@ -126,11 +141,30 @@ def test_failback_keeps_as_tail_the_records_b_never_got_and_starts_b_to_a_at_the
     assert dry["tail_count"] == TAIL and dry["refusals"] == [] and not dry["mark_cleared"]
     assert _state(a, b, topic, (src, tgt), group) == before
 
+    # An earlier failback that stopped half way: the product's own copy kept the first HALF records of two
+    # partitions' tails, and nothing else was done (the mark stands).
+    side = f"{remote}.failback-tail"
+    forward = load(config, flows=[flow]).flows[0]
+    b_admin = ClusterAdmin(tgt, {"bootstrap.servers": b.bootstrap})
+    stopped = divergent_tail(
+        [CutPosition(topic, p, cut[p], remote, 0) for p in range(PARTITIONS)],
+        {},
+        {(topic, p): cut[p] + (HALF if p < 2 else 0) for p in range(PARTITIONS)},
+    )
+    ensure_side_topics(forward, b_admin, stopped, {topic: PARTITIONS})
+    assert sum(c.copied for c in copy_tail(forward, b_admin, stopped)) == 2 * HALF
+
     done = mm2py("failback", str(config), "--flow", flow, "--groups", re.escape(group), "--json")
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
-    side = f"{remote}.failback-tail"
     assert all(c["verified"] and c["side_topic"] == side for c in report["preserved"]), report["preserved"]
+    per_partition = TAIL // PARTITIONS
+    assert [(c["kept_before"], c["copied"]) for c in report["preserved"]] == [
+        (HALF, per_partition - HALF),
+        (HALF, per_partition - HALF),
+        (0, per_partition),
+        (0, per_partition),
+    ]
     # The side topic holds A's tail record by record: partition, key, value, headers, timestamp, order.
     kept = read_all(b.bootstrap, side)
     a_tail = [r for r in read_all(a.bootstrap, topic) if r.offset >= cut[r.partition]]
@@ -154,6 +188,19 @@ def test_failback_keeps_as_tail_the_records_b_never_got_and_starts_b_to_a_at_the
     record_property("failback_figures", figures)
     assert figures == {"tail_listed": TAIL, "tail_kept": TAIL, "b_after_reached_a": B_AFTER, "b_history_reached_a": 0}
     assert len(on_a_now) == B_AFTER
+
+    # The planned switch-over back, B->A, moves the group to A: over B and A it processes each record once.
+    returned = mm2py("cutover", str(config), "--flow", reverse, "--groups", re.escape(ledger), "--quiet-seconds", "2")
+    assert returned.returncode == 0, returned.stderr
+    ledger_a = RecordingConsumer(src, a.bootstrap, ledger, f"{tgt}.{topic}", "ledger-on-a")
+    try:
+        ledger_a.consume(until_ends=end_offsets(a.bootstrap, f"{tgt}.{topic}"))
+    finally:
+        ledger_a.close()
+    twice, skipped = once_per_group(ledger_b.processed + ledger_a.processed, [r.value or b"" for r in after])
+    moved = (len(ledger_b.processed), len(ledger_a.processed), twice, skipped)
+    record_property("ledger_on_b_on_a_twice_skipped", moved)
+    assert moved == (LEDGER_ON_B, B_AFTER - LEDGER_ON_B, 0, 0), moved
 
     # Once is all: a second failback finds no mark and copies nothing.
     again = mm2py("failback", str(config), "--flow", flow)
