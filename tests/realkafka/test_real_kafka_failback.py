@@ -33,7 +33,7 @@ from tests.harness.kafka_harness import (
 )
 from tests.harness.mm2py_cli import mm2py
 from tests.harness.real_kafka import KafkaCluster
-from tests.harness.real_kafka_mm2 import unique_alias, write_real_config
+from tests.harness.real_kafka_mm2 import IDENTITY, unique_alias, write_real_config
 from tests.harness.recording_consumer import RecordingConsumer, once_per_group
 
 pytestmark = [pytest.mark.realkafka, pytest.mark.spark]
@@ -207,3 +207,50 @@ def test_failback_keeps_as_tail_the_records_b_never_got_and_starts_b_to_a_at_the
     assert again.returncode == 1, again.stderr
     assert f"flow {flow} is not marked as cut over on {tgt}" in again.stderr, again.stderr
     assert end_offsets(b.bootstrap, side) == {p: TAIL // PARTITIONS for p in range(PARTITIONS)}
+
+
+def test_under_identity_replication_failback_starts_b_to_a_where_a_stopped_giving_b_records(
+    real_kafka: KafkaCluster,
+    real_kafka_target: KafkaCluster,
+    unique_topic: Callable[..., str],
+    tmp_path: Path,
+    record_property: Callable[[str, object], None],
+) -> None:
+    """One topic name both ways: B's ``orders`` holds what A gave it and then what applications wrote on B. B->A
+    must bring A only the latter, and A's tail is kept on B beside it."""
+    a, b = real_kafka, real_kafka_target
+    topic = unique_topic("orders")
+    a.create_topic(topic, partitions=2)
+    src, tgt = unique_alias("src"), unique_alias("tgt")
+    flow, reverse = f"{src}->{tgt}", f"{tgt}->{src}"
+    body = (
+        f"{flow}.enabled = true\n{reverse}.enabled = true\ntopics = {topic}\nheartbeats.replication.enabled = false\n"
+        f"replication.policy.class = {IDENTITY}\n"
+    )
+    config = write_real_config(tmp_path / "mm2.properties", {src: a.bootstrap, tgt: b.bootstrap}, body)
+    first, tail, after = (make_records(n, partitions=2, seed=s) for n, s in ((2_000, 11), (1_000, 12), (500, 13)))
+    produce(a.bootstrap, topic, first)
+    assert mm2py("run", str(config), "--once", "--flows", flow).returncode == 0
+    switched = mm2py("cutover", str(config), "--flow", flow, "--quiet-seconds", "2")
+    assert switched.returncode == 0, switched.stderr
+    cut_on_b = end_offsets(b.bootstrap, topic)
+    produce(a.bootstrap, topic, tail)
+    produce(b.bootstrap, topic, after)
+
+    done = mm2py("failback", str(config), "--flow", flow, "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["tail_count"] == len(tail) and all(c["verified"] for c in report["preserved"])
+    starts = [(s["topic"], s["partition"], s["offset"], s["reason"]) for s in report["reverse_starts"]]
+    assert starts == [(topic, p, cut_on_b[p], "end at the cut-over (the mark)") for p in range(2)]
+    assert {r.value for r in read_all(b.bootstrap, f"{topic}.failback-tail")} == {r.value for r in tail}
+
+    back = mm2py("run", str(config), "--once", "--flows", reverse)
+    assert back.returncode == 0, back.stderr
+    values = [r.value for r in read_all(a.bootstrap, topic)]
+    figures = {
+        name: sum(v in {r.value for r in rows} for v in values)
+        for name, rows in (("first", first), ("tail", tail), ("b_after", after))
+    }
+    record_property("identity_records_on_a", figures)
+    assert figures == {"first": 2_000, "tail": 1_000, "b_after": 500} and len(values) == 3_500

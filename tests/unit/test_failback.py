@@ -64,6 +64,19 @@ def test_the_reverse_flow_starts_at_the_first_record_since_the_cut_over_and_neve
     assert progress_to_write(starts.values()) == {("orders", 0): 39, ("orders", 1): 24, ("orders", 3): 9}
 
 
+def test_under_identity_replication_a_remote_partition_of_the_mark_starts_at_its_end_at_the_cut_over() -> None:
+    # B->A replicates B's "orders" (also A's remote topic there) and B's own "invoices".
+    at_times = {("orders", 0): 70, ("orders", 1): -1, ("invoices", 0): 5}
+    ends = {("orders", 0): 95, ("orders", 1): 60, ("invoices", 0): 9}
+    cut_ends = {("orders", 0): 90, ("orders", 1): 50}
+    starts = {(s.topic, s.partition): s for s in reverse_starts(at_times, ends, {}, cut_ends)}
+    # Not by time: B's records up to 90 came from A (their CreateTimes are A's producers' clocks, not the mark's),
+    # and none of them may go back to A.
+    assert (starts[("orders", 0)].offset, starts[("orders", 0)].reason) == (90, "end at the cut-over (the mark)")
+    assert starts[("orders", 1)].offset == 50
+    assert (starts[("invoices", 0)].offset, starts[("invoices", 0)].reason) == (5, "cut-over time")
+
+
 def test_a_group_that_read_all_the_cut_over_gave_stands_where_the_tail_begins_on_the_source() -> None:
     tails = divergent_tail(POSITIONS, {}, {("orders", 0): 130, ("orders", 1): 50, ("orders", 2): 70})
     committed = {
@@ -118,14 +131,6 @@ def test_a_reverse_flow_not_enabled_is_a_config_error_naming_the_key(
     assert _failback(tmp_path, CONFIG, "--flow", "east->west", "--dry-run") == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert "west->east.enabled" in line and "allowed: west->east.enabled = true" in line, line
-
-
-def test_identity_replication_is_refused_as_not_built_yet(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    body = CONFIG + "west->east.enabled = true\n"
-    body += "replication.policy.class = org.apache.kafka.connect.mirror.IdentityReplicationPolicy\n"
-    assert _failback(tmp_path, body, "--flow", "east->west") == 2
-    (line,) = capsys.readouterr().err.strip().splitlines()
-    assert "IdentityReplicationPolicy is not built yet" in line, line
 
 
 def test_an_unreachable_target_exits_3_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -28,7 +28,6 @@ from mm2py.control.topics import ensure_internal_topics, internal_topics
 from mm2py.errors import CheckFailed, UsageError
 from mm2py.librdkafka.admin import ClusterAdmin
 from mm2py.mirror.filters import load_group_filter
-from mm2py.mirror.policy import IdentityReplicationPolicy
 from mm2py.tools.cutover.report import lease_refusal
 from mm2py.tools.cutover.tail import (
     FailbackReport,
@@ -63,11 +62,6 @@ def fail_back(
 ) -> FailbackReport:
     """Fail ``flow`` (A->B) back: keep A's divergent tail on B, start ``reverse`` (B->A) from the cut-over point,
     clear the mark (or, with ``options.dry_run``, say what would be done and what would refuse)."""
-    if isinstance(flow_policy(flow), IdentityReplicationPolicy):
-        raise UsageError(
-            f"flow {flow.name}: failback under IdentityReplicationPolicy is not built yet (A's tail and B's "
-            "records share one topic name both ways; see docs/runbook-cutover.md, *Failback*)"
-        )
     pool = pool or AdminPool()
     target = pool.admin(flow.target, flow)
     source = pool.admin(flow.source, flow)
@@ -158,8 +152,9 @@ def _committed_on_target(
 
 
 def _reverse_starts(reverse: FlowConfig, pool: AdminPool, mark: CutoverMark) -> list[ReverseStart]:
-    """Where B->A starts each partition of B's own topics it replicates: the first record at or after the mark's
-    time (ListOffsets by timestamp), unless its progress on A is already past that."""
+    """Where B->A starts each partition of B's topics it replicates: the first record at or after the mark's time
+    (ListOffsets by timestamp), or, for a remote topic of the mark (IdentityReplicationPolicy: the same name both
+    ways), its end on B at the cut-over; unless its progress on A is already past that."""
     policy = flow_policy(reverse)
     plan = build_plan([reverse], pool).flows[0]  # B's topics, by B->A's filter and MM2's cycle rule
     partitions = [
@@ -171,4 +166,5 @@ def _reverse_starts(reverse: FlowConfig, pool: AdminPool, mark: CutoverMark) -> 
     at_times = b.offsets_for_times(partitions, mark.at_ms)
     ends = b.list_offsets(partitions, "latest")
     progress = read_progress(reverse.target, reverse.target_consumer.settings(), reverse.source)
-    return reverse_starts(at_times, ends, progress)
+    cut_ends = {(p.remote_topic, p.partition): p.target_offset for p in mark.positions}
+    return reverse_starts(at_times, ends, progress, cut_ends)

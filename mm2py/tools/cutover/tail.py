@@ -23,6 +23,7 @@ Partition = tuple[str, int]
 # back into A, where its records already are. It sorts next to the remote topic it completes, and it does not
 # end in ``.internal``, so MM2 and mm2py treat it as an application topic that consumers may read.
 TAIL_SUFFIX = ".failback-tail"
+KEPT = "progress already past it"
 
 
 def side_topic_name(remote_topic: str) -> str:
@@ -125,28 +126,43 @@ class ReverseStart:
     topic: str
     partition: int
     offset: int
-    reason: str  # "cut-over time", "end (nothing since the cut-over)", "progress already past it"
+    reason: str  # "cut-over time", "end at the cut-over (the mark)", "end (nothing since the cut-over)", KEPT
 
     def to_json(self) -> dict[str, Any]:
         return {"topic": self.topic, "partition": self.partition, "offset": self.offset, "reason": self.reason}
 
 
 def reverse_starts(
-    at_times: Mapping[Partition, int], ends: Mapping[Partition, int], progress: Mapping[Partition, int]
+    at_times: Mapping[Partition, int],
+    ends: Mapping[Partition, int],
+    progress: Mapping[Partition, int],
+    cut_ends: Mapping[Partition, int] | None = None,
 ) -> list[ReverseStart]:
     """Per partition of the reverse flow, its first record at or after the cut-over time (``at_times``: what
     ListOffsets by timestamp answered, -1 where no record is that late, so the end).
 
+    ``cut_ends`` are the mark's remote partitions and their ends on the target at the cut-over. The reverse flow
+    replicates one of them only under IdentityReplicationPolicy (the remote topic has the source topic's name;
+    under DefaultReplicationPolicy MM2's cycle rule leaves ``A.orders`` out of B->A). There the target's records
+    up to that end came from the source, and those after it were written on the target: the reverse flow starts
+    exactly there, not by time, so nothing the source gave the target goes back to it.
+
     A partition whose stored progress is already at or past that start keeps it: those records were copied
     already, and going back would copy them twice. One behind it moves forward: what lies between is the
     target's history from before the cut-over, which the source had all along."""
+    cut = cut_ends or {}
     starts = []
     for tp in sorted(at_times):
         at = at_times[tp]
-        start, reason = (at, "cut-over time") if at >= 0 else (ends.get(tp, 0), "end (nothing since the cut-over)")
+        if tp in cut:
+            start, reason = cut[tp], "end at the cut-over (the mark)"
+        elif at >= 0:
+            start, reason = at, "cut-over time"
+        else:
+            start, reason = ends.get(tp, 0), "end (nothing since the cut-over)"
         stored = progress.get(tp)
         if stored is not None and stored + 1 >= start:
-            starts.append(ReverseStart(tp[0], tp[1], stored + 1, "progress already past it"))
+            starts.append(ReverseStart(tp[0], tp[1], stored + 1, KEPT))
         else:
             starts.append(ReverseStart(tp[0], tp[1], start, reason))
     return starts
@@ -154,7 +170,7 @@ def reverse_starts(
 
 def progress_to_write(starts: Iterable[ReverseStart]) -> dict[Partition, int]:
     """The progress records that make the next run start there (the last replicated offset: start - 1)."""
-    return {(s.topic, s.partition): s.offset - 1 for s in starts if s.reason != "progress already past it"}
+    return {(s.topic, s.partition): s.offset - 1 for s in starts if s.reason != KEPT}
 
 
 @dataclass(frozen=True)
