@@ -4,8 +4,9 @@ The mark lives in the lease topic (``mm2py-leases.internal``, compacted, one par
 the key ``cutover:A->B``, beside the flow's lease-holder record keyed ``A->B``. Both answer one question, who
 may run this flow now, and every run already reads that topic on the target before it copies; a topic of its
 own would be a second name for the same concept. A tombstone under the key clears the mark (``cutover
---reset``; failback, later). The value is JSON: when, by which command and process, and the per-partition
-positions the flow was cut over at (source end offset -> remote end offset on the target).
+--reset``, and ``failback`` once the source's tail is kept and the reverse flow started). The value is JSON:
+when, by which command and process, and the per-partition positions the flow was cut over at (source end
+offset -> remote end offset on the target).
 
 Driver side only: reads and writes of one internal topic, never records of the replicated topics.
 """
