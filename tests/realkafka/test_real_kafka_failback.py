@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +20,8 @@ import pytest
 
 from mm2py.config import load
 from mm2py.control.cutover_mark import CutPosition
+from mm2py.control.lease import FlowLease
+from mm2py.control.topics import ensure_internal_topics, lease_topic
 from mm2py.librdkafka.admin import ClusterAdmin
 from mm2py.tools.cutover.tail import divergent_tail
 from mm2py.tools.cutover.tail_copy import copy_tail, ensure_side_topics
@@ -130,6 +134,19 @@ def test_failback_keeps_as_tail_the_records_b_never_got_and_starts_b_to_a_at_the
     finally:
         on_b.close()
     now = end_offsets(a.bootstrap, topic)
+
+    # A run of B->A holding its lease on A (the product's own lease, taken here): refused, naming the holder. The
+    # lease topic is created on A as a run of B->A creates it (none has run yet).
+    a_admin = ClusterAdmin(src, {"bootstrap.servers": a.bootstrap})
+    ensure_internal_topics({src: a_admin}, [replace(lease_topic(load(config, flows=[reverse]).flows[0]), feature=None)])
+    lease = FlowLease(tgt, src, {"bootstrap.servers": a.bootstrap}, {"bootstrap.servers": a.bootstrap}, 6000)
+    try:
+        assert lease.acquire(threading.Event(), wait=False)
+        held = mm2py("failback", str(config), "--flow", flow, "--groups", re.escape(group))
+    finally:
+        lease.release()
+    assert held.returncode == 1, held.stderr
+    assert f"flow {reverse} is being replicated by {lease.identity}" in held.stderr, held.stderr
 
     # The drill: exactly the 5,000 per partition, nothing changed anywhere.
     before = _state(a, b, topic, (src, tgt), group)
