@@ -135,18 +135,21 @@ def read_mark(flow: FlowConfig, admin: ClusterAdmin) -> CutoverMark | None:
 def write_mark(flow: FlowConfig, admin: ClusterAdmin, mark: CutoverMark | None) -> None:
     """Write ``mark`` for ``flow`` on its target, or clear it (``None``: a tombstone); the lease topic is
     created first when no run has created it yet (leases off, or a target never run into)."""
+    value = json.dumps(mark.to_json()).encode() if mark is not None else None
+    write_lease_record(flow, admin, mark_key(flow.name), value, f"the cut-over mark of {flow.name}")
+
+
+def write_lease_record(flow: FlowConfig, admin: ClusterAdmin, key: bytes, value: bytes | None, what: str) -> None:
+    """One record (``None``: a tombstone) in the lease topic on the flow's target, acknowledged or raised."""
     # The mark is what keeps a returning source out: the lease topic is not optional here.
     ensure_internal_topics({flow.target: admin}, [replace(lease_topic(flow), feature=None)])
     producer = new_producer(flow.target_producer.settings())
     failures: list[KafkaError] = []
-    value = json.dumps(mark.to_json()).encode() if mark is not None else None
-    producer.produce(
-        LEASE_TOPIC, value, mark_key(flow.name), 0, on_delivery=lambda err, _m: failures.append(err) if err else None
-    )
+    producer.produce(LEASE_TOPIC, value, key, 0, on_delivery=lambda err, _m: failures.append(err) if err else None)
     if producer.flush(30) > 0 or failures:
         cause = failures[0].str() if failures else "not acknowledged within 30 s"
-        what = "writing" if mark is not None else "clearing"
-        raise KafkaOperationError(flow.target, f"{what} the cut-over mark of {flow.name} in {LEASE_TOPIC}", cause)
+        verb = "writing" if value is not None else "clearing"
+        raise KafkaOperationError(flow.target, f"{verb} {what} in {LEASE_TOPIC}", cause)
 
 
 def refuse_cut_over_flows(flows: Iterable[FlowConfig], pool: AdminPool) -> None:

@@ -19,12 +19,12 @@ from typing import Any
 import pytest
 
 from mm2py.config import load
-from mm2py.control.cutover_mark import CutPosition
+from mm2py.control.cutover_mark import CutPosition, read_mark
 from mm2py.control.lease import FlowLease
 from mm2py.control.topics import ensure_internal_topics, lease_topic
 from mm2py.librdkafka.admin import ClusterAdmin
 from mm2py.tools.cutover.tail import divergent_tail
-from mm2py.tools.cutover.tail_copy import copy_tail, ensure_side_topics
+from mm2py.tools.cutover.tail_copy import preserve_tail
 from tests.harness.kafka_harness import (
     Record,
     commit_group,
@@ -51,11 +51,12 @@ LEDGER_ON_B = 600  # of them, processed on B by the group that returns to A
 HALF = 300  # records of a partition's tail an interrupted failback had kept already
 
 
-def _standing_marks(cluster: KafkaCluster, flow: str) -> list[bytes]:
-    """The flow's cut-over mark as the lease topic leaves it: the newest record under its key, unless a tombstone."""
+def _standing_marks(cluster: KafkaCluster, flow: str, kind: str = "cutover") -> list[bytes]:
+    """The flow's cut-over mark (or failback record) as the lease topic leaves it: the newest record under its
+    key, unless a tombstone."""
     if "mm2py-leases.internal" not in list_topics(cluster.bootstrap):
         return []
-    key = f"cutover:{flow}".encode()
+    key = f"{kind}:{flow}".encode()
     values = [r.value for r in read_all(cluster.bootstrap, "mm2py-leases.internal") if r.key == key]
     return [values[-1]] if values and values[-1] is not None else []
 
@@ -168,8 +169,9 @@ def test_failback_keeps_as_tail_the_records_b_never_got_and_starts_b_to_a_at_the
         {},
         {(topic, p): cut[p] + (HALF if p < 2 else 0) for p in range(PARTITIONS)},
     )
-    ensure_side_topics(forward, b_admin, stopped, {topic: PARTITIONS})
-    assert sum(c.copied for c in copy_tail(forward, b_admin, stopped)) == 2 * HALF
+    mark = read_mark(forward, b_admin)
+    assert mark is not None
+    assert sum(c.copied for c in preserve_tail(forward, b_admin, mark, stopped, {topic: PARTITIONS})) == 2 * HALF
 
     done = mm2py("failback", str(config), "--flow", flow, "--groups", re.escape(group), "--json")
     assert done.returncode == 0, done.stderr
@@ -189,7 +191,7 @@ def test_failback_keeps_as_tail_the_records_b_never_got_and_starts_b_to_a_at_the
     assert len(kept) == TAIL and {r.value for r in kept} == {r.value for r in tail}
     # The group read all B had of A: on A it stands where the tail begins.
     assert {(g["partition"], g["source_offset"]) for g in report["groups"]} == set(cut.items())
-    assert report["mark_cleared"] and _standing_marks(b, flow) == []
+    assert report["mark_cleared"] and _standing_marks(b, flow) == [] and _standing_marks(b, flow, "failback") == []
 
     # The next run of B->A brings B's records since the cut-over to A, and none of B's history.
     back = mm2py("run", str(config), "--once", "--flows", reverse)

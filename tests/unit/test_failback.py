@@ -11,6 +11,7 @@ import pytest
 
 from mm2py.cli.app import main
 from mm2py.control.cutover_mark import CutoverMark, CutPosition
+from mm2py.control.failback_record import FailbackRecord, failback_key, record_in
 from mm2py.errors import UsageError
 from mm2py.tools.cutover.failback import FailbackOptions
 from mm2py.tools.cutover.tail import (
@@ -20,6 +21,7 @@ from mm2py.tools.cutover.tail import (
     group_returns,
     progress_to_write,
     reverse_starts,
+    side_starts,
     side_topic_name,
 )
 
@@ -94,7 +96,7 @@ def test_a_group_that_read_all_the_cut_over_gave_stands_where_the_tail_begins_on
 def test_the_report_as_json_names_the_tail_the_copies_and_the_starts() -> None:
     report = FailbackReport("A->B", "B->A", "A", "B", dry_run=True, leave_tail=False, mark=MARK)
     report.tails = divergent_tail(POSITIONS[:2], {}, {("orders", 0): 130, ("orders", 1): 50})
-    report.copies = [TailCopy("orders", 0, "A.orders.failback-tail", 30, 10, 20, 30, True)]
+    report.copies = [TailCopy("orders", 0, "A.orders.failback-tail", 30, 10, 20, 0, 30, True)]
     doc = json.loads(json.dumps(report.to_json()))
     assert doc["tail_count"] == 30 and doc["reverse_flow"] == "B->A"
     assert [(t["partition"], t["from"], t["to"], t["count"]) for t in doc["tail"]] == [
@@ -102,8 +104,31 @@ def test_the_report_as_json_names_the_tail_the_copies_and_the_starts() -> None:
         (1, 50, 50, 0),
     ]
     assert doc["preserved"][0]["verified"] and doc["preserved"][0]["kept_before"] == 10
-    mismatch = TailCopy("orders", 0, "s", 30, 0, 30, 29, True)
-    assert not mismatch.verified
+    assert not TailCopy("orders", 0, "s", 30, 0, 30, 0, 29, True).verified
+    assert TailCopy("orders", 0, "s", 30, 0, 30, 12, 42, True).verified  # after an earlier cut-over's 12
+
+
+def test_a_failback_of_the_same_cut_over_resumes_from_the_recorded_starts_and_another_cut_overs_are_ignored() -> None:
+    side = {("A.orders.failback-tail", 0): 900, ("A.orders.failback-tail", 1): 750}
+    mine = FailbackRecord("A->B", MARK.at_ms, (("A.orders.failback-tail", 0, 600), ("A.orders.failback-tail", 1, 750)))
+    # Stopped half way: partition 0 holds 300 of this tail after its start 600; nothing new to record.
+    assert side_starts(mine, MARK, side) == (
+        {("A.orders.failback-tail", 0): 600, ("A.orders.failback-tail", 1): 750},
+        False,
+    )
+    # A record of an earlier cut-over: its tail (the 900 and 750 records there) is not this one's.
+    earlier = FailbackRecord("A->B", MARK.at_ms - 86_400_000, mine.side_starts)
+    assert side_starts(earlier, MARK, side) == (side, True)
+    assert side_starts(None, MARK, side) == (side, True)
+
+
+def test_the_failback_record_read_back_is_the_newest_of_its_flow_and_a_tombstone_clears_it() -> None:
+    record = FailbackRecord("A->B", 5, (("A.orders.failback-tail", 0, 7),))
+    value = json.dumps(record.to_json()).encode()
+    other = json.dumps(FailbackRecord("C->B", 9, ()).to_json()).encode()
+    assert record_in([(failback_key("A->B"), value), (failback_key("C->B"), other), (b"A->B", b"{}")], "A->B") == record
+    assert record_in([(failback_key("A->B"), value), (failback_key("A->B"), None)], "A->B") is None
+    assert record_in([(failback_key("A->B"), b"not json")], "A->B") is None
 
 
 def test_tail_topic_and_leave_tail_exclude_each_other() -> None:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from mm2py.config.flow import FlowConfig
 from mm2py.control.cutover_mark import CutoverMark, read_mark, write_mark
+from mm2py.control.failback_record import write_failback_record
 from mm2py.control.lease import lease_group, read_lease_holder
 from mm2py.control.plan import AdminPool, build_plan, flow_policy
 from mm2py.control.progress_store import read_progress, write_progress
@@ -38,7 +39,7 @@ from mm2py.tools.cutover.tail import (
     progress_to_write,
     reverse_starts,
 )
-from mm2py.tools.cutover.tail_copy import copy_tail, ensure_side_topics
+from mm2py.tools.cutover.tail_copy import preserve_tail
 
 log = logging.getLogger(__name__)
 
@@ -80,10 +81,8 @@ def fail_back(
     if options.dry_run:
         return report
     if not options.leave_tail:
-        tails = [t for t in report.tails if t.count > 0]
         partitions = {name: info.partitions for name, info in source.list_topics().items()}
-        ensure_side_topics(flow, target, tails, partitions)
-        report.copies = copy_tail(flow, target, tails)
+        report.copies = preserve_tail(flow, target, mark, report.tails, partitions)
     writes = progress_to_write(report.starts)
     # The progress topic the next run of B->A reads, created as that run would create it (not by the broker's
     # auto-creation, which would give it one partition instead of offset.storage.partitions).
@@ -92,6 +91,7 @@ def fail_back(
     write_progress(reverse.target, reverse.target_producer.settings(), reverse.source, writes)
     report.starts_written = len(writes)
     write_mark(flow, target, None)
+    write_failback_record(flow, target, None)  # after the mark: cleared before it, a crash would copy the tail again
     report.cleared = True
     log.info("flow=%s failed back: mark cleared on %s; %s starts at the cut-over", flow.name, flow.target, reverse.name)
     return report

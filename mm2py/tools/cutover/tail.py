@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mm2py.control.cutover_mark import CutoverMark, CutPosition
+from mm2py.control.failback_record import FailbackRecord
 
 Partition = tuple[str, int]
 
@@ -89,6 +90,21 @@ def divergent_tail(
     return tails
 
 
+def side_starts(
+    recorded: FailbackRecord | None, mark: CutoverMark, ends_now: Mapping[Partition, int]
+) -> tuple[dict[Partition, int], bool]:
+    """Where this cut-over's tail begins in each side partition (``ends_now``: side partition -> end offset), and
+    whether that must be recorded before copying. A record of this cut-over (the mark's time) holds: the side
+    partition's records after its start are this tail's, kept by a failback that stopped half way. Without one,
+    or with one of an earlier cut-over, the tail begins at the side partition's end now."""
+    if recorded is None or recorded.mark_at_ms != mark.at_ms:
+        return dict(ends_now), True
+    starts = recorded.starts()
+    if all(tp in starts for tp in ends_now):
+        return {tp: starts[tp] for tp in ends_now}, False
+    return {tp: starts.get(tp, end) for tp, end in ends_now.items()}, True
+
+
 @dataclass(frozen=True)
 class TailCopy:
     """What was kept of one partition's tail in the side topic, and the checks made after writing it."""
@@ -97,14 +113,15 @@ class TailCopy:
     partition: int
     side_topic: str
     records: int  # records of the tail (markers are not records)
-    kept_before: int  # records the side partition held already (an earlier failback that stopped half way)
+    kept_before: int  # records of it the side partition held already (an earlier failback that stopped half way)
     copied: int  # records written by this failback
+    side_start: int  # the side partition's offset where this tail begins
     side_end: int  # the side partition's end offset after the copy
     last_matches: bool  # the side partition's last record is the tail's last (key, value, headers, timestamp)
 
     @property
     def verified(self) -> bool:
-        return self.side_end == self.records and self.last_matches
+        return self.side_end - self.side_start == self.records and self.last_matches
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -114,6 +131,7 @@ class TailCopy:
             "records": self.records,
             "kept_before": self.kept_before,
             "copied": self.copied,
+            "side_start": self.side_start,
             "side_end": self.side_end,
             "verified": self.verified,
         }

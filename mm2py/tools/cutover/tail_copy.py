@@ -6,10 +6,11 @@ seconds of writes), it is copied once, and failback must run where no Spark is s
 still holds: a record's bytes go from one consumer of the source to one producer of the target in this one
 process, and nothing else is planned or copied here.
 
-The copy is idempotent without a ledger of its own: the side partition's records are the tail's first records,
-in order (one idempotent producer, no transactions), so its end offset says how many are kept already. A
-failback that stopped half way (a cluster lost, a crash) and runs again skips that many and writes the rest;
-one that had finished writes nothing. Driver side only.
+The copy is idempotent: before its first record, the side partitions' ends are recorded with the cut-over they
+belong to (control/failback_record.py). After that start, a side partition holds the tail's first records in
+order (one idempotent producer, no transactions), so its end offset says how many are kept already. A failback
+that stopped half way (a cluster lost, a crash) and runs again skips that many and writes the rest; one that had
+finished writes nothing; a later cut-over's tail starts after the earlier one's. Driver side only.
 """
 
 from __future__ import annotations
@@ -24,11 +25,13 @@ from confluent_kafka import KafkaError
 from confluent_kafka.admin import NewTopic
 
 from mm2py.config.flow import FlowConfig
+from mm2py.control.cutover_mark import CutoverMark
+from mm2py.control.failback_record import FailbackRecord, read_failback_record, write_failback_record
 from mm2py.errors import CheckFailed, KafkaOperationError
 from mm2py.librdkafka.admin import ClusterAdmin
 from mm2py.librdkafka.clients import new_producer
 from mm2py.librdkafka.partition_reader import PartitionReader
-from mm2py.tools.cutover.tail import Partition, TailCopy, TailRange
+from mm2py.tools.cutover.tail import Partition, TailCopy, TailRange, side_starts
 
 log = logging.getLogger(__name__)
 
@@ -73,13 +76,39 @@ def _await_leaders(target: ClusterAdmin, partitions: list[Partition], timeout_s:
         threading.Event().wait(0.2)
 
 
-def copy_tail(flow: FlowConfig, target: ClusterAdmin, tails: list[TailRange]) -> list[TailCopy]:
-    """Copy every tail into its side topic (key, value, headers, timestamp; partition for partition, in order),
-    skipping what an earlier failback kept already; then verify each side partition."""
+def preserve_tail(
+    flow: FlowConfig, target: ClusterAdmin, mark: CutoverMark, tails: list[TailRange], partitions: Mapping[str, int]
+) -> list[TailCopy]:
+    """Keep the tails of ``mark``'s cut-over in their side topics (``partitions``: source topic -> partition count):
+    create them, record where this tail begins in each (unless a failback of this cut-over recorded it), copy."""
     pending = [t for t in tails if t.count > 0]
     if not pending:
         return []
-    kept = target.list_offsets([(t.side_topic, t.partition) for t in pending], "latest")
+    ensure_side_topics(flow, target, pending, partitions)
+    ends = target.list_offsets([(t.side_topic, t.partition) for t in pending], "latest")
+    starts, new = side_starts(read_failback_record(flow, target), mark, ends)
+    if new:
+        record = FailbackRecord(flow.name, mark.at_ms, tuple((t, p, o) for (t, p), o in sorted(starts.items())))
+        write_failback_record(flow, target, record)
+    return copy_tail(flow, target, pending, starts)
+
+
+def copy_tail(
+    flow: FlowConfig, target: ClusterAdmin, tails: list[TailRange], starts: Mapping[Partition, int]
+) -> list[TailCopy]:
+    """Copy every tail into its side topic (key, value, headers, timestamp; partition for partition, in order)
+    from its side partition's start (``starts``), skipping what an earlier failback kept; then verify."""
+    pending = [t for t in tails if t.count > 0]
+    if not pending:
+        return []
+    ends = target.list_offsets([(t.side_topic, t.partition) for t in pending], "latest")
+    kept = {side: end - starts[side] for side, end in ends.items()}
+    for (name, partition), n in sorted(kept.items()):
+        if n < 0:
+            raise CheckFailed(
+                f"side topic {name}-{partition} on {flow.target} ends at {ends[(name, partition)]}, before the "
+                f"start recorded for this tail ({starts[(name, partition)]}): it was re-created or truncated"
+            )
     producer = new_producer({**flow.target_producer.settings(), "enable.idempotence": "true", "acks": "all"})
     failures: list[KafkaError] = []
     records: dict[Partition, int] = {}
@@ -107,7 +136,7 @@ def copy_tail(flow: FlowConfig, target: ClusterAdmin, tails: list[TailRange]) ->
     if producer.flush(60) > 0 or failures:
         cause = failures[0].str() if failures else "not acknowledged within 60 s"
         raise KafkaOperationError(flow.target, "copying the divergent tail into its side topic", cause)
-    return _verify(flow, target, pending, kept, records, copied, last)
+    return _verify(flow, target, pending, (starts, kept), records, copied, last)
 
 
 def _side(tails: list[TailRange], tp: Partition) -> TailRange:
@@ -141,20 +170,21 @@ def _verify(
     flow: FlowConfig,
     target: ClusterAdmin,
     tails: list[TailRange],
-    kept: Mapping[tuple[str, int], int],
+    starts_kept: tuple[Mapping[Partition, int], Mapping[Partition, int]],
     records: Mapping[Partition, int],
     copied: Mapping[Partition, int],
     last: Mapping[Partition, Any],
 ) -> list[TailCopy]:
     """Per partition: the side partition must end at the tail's record count, and its last record must be the
     tail's last (key, value, headers, timestamp). A mismatch is refused, naming the side partition."""
+    starts, kept = starts_kept
     sides = [(t.side_topic, t.partition) for t in tails]
     ends = target.list_offsets(sides, "latest")
-    starts = {tp: end - 1 for tp, end in ends.items() if end > 0}
+    lasts = {tp: end - 1 for tp, end in ends.items() if end > starts[tp]}
     written: dict[tuple[str, int], Any] = {}
-    if starts:
+    if lasts:
         settings = {**flow.target_consumer.settings(), "group.id": f"mm2py-failback-{flow.source}"}
-        with PartitionReader(flow.target, settings, starts, purpose="verifying the side topic") as reader:
+        with PartitionReader(flow.target, settings, lasts, purpose="verifying the side topic") as reader:
             for msg in reader.records():
                 written[(msg.topic() or "", msg.partition() or 0)] = msg
     result = []
@@ -167,13 +197,15 @@ def _verify(
             records.get(tp, 0),
             kept[side],
             copied.get(tp, 0),
+            starts[side],
             ends[side],
             _same(last.get(tp), written.get(side)),
         )
         if not copy.verified:
             raise CheckFailed(
                 f"side topic {t.side_topic}-{t.partition} on {flow.target} does not hold the tail of "
-                f"{t.topic}-{t.partition}: it ends at {copy.side_end}, the tail has {copy.records} record(s)"
+                f"{t.topic}-{t.partition}: it holds {copy.side_end - copy.side_start} record(s) of it from offset "
+                f"{copy.side_start}, the tail has {copy.records}"
                 + ("" if copy.last_matches else ", and its last record differs from the tail's last")
             )
         result.append(copy)
