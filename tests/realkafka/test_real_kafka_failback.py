@@ -273,3 +273,36 @@ def test_under_identity_replication_failback_starts_b_to_a_where_a_stopped_givin
     }
     record_property("identity_records_on_a", figures)
     assert figures == {"first": 2_000, "tail": 1_000, "b_after": 500} and len(values) == 3_500
+
+
+def test_after_a_failover_the_tail_starts_at_bs_recovery_point(
+    real_kafka: KafkaCluster, real_kafka_target: KafkaCluster, unique_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    """After ``failover`` the mark's positions are what B holds (its recovery point), not A's end: the tail is
+    every record of A after it, those A had before the failover as well as those it took later."""
+    a, b = real_kafka, real_kafka_target
+    topic = unique_topic("orders")
+    a.create_topic(topic, partitions=2)
+    src, tgt = unique_alias("src"), unique_alias("tgt")
+    flow, reverse = f"{src}->{tgt}", f"{tgt}->{src}"
+    body = (
+        f"{flow}.enabled = true\n{reverse}.enabled = true\ntopics = {topic}\nheartbeats.replication.enabled = false\n"
+    )
+    config = write_real_config(tmp_path / "mm2.properties", {src: a.bootstrap, tgt: b.bootstrap}, body)
+    produce(a.bootstrap, topic, make_records(2_000, partitions=2, seed=21))
+    assert mm2py("run", str(config), "--once", "--flows", flow).returncode == 0
+    held = end_offsets(b.bootstrap, f"{src}.{topic}")
+    unreplicated = make_records(600, partitions=2, seed=22)  # A has them when B fails over without it
+    produce(a.bootstrap, topic, unreplicated)
+    failed_over = mm2py("failover", str(config), "--flow", flow)
+    assert failed_over.returncode == 0, failed_over.stderr
+    later = make_records(200, partitions=2, seed=23)
+    produce(a.bootstrap, topic, later)
+
+    done = mm2py("failback", str(config), "--flow", flow, "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["mark"]["command"] == "failover"
+    assert [(t["partition"], t["from"], t["count"]) for t in report["tail"]] == [(p, held[p], 400) for p in range(2)]
+    kept = read_all(b.bootstrap, f"{src}.{topic}.failback-tail")
+    assert [r.value for r in kept] == [r.value for r in sorted(unreplicated + later, key=lambda r: r.partition)]
