@@ -299,6 +299,10 @@ def test_after_a_failover_the_tail_starts_at_bs_recovery_point(
     later = make_records(200, partitions=2, seed=23)
     produce(a.bootstrap, topic, later)
 
+    drill = mm2py("failback", str(config), "--flow", flow, "--dry-run")  # the report for people
+    assert drill.returncode == 0, drill.stderr
+    assert f"failback {flow} (dry run: nothing changed)" in drill.stdout, drill.stdout
+    assert "by `mm2py failover`" in drill.stdout and "tail: 800 record(s) over 2 partition(s)" in drill.stdout
     done = mm2py("failback", str(config), "--flow", flow, "--json")
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
