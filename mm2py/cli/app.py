@@ -367,7 +367,7 @@ def failback_command(
 ) -> None:
     """After a cutover or failover of A->B, A back: keep A's tail on B, start B->A, clear the mark (exit 1: refused)."""
     options = failback.options(_regex("--groups", groups), tail_topic, leave_tail, dry_run)
-    if not failback.command(_load(file, None), flow, options, as_json=as_json):
+    if not failback.command(_load(file, None, select=False), flow, options, as_json=as_json):
         raise typer.Exit(EXIT_CHECK_FAILED)
 
 

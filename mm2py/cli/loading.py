@@ -20,9 +20,12 @@ def split_flows(flows: str | None) -> list[str] | None:
     return [f for f in (x.strip() for x in flows.split(",")) if f] if flows else None
 
 
-def load_config(file: Path, flows: str | None, clusters: list[str] | None = None) -> LoadedConfig:
+def load_config(
+    file: Path, flows: str | None, clusters: list[str] | None = None, *, select: bool = True
+) -> LoadedConfig:
+    """The file, validated; the flows ``flows`` names (else every enabled one), or none with ``select=False``."""
     mm = MirrorMakerConfig.from_file(file)
     learn_secrets(mm)
-    loaded = load(file, flows=split_flows(flows), clusters=clusters)
+    loaded = load(file, flows=split_flows(flows), clusters=clusters, select=select)
     render.print_warnings(loaded.warnings)
     return loaded

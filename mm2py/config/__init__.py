@@ -109,8 +109,10 @@ def load(
     flows: Sequence[str] | None = None,
     clusters: Sequence[str] | None = None,
     environ: Mapping[str, str] | None = None,
+    select: bool = True,
 ) -> LoadedConfig:
-    """Read, validate and type the file; raises ConfigError (exit 2) on the first error."""
+    """Read, validate and type the file; raises ConfigError (exit 2) on the first error. ``select=False`` types
+    no flow (a command that names its flows otherwise, as ``failback``, whose flow may be disabled by then)."""
     mm = MirrorMakerConfig.from_file(path, environ)
     problems = validate(mm)
     errors = [p for p in problems if p.severity == "error"]
@@ -119,7 +121,7 @@ def load(
         if len(errors) > 1:
             first.reason += f" (and {len(errors) - 1} more errors: run mm2py validate {mm.source})"
         raise first
-    chosen = select_flows(mm, flows, clusters)
+    chosen = select_flows(mm, flows, clusters) if select else []
     return LoadedConfig(
         mm,
         tuple(build_flow_config(mm, f) for f in chosen),

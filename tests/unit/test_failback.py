@@ -158,6 +158,16 @@ def test_a_reverse_flow_not_enabled_is_a_config_error_naming_the_key(
     assert "west->east.enabled" in line and "allowed: west->east.enabled = true" in line, line
 
 
+def test_with_no_flow_enabled_the_missing_reverse_flow_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # As the runbook asks: A->B disabled while B is primary; B->A forgotten.
+    body = CONFIG.replace("east->west.enabled = true", "east->west.enabled = false")
+    assert _failback(tmp_path, body, "--flow", "east->west") == 2
+    line = capsys.readouterr().err.strip().splitlines()[-1]  # after validate's warning that no flow is enabled
+    assert line.startswith("mm2py: error: ") and "west->east.enabled" in line and "not enabled" in line, line
+
+
 def test_an_unreachable_target_exits_3_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     started = time.monotonic()
     assert _failback(tmp_path, CONFIG + "west->east.enabled = true\n", "--flow", "east->west", "--dry-run") == 3
