@@ -298,6 +298,8 @@ def test_after_a_failover_the_tail_starts_at_bs_recovery_point(
     assert failed_over.returncode == 0, failed_over.stderr
     later = make_records(200, partitions=2, seed=23)
     produce(a.bootstrap, topic, later)
+    # As the runbook asks while B is primary: A->B disabled in the file; failback still finds its settings.
+    config.write_text(config.read_text().replace(f"{flow}.enabled = true", f"{flow}.enabled = false"))
 
     drill = mm2py("failback", str(config), "--flow", flow, "--dry-run")  # the report for people
     assert drill.returncode == 0, drill.stderr
