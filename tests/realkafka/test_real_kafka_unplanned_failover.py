@@ -171,8 +171,8 @@ def test_failover_without_the_source_moves_the_group_to_b_with_nothing_b_holds_s
         total = sum(true_missing.values()) - sum(unlisted.values())
         assert f"failover {flow} (dry run: nothing changed): {src} not contacted" in text.stdout, text.stdout
         assert f"not replicated: at least {total} record(s) over {PARTITIONS} partition(s)" in text.stdout, (
-        f"{true_missing=} {unlisted=}\n{text.stdout}"
-    )
+            f"{true_missing=} {unlisted=}\n{text.stdout}"
+        )
         drill = mm2py("failover", str(config), "--flow", flow, "--groups", re.escape(group), "--dry-run", "--json")
         assert drill.returncode == 0, drill.stderr
         assert json.loads(drill.stdout)["refusals"] == []
