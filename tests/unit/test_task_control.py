@@ -121,6 +121,7 @@ def test_a_thousand_idle_connections_are_dropped_and_reports_go_through_again(co
     heard: list[object] = []
     channel = control.channel("a->b", lambda *report: heard.append(report))
     threads_before = threading.active_count()
+    opened = time.monotonic()
     idle = [_connect(control) for _ in range(1000)]
     try:
         peak = threading.active_count() - threads_before
@@ -137,6 +138,7 @@ def test_a_thousand_idle_connections_are_dropped_and_reports_go_through_again(co
                 outcome = "dropped"
             outcomes[outcome] = outcomes.get(outcome, 0) + 1
         dropped_in = time.monotonic() - started
+        since_first = time.monotonic() - opened
     finally:
         for sock in idle:
             sock.close()
@@ -144,7 +146,11 @@ def test_a_thousand_idle_connections_are_dropped_and_reports_go_through_again(co
     poll_until(lambda: link.report([]) and bool(heard), 10, "a report to go through")
     # One handler thread and its deadline timer per request served; the rest answered by the accepting thread.
     assert peak <= 2 * HANDLERS + 2, peak
-    assert set(outcomes) <= {"503", "dropped"} and outcomes.get("503", 0) >= 1000 - 2 * HANDLERS, outcomes
+    assert set(outcomes) <= {"503", "dropped"}, outcomes  # none left open, none served
+    # A handler slot drops at most one silent connection per IDLE_TIMEOUT_S; the rest were answered 503 at once.
+    # (How many slots free up while the 1,000 are still being accepted depends on the machine's load.)
+    slot_rounds = 1 + int(since_first // IDLE_TIMEOUT_S)
+    assert outcomes.get("dropped", 0) <= HANDLERS * slot_rounds, (outcomes, since_first)
     assert dropped_in < IDLE_TIMEOUT_S + 3, dropped_in
     print(f"FIGURES 1000 idle connections: {outcomes}, at most {peak} threads, all closed in {dropped_in:.1f} s")
 
