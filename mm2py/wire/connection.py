@@ -49,7 +49,7 @@ from mm2py.wire.cluster import (
     RecordSetPieces,
     TopicPartition,
 )
-from mm2py.wire.connection_settings import TokenSource, wire_config
+from mm2py.wire.connection_settings import wire_config
 from mm2py.wire.errors import (
     NETWORK_EXCEPTION,
     REQUEST_TIMED_OUT,
@@ -60,6 +60,7 @@ from mm2py.wire.errors import (
 )
 from mm2py.wire.login_failures import LoginFailures
 from mm2py.wire.msk_iam import use_aws_msk_iam
+from mm2py.wire.oauth_tokens import TokenSource
 from mm2py.wire.produce_request import ForwardingProduceRequest
 
 log = logging.getLogger(__name__)

@@ -12,31 +12,27 @@ The result is plain data (names the wire library takes), plus an ``ssl.SSLContex
 CA directories, inline CA PEM, inline client certificates and keys (what mm2py makes of Java key stores),
 cipher lists, CRLs and ``ssl.endpoint.identification.algorithm`` mean what
 they mean to librdkafka. OAUTHBEARER tokens come from a :class:`TokenSource` (OIDC client credentials, or
-the unsecured development tokens librdkafka can make); AWS_MSK_IAM is signed by the library's own mechanism
-with botocore's credentials (:mod:`mm2py.wire.msk_iam`); the SASL exchange itself is the library's.
+the unsecured development tokens librdkafka can make; :mod:`mm2py.wire.oauth_tokens`); AWS_MSK_IAM is signed
+by the library's own mechanism with botocore's credentials (:mod:`mm2py.wire.msk_iam`); the SASL exchange
+itself is the library's.
 """
 
 from __future__ import annotations
 
-import base64
 import importlib.util
-import json
 import os
 import secrets
 import ssl
 import tempfile
-import threading
-import time
-import urllib.parse
-import urllib.request
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from mm2py.errors import ConfigError
 from mm2py.librdkafka.tls_versions import MINIMUM, PIN_KEY
 from mm2py.secrets import mask_value
+from mm2py.wire.oauth_tokens import OidcTokenSource, TokenSource, UnsecuredTokenSource
 
 # IAMLoginModule's awsProfileName, under the name mm2py.librdkafka.jaas.AWS_PROFILE_SETTING gives it (this
 # package does not import the librdkafka one).
@@ -89,74 +85,6 @@ _NUMBERS = {
     "socket.connection.setup.timeout.ms": "socket_connection_setup_timeout_ms",
     "connections.max.idle.ms": "connections_max_idle_ms",
 }
-
-
-class TokenSource:
-    """Where OAUTHBEARER tokens come from; ``token()`` returns a current one, ``extensions()`` SASL extensions."""
-
-    def token(self) -> str:
-        raise NotImplementedError
-
-    def extensions(self) -> dict[str, str]:
-        return {}
-
-
-@dataclass
-class OidcTokenSource(TokenSource):
-    """OIDC client-credentials tokens (librdkafka's ``sasl.oauthbearer.method=oidc``), cached until near expiry."""
-
-    url: str
-    client_id: str = field(repr=False)
-    client_secret: str = field(repr=False)
-    scope: str = ""
-    extra: dict[str, str] = field(default_factory=dict)
-    timeout_s: float = 30.0
-    _cached: tuple[str, float] | None = field(default=None, init=False, repr=False)
-    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
-
-    def token(self) -> str:
-        with self._lock:
-            if self._cached is not None and time.monotonic() < self._cached[1]:
-                return self._cached[0]
-            form = {"grant_type": "client_credentials", **({"scope": self.scope} if self.scope else {})}
-            credentials = base64.b64encode(f"{self.client_id}:{self.client_secret}".encode()).decode()
-            request = urllib.request.Request(
-                self.url,
-                data=urllib.parse.urlencode(form).encode(),
-                headers={"Authorization": f"Basic {credentials}", "Content-Type": "application/x-www-form-urlencoded"},
-            )
-            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
-                answer = json.load(response)
-            token = str(answer["access_token"])
-            lifetime = float(answer.get("expires_in", 300))
-            self._cached = (token, time.monotonic() + lifetime * 0.8)  # refresh at 80 %, as librdkafka does
-            return token
-
-    def extensions(self) -> dict[str, str]:
-        return dict(self.extra)
-
-
-@dataclass
-class UnsecuredTokenSource(TokenSource):
-    """An unsigned JWT (``alg: none``) for development brokers, as librdkafka's unsecure-jwt option makes."""
-
-    principal: str
-    scope: list[str] = field(default_factory=list)
-    life_seconds: int = 3600
-    extra: dict[str, str] = field(default_factory=dict)
-
-    def token(self) -> str:
-        def part(data: dict[str, Any]) -> str:
-            return base64.urlsafe_b64encode(json.dumps(data, separators=(",", ":")).encode()).rstrip(b"=").decode()
-
-        now = int(time.time())
-        claims: dict[str, Any] = {"sub": self.principal, "iat": now, "exp": now + self.life_seconds}
-        if self.scope:
-            claims["scope"] = self.scope
-        return f"{part({'alg': 'none'})}.{part(claims)}."
-
-    def extensions(self) -> dict[str, str]:
-        return dict(self.extra)
 
 
 @dataclass(frozen=True)

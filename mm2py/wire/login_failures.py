@@ -1,5 +1,6 @@
 """Why the batch path's connection to a cluster fails, when waiting cannot cure it: a refused SASL login or a
-failed TLS handshake (a certificate for another host, an untrusted CA, no shared protocol version).
+failed TLS handshake (a certificate for another host, an untrusted CA, no shared protocol version), or an OIDC
+token endpoint that refuses the client credentials.
 
 Why: kafka-python 3.0.12 retries a bootstrap connection until its deadline and then says only "Unable to
 bootstrap from [...]"; the refused login and the handshake error reach nothing but a log line. A wrong password
@@ -20,6 +21,7 @@ from typing import Any
 import kafka.errors as kafka_errors  # type: ignore[import-untyped]
 
 from mm2py.errors import ReplicationError
+from mm2py.wire.oauth_tokens import TokenRefused
 
 _PREFIXES = re.compile(r"^(?:\[Error \d+\] |SaslAuthenticationFailedError: )+")
 
@@ -41,6 +43,9 @@ class LoginFailures:
         manager.get_connection = get_connection
 
     def _note(self, exc: BaseException) -> None:
+        if isinstance(exc, TokenRefused):  # the OIDC token endpoint said no before the broker was asked
+            self.reason = f"could not get an {self.mechanism} token: {exc}"
+            return
         if isinstance(exc, kafka_errors.SaslAuthenticationFailedError):
             # The broker's own reason, without the library's "[Error 58] SaslAuthenticationFailedError: " prefixes.
             broker_says = _PREFIXES.sub("", str(exc))

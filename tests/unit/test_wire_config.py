@@ -10,7 +10,8 @@ import pytest
 
 from mm2py.errors import ConfigError
 from mm2py.librdkafka.settings import translate_client_config
-from mm2py.wire.connection_settings import OidcTokenSource, UnsecuredTokenSource, wire_config
+from mm2py.wire.connection_settings import wire_config
+from mm2py.wire.oauth_tokens import OidcTokenSource, UnsecuredTokenSource
 
 
 def test_plaintext_maps_servers_client_id_and_timeouts() -> None:
