@@ -23,6 +23,11 @@ _lock = threading.Lock()
 _producers: dict[tuple[tuple[str, str], ...], Producer] = {}
 _consumers: dict[tuple[tuple[str, str], ...], Consumer] = {}
 _login_errors: dict[tuple[tuple[str, str], ...], KafkaError] = {}
+# librdkafka reports a connection that dropped in the middle of a SASL handshake as _AUTHENTICATION too ("SASL
+# OAUTHBEARER mechanism handshake failed: Local: Broker transport failure: broker's supported mechanisms: (n/a)"),
+# e.g. when a broker ends a session whose OAUTHBEARER token expired (connections.max.reauth.ms) just as the client
+# logs in again. It reconnects by itself; taking that for a refused login stopped a healthy run (exit 3).
+_TRANSPORT_FAILURE = "Broker transport failure"
 
 
 def _with_logger(settings: Mapping[str, str]) -> dict[str, Any]:
@@ -48,6 +53,8 @@ class _LoginErrors:
 
     def __call__(self, err: KafkaError) -> None:
         if err.code() in (KafkaError._AUTHENTICATION, KafkaError._SSL, KafkaError.SASL_AUTHENTICATION_FAILED):
+            if _TRANSPORT_FAILURE in err.str():
+                return  # the connection dropped during a login (see _TRANSPORT_FAILURE), not a refusal
             _login_errors[self.key] = err
 
 
