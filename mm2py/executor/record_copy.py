@@ -25,7 +25,7 @@ from mm2py.errors import RECORDS_GONE, Failure, ReplicationError
 from mm2py.executor.contract import CopyResult, CopySpec, PartitionRange, failed_result
 from mm2py.executor.delivery import flush_producer, raise_delivery_failure, write_offset_syncs
 from mm2py.executor.task_logging import executor_logging
-from mm2py.librdkafka.clients import cached_consumer, cached_producer, drop_producer, login_error
+from mm2py.librdkafka.clients import cached_consumer, cached_producer, drop_consumer, drop_producer, login_error
 from mm2py.librdkafka.tls_diagnosis import certificate_problem
 from mm2py.metrics.measurement import RangeMeasurer
 from mm2py.mirror.progress import progress_record
@@ -52,6 +52,7 @@ class RangeBatch:
     # holds for the range lies behind that record, and must not land before the retried range copies it again
     # (``mm2py.librdkafka.clients.drop_producer`` says why librdkafka would send it).
     producer: Any = None
+    login_refused: bool = False  # the consumer's login was refused: copy_range drops it
 
     def read(self, stamps: list[int], value_bytes: int) -> None:
         """``stamps``: the timestamps of the records one consume() call gave and that are produced."""
@@ -144,6 +145,11 @@ def copy_range(spec: CopySpec, rng: PartitionRange) -> CopyResult:
         raise
     finally:
         consumer.unassign()
+        if batch.login_refused:
+            # librdkafka reports a refusal once per client (an OIDC token failure only when its text changes), so
+            # a later task of this worker would wait on this consumer for its stall timeout instead of meeting the
+            # refusal, and be retried: it gets a new consumer, which reports the refusal again.
+            drop_consumer(spec.consumer_settings)
     if spec.exactly_once:  # after the commit: an aborted transaction's records must not be synced
         syncs = _syncs(spec, rng, batch, where)
     measurement = batch.measurer.measurement(spec.source, spec.target, rng.topic, rng.remote_topic, rng.partition)
@@ -199,6 +205,7 @@ def _pump(spec: CopySpec, rng: PartitionRange, consumer: Any, producer: Any, bat
             _stop_if_failed(spec, rng, batch, where)
             refused = login_error(spec.consumer_settings)
             if refused is not None:  # a wrong password or a certificate for another host: no record will come
+                batch.login_refused = True
                 raise _login_refused(spec, refused, where)
             if time.monotonic() - last_progress > spec.stall_timeout_s:
                 raise ReplicationError(
