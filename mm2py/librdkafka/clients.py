@@ -23,11 +23,13 @@ _lock = threading.Lock()
 _producers: dict[tuple[tuple[str, str], ...], Producer] = {}
 _consumers: dict[tuple[tuple[str, str], ...], Consumer] = {}
 _login_errors: dict[tuple[tuple[str, str], ...], KafkaError] = {}
-# librdkafka reports a connection that dropped in the middle of a SASL handshake as _AUTHENTICATION too ("SASL
-# OAUTHBEARER mechanism handshake failed: Local: Broker transport failure: broker's supported mechanisms: (n/a)"),
-# e.g. when a broker ends a session whose OAUTHBEARER token expired (connections.max.reauth.ms) just as the client
-# logs in again. It reconnects by itself; taking that for a refused login stopped a healthy run (exit 3).
-_TRANSPORT_FAILURE = "Broker transport failure"
+# librdkafka reports as _AUTHENTICATION too a login that was cut short rather than refused: the connection dropped
+# in the middle of the SASL handshake ("SASL OAUTHBEARER mechanism handshake failed: Local: Broker transport
+# failure"), or a re-authentication met the broker in another SASL state ("... handshake failed: Broker: Request
+# not valid in current SASL state"). Both were seen with OAUTHBEARER tokens of a few seconds, the broker ending
+# each session at its token's expiry (connections.max.reauth.ms). The client reconnects and logs in again by
+# itself; taking either for a refused login stopped a healthy run (exit 3).
+_CUT_SHORT = ("Broker transport failure", "Request not valid in current SASL state")
 
 
 def _with_logger(settings: Mapping[str, str]) -> dict[str, Any]:
@@ -53,8 +55,8 @@ class _LoginErrors:
 
     def __call__(self, err: KafkaError) -> None:
         if err.code() in (KafkaError._AUTHENTICATION, KafkaError._SSL, KafkaError.SASL_AUTHENTICATION_FAILED):
-            if _TRANSPORT_FAILURE in err.str():
-                return  # the connection dropped during a login (see _TRANSPORT_FAILURE), not a refusal
+            if any(words in err.str() for words in _CUT_SHORT):
+                return  # a login cut short (see _CUT_SHORT), not a refusal
             _login_errors[self.key] = err
 
 

@@ -1,5 +1,6 @@
 """The record path's consumer error callback keeps a refused login for the copy task (which then stops the run)
-and lets a connection that dropped in the middle of a login pass: librdkafka reports both as _AUTHENTICATION,
+and lets a login that was cut short pass (a connection that dropped in the middle of it, a re-authentication
+that met the broker in another SASL state): librdkafka reports both as _AUTHENTICATION,
 and only the first is an answer that waiting cannot change (the second was seen when a broker ended a session
 whose OAUTHBEARER token had expired, tests/realkafka/test_real_kafka_oidc.py)."""
 
@@ -14,6 +15,10 @@ DROPPED = (
     "GroupCoordinator: SASL OAUTHBEARER mechanism handshake failed: Local: Broker transport failure: "
     "broker's supported mechanisms: (n/a) (after 0ms in state DOWN)"
 )
+REAUTHENTICATION = (
+    "sasl_plaintext://127.0.0.1:47785/1: SASL OAUTHBEARER mechanism handshake failed: Broker: Request not valid in "
+    "current SASL state: broker's supported mechanisms:  (after 0ms in state AUTH_HANDSHAKE)"
+)
 REFUSED = 'Failed to acquire SASL OAUTHBEARER token: {"error": "invalid_client"}'
 
 
@@ -21,6 +26,8 @@ def test_a_refused_login_is_kept_for_the_copy_task_and_a_dropped_handshake_is_no
     callback = _LoginErrors(_key(SETTINGS))  # what new_consumer() hands librdkafka as its error_cb
 
     callback(KafkaError(KafkaError._AUTHENTICATION, DROPPED))
+    assert login_error(SETTINGS) is None
+    callback(KafkaError(KafkaError._AUTHENTICATION, REAUTHENTICATION))
     assert login_error(SETTINGS) is None
 
     callback(KafkaError(KafkaError._AUTHENTICATION, REFUSED))
