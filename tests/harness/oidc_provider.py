@@ -53,12 +53,17 @@ class OidcProvider:
     """``/token`` (client credentials in HTTP Basic or in the form) and ``/jwks``; a context manager.
 
     ``clients`` maps client id to secret. ``token_lifetime_s`` may be changed while it runs; tokens issued after
-    that live that long. ``grants`` records every answer of the token endpoint, refusals included.
+    that live that long. ``expired`` names client ids whose tokens are issued expired already (an issuer whose
+    clock is behind, or a token replayed too late): ``exp`` an hour before ``iat``'s now, beyond any clock skew
+    a broker allows. ``grants`` records every answer of the token endpoint, refusals included.
     """
 
-    def __init__(self, clients: dict[str, str], token_lifetime_s: int = 300) -> None:
+    def __init__(
+        self, clients: dict[str, str], token_lifetime_s: int = 300, expired: frozenset[str] = frozenset()
+    ) -> None:
         self.clients = dict(clients)
         self.token_lifetime_s = token_lifetime_s
+        self.expired = expired
         self._key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
         self._grants: list[Grant] = []
         self._lock = threading.Lock()
@@ -103,7 +108,7 @@ class OidcProvider:
 
     def issue(self, subject: str, scope: str) -> tuple[str, int]:
         """A signed RS256 JWT for ``subject`` and its lifetime in seconds."""
-        lifetime = self.token_lifetime_s
+        lifetime = -3600 if subject in self.expired else self.token_lifetime_s
         now = int(time.time())
         header = {"alg": "RS256", "typ": "JWT", "kid": _KEY_ID}
         claims = {

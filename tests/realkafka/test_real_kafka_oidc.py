@@ -42,6 +42,7 @@ pytestmark = [pytest.mark.realkafka, pytest.mark.spark]
 
 CLIENT_ID = "mm2py-mirror"
 COPY_CLIENT_ID = "mm2py-copy-task"
+EXPIRED_CLIENT_ID = "mm2py-expired-tokens"
 SHORT_LIFETIME_S = 5
 SECRET = secrets.token_urlsafe(16)
 REFUSED_WITHIN_S = 30
@@ -53,7 +54,8 @@ RETRIEVER = "org.apache.kafka.common.security.oauthbearer.ClientCredentialsJwtRe
 
 @pytest.fixture(scope="module")
 def oidc() -> Iterator[OidcProvider]:
-    with OidcProvider({CLIENT_ID: SECRET}, token_lifetime_s=DEFAULT_LIFETIME_S) as provider:
+    clients = {CLIENT_ID: SECRET, EXPIRED_CLIENT_ID: SECRET}
+    with OidcProvider(clients, token_lifetime_s=DEFAULT_LIFETIME_S, expired=frozenset({EXPIRED_CLIENT_ID})) as provider:
         yield provider
 
 
@@ -241,3 +243,30 @@ def test_a_wrong_client_secret_for_the_whole_cluster_stops_the_run_before_any_co
     assert_no_secret(refusal.result, oidc_kafka, SECRET, wrong)
     assert refusal.seconds < REFUSED_WITHIN_S, f"{refusal.seconds:.1f} s: {refusal.result.stderr[-3000:]}"
     assert f"src.{topic}" not in list_topics(oidc_kafka.bootstrap)  # not even the remote topic was created
+
+
+@pytest.mark.parametrize("copy_path", COPY_PATHS)
+def test_an_expired_token_on_the_copy_client_is_refused_within_30_s_naming_the_expiry_or_the_brokers_answer(
+    oidc_kafka: KafkaCluster, oidc: OidcProvider, unique_topic: Callable[..., str], tmp_path: Path, copy_path: str
+) -> None:
+    # The token endpoint grants the copy client's credentials, but every token it issues expired an hour ago:
+    # the broker refuses the login, and no fresh token can cure it.
+    source, target = oidc_flow(oidc_kafka, oidc)
+    source += f"src.consumer.sasl.jaas.config = {jaas_config(SECRET, EXPIRED_CLIENT_ID)}\n"
+    topic = oidc_kafka.create_topic(unique_topic("orders"), partitions=1)
+    started = time.time()
+
+    refusal = refused_run(tmp_path, oidc_kafka, topic, source, target, copy_path)
+
+    assert refusal.result.returncode == 3, refusal.result.stdout + refusal.result.stderr
+    line = refusal.error_line
+    print(f"refused in {refusal.seconds:.1f} s, exit {refusal.result.returncode}: {line}")  # the figures, with -s
+    # The batch path sends the token and names the broker's answer (`invalid_token`); librdkafka checks `exp`
+    # itself and refuses to send it (`Must supply an unexpired token`).
+    assert "src" in line and "OAUTHBEARER" in line, line
+    assert '"invalid_token"' in line if copy_path == "batch" else "unexpired token" in line, line
+    assert "Traceback" not in refusal.result.stderr
+    assert_no_secret(refusal.result, oidc_kafka, SECRET)
+    assert refusal.seconds < REFUSED_WITHIN_S, f"{refusal.seconds:.1f} s: {refusal.result.stderr[-3000:]}"
+    expired_grants = [g for g in oidc.issued_since(started) if g.client_id == EXPIRED_CLIENT_ID]
+    assert expired_grants, "the copy client never asked for a token"
