@@ -16,6 +16,22 @@ from collections.abc import Mapping
 from pathlib import Path
 
 
+def load_trust_anchors(context: ssl.SSLContext, settings: Mapping[str, object]) -> None:
+    """The CA certificates librdkafka's ``ssl.ca.location`` (a file or a directory; ``probe``: the system's) and
+    ``ssl.ca.pem`` name, into ``context``; the system's own when neither names any. Also the batch path's
+    trust (mm2py.wire.connection_settings), so both paths trust the same certificates."""
+    location = str(settings.get("ssl.ca.location") or "")
+    if location and location != "probe":
+        if Path(location).is_dir():
+            context.load_verify_locations(capath=location)
+        else:
+            context.load_verify_locations(cafile=location)
+    if settings.get("ssl.ca.pem"):
+        context.load_verify_locations(cadata=str(settings["ssl.ca.pem"]))
+    if (not location and not settings.get("ssl.ca.pem")) or location == "probe":
+        context.load_default_certs()
+
+
 def certificate_problem(settings: Mapping[str, object], timeout_s: float = 5.0) -> str | None:
     """OpenSSL's reason why the first bootstrap server's certificate fails verification, or None."""
     server = str(settings.get("bootstrap.servers", "")).split(",")[0].strip()
@@ -26,16 +42,7 @@ def certificate_problem(settings: Mapping[str, object], timeout_s: float = 5.0) 
     try:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
         context.check_hostname = str(settings.get("ssl.endpoint.identification.algorithm", "https")) == "https"
-        location = str(settings.get("ssl.ca.location") or "")
-        if location and location != "probe":
-            if Path(location).is_dir():
-                context.load_verify_locations(capath=location)
-            else:
-                context.load_verify_locations(cafile=location)
-        if settings.get("ssl.ca.pem"):
-            context.load_verify_locations(cadata=str(settings["ssl.ca.pem"]))
-        if not location and not settings.get("ssl.ca.pem"):
-            context.load_default_certs()
+        load_trust_anchors(context, settings)
         with (
             socket.create_connection((host, int(port)), timeout=timeout_s) as raw,
             context.wrap_socket(raw, server_hostname=host),

@@ -27,6 +27,7 @@ The modules, from the cluster up:
 
 Nothing here raises for one partition's trouble: a partition that cannot go on says why, and the others go on.
 
-May import: ``mm2py.errors``, ``mm2py.secrets``, ``mm2py.mirror``, ``mm2py.metrics.measurement`` and
-``mm2py.librdkafka.tls_versions`` (a TLS version pin travels in the librdkafka settings).
+May import: ``mm2py.errors``, ``mm2py.secrets``, ``mm2py.mirror``, ``mm2py.metrics.measurement``,
+``mm2py.librdkafka.tls_versions`` (a TLS version pin travels in the librdkafka settings) and
+``mm2py.librdkafka.tls_diagnosis`` (the CA certificates librdkafka's keys name, trusted alike on both paths).
 """

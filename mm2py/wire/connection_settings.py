@@ -26,10 +26,10 @@ import ssl
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from mm2py.errors import ConfigError
+from mm2py.librdkafka.tls_diagnosis import load_trust_anchors
 from mm2py.librdkafka.tls_versions import MINIMUM, PIN_KEY
 from mm2py.secrets import mask_value
 from mm2py.wire.oauth_tokens import OidcTokenSource, TokenSource, UnsecuredTokenSource
@@ -238,16 +238,7 @@ def _ssl_context(settings: Mapping[str, str], refuse: Any) -> ssl.SSLContext:
     context.check_hostname = verify and algorithm == "https"
     context.verify_mode = ssl.CERT_REQUIRED if verify else ssl.CERT_NONE
     try:
-        location = str(settings.get("ssl.ca.location", ""))
-        if location and location != "probe":
-            if Path(location).is_dir():
-                context.load_verify_locations(capath=location)
-            else:
-                context.load_verify_locations(cafile=location)
-        if settings.get("ssl.ca.pem"):
-            context.load_verify_locations(cadata=str(settings["ssl.ca.pem"]))
-        if (not location and not settings.get("ssl.ca.pem")) or location == "probe":
-            context.load_default_certs()
+        load_trust_anchors(context, settings)
     except (OSError, ssl.SSLError) as exc:
         raise refuse("ssl.ca.location", f"the CA certificates cannot be read: {exc}") from None
     if settings.get("ssl.certificate.pem") or settings.get("ssl.key.pem"):
