@@ -79,6 +79,17 @@ def _state(a: KafkaCluster, b: KafkaCluster, topic: str, aliases: tuple[str, str
     }
 
 
+def _both_ways(path: Path, a: KafkaCluster, b: KafkaCluster, topic: str, more: str = "") -> tuple[Path, str, str]:
+    """A file with the flow A->B and its reverse B->A (failback starts it) on ``topic``, new aliases for A and B:
+    the file, A's alias and B's alias."""
+    src, tgt = unique_alias("src"), unique_alias("tgt")
+    body = (
+        f"{src}->{tgt}.enabled = true\n{tgt}->{src}.enabled = true\ntopics = {topic}\n"
+        f"heartbeats.replication.enabled = false\n{more}"
+    )
+    return write_real_config(path, {src: a.bootstrap, tgt: b.bootstrap}, body), src, tgt
+
+
 def _identity(r: Record) -> tuple[Any, ...]:
     return (r.partition, r.key, r.value, r.headers, r.timestamp)
 
@@ -94,12 +105,8 @@ def test_failback_keeps_as_tail_the_records_b_never_got_and_starts_b_to_a_at_the
     topic = unique_topic("orders")
     a.create_topic(topic, partitions=PARTITIONS)
     b.create_topic(topic, partitions=PARTITIONS)  # B's own topic of the same name: the applications write it later
-    src, tgt = unique_alias("src"), unique_alias("tgt")
+    config, src, tgt = _both_ways(tmp_path / "mm2.properties", a, b, topic)
     flow, reverse, remote = f"{src}->{tgt}", f"{tgt}->{src}", f"{src}.{topic}"
-    body = (
-        f"{flow}.enabled = true\n{reverse}.enabled = true\ntopics = {topic}\nheartbeats.replication.enabled = false\n"
-    )
-    config = write_real_config(tmp_path / "mm2.properties", {src: a.bootstrap, tgt: b.bootstrap}, body)
     group, ledger = f"billing-{topic}", f"ledger-{topic}"
 
     produce(b.bootstrap, topic, make_records(B_BEFORE, partitions=PARTITIONS, seed=2))
@@ -240,13 +247,8 @@ def test_under_identity_replication_failback_starts_b_to_a_where_a_stopped_givin
     a, b = real_kafka, real_kafka_target
     topic = unique_topic("orders")
     a.create_topic(topic, partitions=2)
-    src, tgt = unique_alias("src"), unique_alias("tgt")
+    config, src, tgt = _both_ways(tmp_path / "mm2.properties", a, b, topic, f"replication.policy.class = {IDENTITY}\n")
     flow, reverse = f"{src}->{tgt}", f"{tgt}->{src}"
-    body = (
-        f"{flow}.enabled = true\n{reverse}.enabled = true\ntopics = {topic}\nheartbeats.replication.enabled = false\n"
-        f"replication.policy.class = {IDENTITY}\n"
-    )
-    config = write_real_config(tmp_path / "mm2.properties", {src: a.bootstrap, tgt: b.bootstrap}, body)
     first, tail, after = (make_records(n, partitions=2, seed=s) for n, s in ((2_000, 11), (1_000, 12), (500, 13)))
     produce(a.bootstrap, topic, first)
     assert mm2py("run", str(config), "--once", "--flows", flow).returncode == 0
@@ -283,12 +285,8 @@ def test_after_a_failover_the_tail_starts_at_bs_recovery_point(
     a, b = real_kafka, real_kafka_target
     topic = unique_topic("orders")
     a.create_topic(topic, partitions=2)
-    src, tgt = unique_alias("src"), unique_alias("tgt")
-    flow, reverse = f"{src}->{tgt}", f"{tgt}->{src}"
-    body = (
-        f"{flow}.enabled = true\n{reverse}.enabled = true\ntopics = {topic}\nheartbeats.replication.enabled = false\n"
-    )
-    config = write_real_config(tmp_path / "mm2.properties", {src: a.bootstrap, tgt: b.bootstrap}, body)
+    config, src, tgt = _both_ways(tmp_path / "mm2.properties", a, b, topic)
+    flow = f"{src}->{tgt}"
     produce(a.bootstrap, topic, make_records(2_000, partitions=2, seed=21))
     assert mm2py("run", str(config), "--once", "--flows", flow).returncode == 0
     held = end_offsets(b.bootstrap, f"{src}.{topic}")
