@@ -87,8 +87,7 @@ def plan_command(
     flows: FlowsOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the plan as JSON")] = False,
 ) -> None:
-    """Connect to the clusters and show what `run` would replicate, what it must create or grow, and which
-    features the clusters' ACLs let it run."""
+    """Connect to the clusters; show what `run` would replicate, create or grow, and the features ACLs allow."""
     from mm2py.control.plan import AdminPool
     from mm2py.control.rights import plan_rights
     from mm2py.control.topics import with_configs_not_synced
@@ -326,12 +325,13 @@ def cutover_command(
     dry_run: cutover.DryRunOption = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as one JSON document")] = False,
     reset: cutover.ResetOption = False,
+    handover_timeout: cutover.HandoverTimeoutOption = 60.0,
 ) -> None:
-    """Switch a flow's consumer groups from its source to its target: producers quiet, copy to lag 0, offsets
-    translated exactly and committed, the flow marked as cut over (exit 1 when a check refuses)."""
-    from mm2py.tools.cutover import CutoverOptions
-
-    options = CutoverOptions(_regex("--groups", groups), quiet_seconds, quiet_timeout, allow_members, dry_run)
+    """Switch a flow's groups from its source to its target: a run holding the flow hands it over, producers quiet,
+    copy to lag 0, offsets translated exactly and committed on the target, the flow marked (exit 1: refused)."""
+    options = cutover.options(
+        _regex("--groups", groups), quiet_seconds, quiet_timeout, allow_members, dry_run, handover_timeout
+    )
     if not cutover.command(_load(file, flow), str(file), options, reset=reset, as_json=as_json):
         raise typer.Exit(EXIT_CHECK_FAILED)
 

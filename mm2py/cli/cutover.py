@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -29,10 +30,27 @@ QuietTimeoutOption = Annotated[
 AllowMembersOption = Annotated[
     bool, typer.Option("--allow-members", help="Do not refuse groups that still have members")
 ]
+HandoverTimeoutOption = Annotated[
+    float,
+    typer.Option("--handover-timeout", min=0, help="Seconds a run holding the flow has to hand it over (else exit 1)"),
+]
 DryRunOption = Annotated[bool, typer.Option("--dry-run", help="Do every check and report; change nothing")]
 ResetOption = Annotated[
     bool, typer.Option("--reset", help="Clear the flow's cut-over mark, so that run replicates it again")
 ]
+
+
+def options(
+    groups: re.Pattern[str] | None,
+    quiet_s: float,
+    quiet_timeout_s: float,
+    allow_members: bool,
+    dry_run: bool,
+    handover_timeout_s: float,
+) -> CutoverOptions:
+    from mm2py.tools.cutover import CutoverOptions
+
+    return CutoverOptions(groups, quiet_s, quiet_timeout_s, allow_members, dry_run, handover_timeout_s)
 
 
 def command(loaded: LoadedConfig, file: str, options: CutoverOptions, *, reset: bool, as_json: bool) -> bool:
@@ -73,6 +91,8 @@ def print_report(report: CutoverReport, file: str, as_json: bool) -> None:
 def _print_text(report: CutoverReport, file: str) -> None:
     src, tgt = report.source, report.target
     out.print(f"cutover {report.flow}{' (dry run: nothing changed)' if report.dry_run else ''}", markup=False)
+    if report.handover is not None:
+        out.print(f"handover: {report.handover}", markup=False)
     if report.quiet_waited_s is not None:
         out.print(f"quiet: {src}'s end offsets stood still (waited {report.quiet_waited_s:g} s)", markup=False)
     copy = "copied to lag 0" if report.copied else "current lag, nothing copied"

@@ -4,7 +4,8 @@
 internal topics), ``config_sync`` (topic-config sync, KIP-894), ``acls`` (topic ACL sync), ``heartbeats``
 (MirrorHeartbeat), ``checkpoints`` and ``group_sync`` (MirrorCheckpoint: checkpoints and consumer-group offset sync,
 from the ``offset_sync_store``), ``progress_store`` (replication progress, and records lost, on the target),
-``lease`` (one run per flow) and ``fencing`` (exactly-once: no earlier producer of a flow's transactional ids can
+``lease`` (one run per flow; ``handover`` lets a cut-over take a flow from the run that holds it),
+``cutover_mark`` (a flow cut over) and ``fencing`` (exactly-once: no earlier producer of a flow's transactional ids can
 commit). Admin calls and reads of MM2's internal topics only; records of the replicated topics
 never pass here.
 

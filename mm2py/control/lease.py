@@ -8,7 +8,9 @@ group coordinator hands it to a standby once the holder stops heartbeating for `
 (``mm2py.lease.session.timeout.ms``): a crashed run never keeps its flow longer than that.
 
 The holder also writes who it is (host, process, since when) to the same topic, keyed by flow, so a run that
-finds the flow taken can name the holder. Runs on the driver only; nothing here touches records.
+finds the flow taken can name the holder. As the owner of that partition it reads what is written there after
+it took the lease; a ``HandoverWatch`` (control/handover.py) picks out a cut-over asking for the flow, and the
+holder then lets go as at a lost lease. Runs on the driver only; nothing here touches records.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from confluent_kafka import KafkaError, KafkaException
 
@@ -34,6 +36,16 @@ from mm2py.librdkafka.partition_reader import read_topic
 
 log = logging.getLogger(__name__)
 _REFUSED = (KafkaError.GROUP_AUTHORIZATION_FAILED, KafkaError.TOPIC_AUTHORIZATION_FAILED)
+HANDOVER_CHECK_S = 3.0  # how often a standby reads the lease topic for a cut-over asking for its flow
+
+
+class HandoverWatch(Protocol):
+    """Tells a lease whether a cut-over asks for its flow: in one record of the lease topic (no I/O), or in
+    what the topic holds now (a read). Each answers who asks, or None."""
+
+    def in_record(self, key: bytes | None, value: bytes | None) -> str | None: ...
+
+    def standing(self) -> str | None: ...
 
 
 def lease_group(source: str, target: str) -> str:
@@ -85,6 +97,7 @@ class FlowLease:
         consumer_settings: Mapping[str, str],
         producer_settings: Mapping[str, str],
         session_timeout_ms: int,
+        watch: HandoverWatch | None = None,
     ) -> None:
         self.source = source
         self.target = target
@@ -109,7 +122,10 @@ class FlowLease:
         self._closing = threading.Event()
         self._decided = threading.Event()  # the first assignment (ours or someone else's) has arrived
         self.held = threading.Event()
-        self.lost = threading.Event()  # we held the lease and the group took it away
+        self.lost = threading.Event()  # we held the lease and the group took it away, or we let go of it
+        self._watch = watch
+        self.handed_over = threading.Event()  # a cut-over asked for the flow: let go and stand by
+        self.requested_by: str | None = None  # who asked
         self._error: KafkaError | None = None
 
     # -- joining -------------------------------------------------------------------------------------------
@@ -124,8 +140,12 @@ class FlowLease:
         self.join()
         deadline = time.monotonic() + max(30.0, 3 * self._session_timeout_ms / 1000)
         said_standby = False
+        next_check = time.monotonic() + HANDOVER_CHECK_S
         while not stop.is_set():
             if self.held.is_set():
+                # A request written before we held the partition is behind our first fetch: read it now.
+                if self._asked_by(self._watch.standing() if self._watch is not None else None):
+                    return False
                 self._announce()
                 if said_standby:
                     log.warning(
@@ -151,6 +171,10 @@ class FlowLease:
                 if on_standby is not None:
                     on_standby(described)
                 said_standby = True
+            if wait and self._watch is not None and time.monotonic() >= next_check:
+                next_check = time.monotonic() + HANDOVER_CHECK_S
+                if self._asked_by(self._watch.standing()):
+                    return False  # a standby leaves too, or it would take the lease the holder lets go of
             if not wait and time.monotonic() > deadline:
                 raise KafkaOperationError(
                     self.target,
@@ -166,7 +190,19 @@ class FlowLease:
         if self._thread is None:
             self._start()
 
+    def _asked_by(self, who: str | None) -> bool:
+        """Note a cut-over's request (True) so that the caller lets go of the flow."""
+        if who is None:
+            return False
+        self.requested_by = who
+        self.handed_over.set()
+        self.lost.set()
+        return True
+
     def _start(self) -> None:
+        for event in (self._closing, self._decided, self.held, self.lost, self.handed_over):
+            event.clear()  # a lease released for a hand-over is joined again when the flow comes back
+        self._error, self.requested_by = None, None
         self._consumer = new_consumer(self._consumer_settings)
         try:
             self._consumer.subscribe(
@@ -186,7 +222,14 @@ class FlowLease:
                 if not self._closing.is_set():
                     log.warning("flow=%s lease: %s", self.flow, exc)
                 continue
-            if msg is None or (error := msg.error()) is None:
+            if msg is None:
+                continue
+            if (error := msg.error()) is None:
+                if self._watch is not None and self.held.is_set():
+                    who = self._watch.in_record(msg.key(), msg.value())
+                    if who is not None and not self.handed_over.is_set():
+                        log.warning("flow=%s: %s asks for the flow; handing it over", self.flow, who)
+                        self._asked_by(who)
                 continue
             # An ACL refusing the group or the topic does not pass by waiting (librdkafka would rejoin forever).
             if error.fatal() or error.code() in _REFUSED:
@@ -241,6 +284,7 @@ class FlowLease:
         self._closing.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
+            self._thread = None
         if self._consumer is not None:
             try:
                 self._consumer.close()

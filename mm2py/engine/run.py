@@ -21,6 +21,7 @@ from mm2py.config.spark_security import SPARK_SECURITY_KEYS, warn_if_spark_unpro
 from mm2py.control.cutover_mark import refuse_cut_over_flows
 from mm2py.control.features import LEASE, SkippedFeature, topic_grant, without
 from mm2py.control.group_sync import GroupSyncCoordinator
+from mm2py.control.handover import FlowHandoverWatch
 from mm2py.control.heartbeats import HeartbeatEmitter, heartbeat_flows
 from mm2py.control.lease import FlowLease, lease_group
 from mm2py.control.plan import AdminPool, ReplicationPlan, build_plan
@@ -35,6 +36,7 @@ from mm2py.errors import ClusterUnreachableError, KafkaOperationError
 from mm2py.metrics.registry import RunMetrics
 
 log = logging.getLogger(__name__)
+HANDOVER_POLL_S = 2.0  # how often a flow handed over to a cut-over reads whether it has ended
 
 
 def run(
@@ -109,13 +111,15 @@ def _lease(flow: FlowConfig) -> FlowLease | None:
         flow.target_consumer.settings(),
         flow.target_producer.settings(),
         flow.lease_session_timeout_ms,
+        FlowHandoverWatch(flow),
     )
 
 
 def _work(
     runner: FlowRunner, lease: FlowLease | None, once: bool, stop: threading.Event, active: threading.Event
 ) -> None:
-    """One flow's thread: take the lease (or stand by for it), then copy; back to standby if it is lost."""
+    """One flow's thread: take the lease (or stand by for it), then copy; back to standby if it is lost, and out
+    of the lease group while a cut-over has the flow (to the end of this run if it cut the flow over)."""
     never_lost = threading.Event()
     health = runner.metrics.health if runner.metrics is not None else None
     on_standby = functools.partial(health.standing_by, runner.flow.name) if health is not None else None
@@ -124,6 +128,8 @@ def _work(
             health.starting(runner.flow.name)
         if lease is not None:
             if not _take(runner, lease, stop, wait=not once, on_standby=on_standby):
+                if lease.handed_over.is_set() and not once and not _wait_out_handover(runner, lease, stop):
+                    continue  # given back: take the lease again
                 return
             lease = lease if lease.held.is_set() else None  # refused by an ACL: the flow runs without it
         active.set()
@@ -139,8 +145,31 @@ def _work(
             runner.run_continuous(stop, lease.lost if lease is not None else never_lost)
         finally:
             runner.save_tails()
-        if lease is not None and lease.lost.is_set():
+        if lease is not None and lease.handed_over.is_set():
+            if _wait_out_handover(runner, lease, stop):
+                return
+        elif lease is not None and lease.lost.is_set():
             log.warning("flow=%s: lease lost; standing by until it can be taken again", runner.flow.name)
+
+
+def _wait_out_handover(runner: FlowRunner, lease: FlowLease, stop: threading.Event) -> bool:
+    """Out of the lease group until the cut-over that asked for the flow ends: True once it cut the flow over
+    (this run copies nothing more for it) or the run stops, False when it gave the flow back."""
+    flow, by = runner.flow, lease.requested_by or "`mm2py cutover`"
+    lease.release()
+    log.warning("flow=%s: handed over to %s; standing by until it cuts the flow over or gives it back", flow.name, by)
+    if runner.metrics is not None:
+        runner.metrics.health.handed_over(flow.name, by)
+    claims = FlowHandoverWatch(flow).wait_for_end(stop, HANDOVER_POLL_S)
+    if claims is None:  # the run stops
+        return True
+    if claims.mark is None:
+        log.warning("flow=%s: %s gave the flow back; taking the lease again", flow.name, by)
+        return False
+    log.warning("flow=%s was %s; this run copies nothing more for it", flow.name, claims.mark.describe())
+    if runner.metrics is not None:
+        runner.metrics.health.cut_over(flow.name, claims.mark.describe())
+    return True
 
 
 def _skip_held(
@@ -158,8 +187,11 @@ def _skip_held(
                 leases[runner.flow.name] = None  # refused by an ACL: the flow runs without it
             free.append(runner)
             continue
-        holder = lease.current_holder()
-        runner.stats.held_by = holder.describe() if holder else "another run"
+        if lease.handed_over.is_set():  # a cut-over has the flow
+            runner.stats.held_by = str(lease.requested_by)
+        else:
+            holder = lease.current_holder()
+            runner.stats.held_by = holder.describe() if holder else "another run"
         if runner.metrics is not None:
             runner.metrics.health.standing_by(runner.flow.name, runner.stats.held_by)
         log.warning(

@@ -59,6 +59,12 @@ class RunHealth:
     def standing_by(self, flow: str, holder: str = "another run") -> None:
         self._set(flow, "standing by", f"the lease is held by {holder}")
 
+    def handed_over(self, flow: str, to: str) -> None:
+        self._set(flow, "handed over", f"to {to}; standing by until it ends")
+
+    def cut_over(self, flow: str, mark: str) -> None:
+        self._set(flow, "cut over", f"{mark}; this run copies nothing more for it")
+
     def failing(self, flow: str, reason: str) -> None:
         """A step of ``flow`` failed and is being retried."""
         with self._lock:

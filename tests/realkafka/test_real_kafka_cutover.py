@@ -2,8 +2,8 @@
 
 The groups' consumers record every (topic, partition, offset) they process and the record's unique id
 (tests/harness/recording_consumer.py), on A before the switch-over and on B after it, so "exactly once across
-A and B" is counted, not assumed. The same flow also shows the refusals (a live member, a run holding the
-lease), that a dry run changes nothing, and that ``run`` refuses the flow until ``--reset``.
+A and B" is counted, not assumed. The same flow also shows the refusals (a live member, a lease holder that
+does not hand the flow over), that a dry run changes nothing, and that ``run`` refuses the flow until ``--reset``.
 """
 
 from __future__ import annotations
@@ -96,15 +96,17 @@ def test_a_planned_switch_over_moves_two_groups_with_nothing_read_twice_or_skipp
     ahead_a.close()
     behind_a.close()
 
-    # A run holding the flow's lease (the product's own lease, taken here): refused, naming the holder.
+    # A holder of the flow's lease that does not hand it over (the product's lease, taken here without the
+    # watch a run gives it, as an mm2py without hand-over holds it): refused once the timeout passes, naming it.
     lease = FlowLease(src, tgt, {"bootstrap.servers": b.bootstrap}, {"bootstrap.servers": b.bootstrap}, 6000)
     try:
         assert lease.acquire(threading.Event(), wait=False)
-        held = _cutover(config, flow, groups)
+        held = _cutover(config, flow, groups, "--handover-timeout", "2")
     finally:
         lease.release()
     assert held.returncode == 1, held.stderr
     assert f"flow {flow} is being replicated by {lease.identity}" in held.stderr, held.stderr
+    assert "did not hand the flow over within --handover-timeout 2 s" in held.stderr, held.stderr
 
     # The drill: every check, the current lag, nothing changed on B.
     before = _state_of_b(b, remote, [ahead, behind], flow)

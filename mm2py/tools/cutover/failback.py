@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from mm2py.config.flow import FlowConfig
 from mm2py.control.cutover_mark import CutoverMark, read_mark, write_mark
 from mm2py.control.failback_record import write_failback_record
-from mm2py.control.lease import lease_group, read_lease_holder
+from mm2py.control.handover import running_lease
 from mm2py.control.plan import AdminPool, build_plan, flow_policy
 from mm2py.control.progress_store import read_progress, write_progress
 from mm2py.control.topics import ensure_internal_topics, internal_topics
@@ -74,7 +74,10 @@ def fail_back(
             f"(`mm2py cutover` or `mm2py failover` marks it)"
         )
     report.mark = mark
-    _refuse(report, _lease_refusal(reverse, pool.admin(reverse.target, reverse)))
+    _refuse(
+        report,
+        lease_refusal(reverse.name, reverse.target, *running_lease(reverse, pool.admin(reverse.target, reverse))),
+    )
     report.tails = _tails(flow, source, mark, options)
     report.groups = group_returns(_committed_on_target(flow, target, mark, options.groups), mark, report.tails)
     report.starts = _reverse_starts(reverse, pool, mark)
@@ -105,15 +108,6 @@ def _refuse(report: FailbackReport, message: str | None) -> None:
         raise CheckFailed(message)
     log.warning("flow=%s dry run: would refuse: %s", report.flow, message)
     report.refusals.append(message)
-
-
-def _lease_refusal(reverse: FlowConfig, admin: ClusterAdmin) -> str | None:
-    """A run of the reverse flow already going would race the starting positions written here."""
-    info = admin.describe_group(lease_group(reverse.source, reverse.target))
-    if not info.members:
-        return None
-    holder = read_lease_holder(reverse.target, reverse.target_consumer.settings(), reverse.name)
-    return lease_refusal(reverse.name, reverse.target, info, holder.describe() if holder else None)
 
 
 def _tails(flow: FlowConfig, source: ClusterAdmin, mark: CutoverMark, options: FailbackOptions) -> list[TailRange]:

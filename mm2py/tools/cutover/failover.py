@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from mm2py.config.flow import FlowConfig
 from mm2py.control.checkpoints import read_offset_maps
 from mm2py.control.cutover_mark import CutPosition, new_mark, read_mark, write_mark
-from mm2py.control.lease import lease_group, read_lease_holder
+from mm2py.control.handover import running_lease
 from mm2py.control.plan import AdminPool, flow_policy, flow_topic_filter
 from mm2py.control.progress_store import ReplicationState, read_replication_state
 from mm2py.control.topics import checkpoints_topic
@@ -82,7 +82,7 @@ def fail_over(flow: FlowConfig, options: FailoverOptions, pool: AdminPool | None
             f"flow {flow.name} was already {mark.describe()}; clear the mark with "
             f"`mm2py cutover FILE --flow {flow.name} --reset` first if it is to be failed over again"
         )
-    checks.refuse(_lease_refusal(flow, target))
+    checks.refuse(lease_refusal(flow.name, flow.target, *running_lease(flow, target)))
     now_ms = int(time.time() * 1000)
     state = read_replication_state(flow.target, flow.target_consumer.settings(), flow.source)
     remote = _remote_topics(flow, state)
@@ -111,15 +111,6 @@ def fail_over(flow: FlowConfig, options: FailoverOptions, pool: AdminPool | None
     write_mark(flow, target, report.mark)
     log.info("flow=%s failed over to %s; run refuses it until `cutover --reset`", flow.name, flow.target)
     return report
-
-
-def _lease_refusal(flow: FlowConfig, target: ClusterAdmin) -> str | None:
-    """A run still holding the flow's lease would copy into B again the moment A returns."""
-    info = target.describe_group(lease_group(flow.source, flow.target))
-    if not info.members:
-        return None
-    holder = read_lease_holder(flow.target, flow.target_consumer.settings(), flow.name)
-    return lease_refusal(flow.name, flow.target, info, holder.describe() if holder else None)
 
 
 def _remote_topics(flow: FlowConfig, state: ReplicationState) -> dict[str, str]:

@@ -129,14 +129,14 @@ def members_refusal(group: str, cluster: str, info: GroupInfo) -> str | None:
     )
 
 
-def lease_refusal(flow: str, target: str, info: GroupInfo, holder: str | None) -> str | None:
+def lease_refusal(flow: str, target: str, info: GroupInfo, holder: str | None, why: str = "") -> str | None:
     """The refusal while a run holds the flow's lease (a member in its lease group on the target)."""
     if not info.members:
         return None
     clients = ", ".join(m.client_id for m in info.members)
     return (
-        f"flow {flow} is being replicated by {holder or 'another run'} (lease members on {target}: {clients}); "
-        "stop that run first (taking the flow over from a running run is not built yet)"
+        f"flow {flow} is being replicated by {holder or 'another run'} (lease members on {target}: {clients}){why}; "
+        "stop that run first"
     )
 
 
@@ -166,6 +166,7 @@ class CutoverReport:
     target: str
     dry_run: bool
     quiet_waited_s: float | None = None
+    handover: str | None = None  # a run that held the flow: how it let go (or, in a dry run, whom to ask)
     copied: bool = False  # False: the topics' lag is the current lag, nothing was copied (dry run)
     topics: list[TopicCheck] = field(default_factory=list)
     moves: list[GroupMove] = field(default_factory=list)
@@ -191,6 +192,7 @@ class CutoverReport:
             "target": self.target,
             "dry_run": self.dry_run,
             "quiet_waited_seconds": self.quiet_waited_s,
+            "handover": self.handover,
             "copied": self.copied,
             "topics": [t.to_json() for t in self.topics],
             "groups": [m.to_json() for m in self.moves],

@@ -1,11 +1,12 @@
 """``mm2py cutover``: the planned switch-over of a flow's consumer groups from its source A to its target B.
 
-The steps, each a check that names what blocks it: the flow is not cut over already and no run holds its
-lease; A's end offsets are still for the quiet time (its producers stopped); the groups have no members on A
-or B; the flow is copied to lag 0 (``run --once``'s engine entry, handed in by the CLI so this module starts
-without a JVM) and B holds every record of A; every group's offsets translate exactly (or by MM2's rule,
-reported); then the offsets are committed on B and the mark is written (control/cutover_mark.py), so ``run``
-never writes into B again for this flow. A dry run does every check, reads the current lag instead of
+The steps, each a check that names what blocks it: the flow is not cut over already; a run holding its lease hands
+it over (control/handover.py: asked through the lease topic, it ends its generation and stands by), or the cut-over
+refuses once --handover-timeout passes; A's end offsets are still for the quiet time (its producers stopped); the
+groups have no members on A or B; the flow is copied to lag 0 (``run --once``'s engine entry, handed in by the CLI
+so this module starts without a JVM) and B holds every record of A; every group's offsets translate exactly (or by
+MM2's rule, reported); then the offsets are committed on B and the mark is written (control/cutover_mark.py), so
+``run`` never writes into B again for this flow. A dry run does every check, reads the current lag instead of
 copying, and changes nothing. Driver side only.
 """
 
@@ -21,9 +22,10 @@ from dataclasses import dataclass, replace
 from mm2py.config.flow import FlowConfig
 from mm2py.control.checkpoints import FlowTranslator, GroupOffset, execute_translation
 from mm2py.control.cutover_mark import CutoverMark, CutPosition, new_mark, read_mark, write_mark
-from mm2py.control.lease import lease_group, read_lease_holder
+from mm2py.control.handover import clear_handover, read_claims, request_handover, running_lease
+from mm2py.control.lease import lease_group
 from mm2py.control.plan import AdminPool, FlowPlan, ReplicationPlan, build_plan, flow_policy
-from mm2py.errors import CheckFailed, UsageError
+from mm2py.errors import CheckFailed, KafkaOperationError, UsageError
 from mm2py.librdkafka.admin import ClusterAdmin
 from mm2py.mirror.filters import load_group_filter
 from mm2py.tools.cutover.quiet import wait_for_quiet
@@ -43,6 +45,7 @@ log = logging.getLogger(__name__)
 COMMAND = "cutover"
 # The copy to lag 0: returns the flows it found held by another run (nothing was copied for those).
 CopyOnce = Callable[[], list[str]]
+HANDOVER_POLL_S = 0.5  # how often the lease group is described while its run lets go of the flow
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,7 @@ class CutoverOptions:
     quiet_timeout_s: float = 300.0
     allow_members: bool = False
     dry_run: bool = False
+    handover_timeout_s: float = 60.0
 
     def __post_init__(self) -> None:
         if self.quiet_timeout_s < self.quiet_s:
@@ -85,13 +89,66 @@ def cut_over(
     """Switch ``flow``'s groups from its source to its target (or, with ``options.dry_run``, say what would
     happen and what would refuse); the report says what was found and done."""
     pool = pool or AdminPool()
+    wait = wait or threading.Event().wait
     report = CutoverReport(flow.name, flow.source, flow.target, options.dry_run)
     checks = _Checks(report)
-    source, target = pool.admin(flow.source, flow), pool.admin(flow.target, flow)
+    target = pool.admin(flow.target, flow)
     existing = read_mark(flow, target)
     if existing is not None:
         checks.refuse(f"flow {flow.name} is already {existing.describe()}; `--reset` clears the mark")
-    checks.refuse(_lease_refusal(flow, target))
+    asked = _hand_over(flow, target, options, report, checks, wait)
+    try:
+        return _switch(flow, options, copy, pool, report, checks, wait)
+    finally:
+        if asked:  # after the mark (if any): a run that reads the request gone reads the mark too
+            try:
+                clear_handover(flow, target)
+            except KafkaOperationError as exc:
+                log.error("flow=%s: %s; `mm2py cutover --reset` clears the request", flow.name, exc)
+
+
+def _hand_over(
+    flow: FlowConfig,
+    target: ClusterAdmin,
+    options: CutoverOptions,
+    report: CutoverReport,
+    checks: _Checks,
+    wait: Callable[[float], object],
+) -> bool:
+    """Ask the runs in the flow's lease group to let go of it, and wait until the group is empty: True when it
+    was asked (the request stands until the cut-over ends). A dry run only says whom it would ask."""
+    info, holder = running_lease(flow, target)
+    if not info.members:
+        return False
+    holder = holder or "the run holding it"
+    if options.dry_run:
+        report.handover = f"would ask {holder} to hand the flow over"
+        return False
+    request_handover(flow, target)
+    started = time.monotonic()
+    while info.members and time.monotonic() - started < options.handover_timeout_s:
+        wait(HANDOVER_POLL_S)
+        info = target.describe_group(lease_group(flow.source, flow.target))
+    if info.members:
+        clear_handover(flow, target)
+        why = f", which did not hand the flow over within --handover-timeout {options.handover_timeout_s:g} s"
+        checks.refuse(lease_refusal(flow.name, flow.target, info, holder, why))
+    report.handover = f"{holder} handed the flow over in {time.monotonic() - started:.1f} s and stands by"
+    log.info("flow=%s: %s", flow.name, report.handover)
+    return True
+
+
+def _switch(
+    flow: FlowConfig,
+    options: CutoverOptions,
+    copy: CopyOnce,
+    pool: AdminPool,
+    report: CutoverReport,
+    checks: _Checks,
+    wait: Callable[[float], object],
+) -> CutoverReport:
+    """The cut-over once no other run has the flow: quiet, members, copy, translation, commits and the mark."""
+    source, target = pool.admin(flow.source, flow), pool.admin(flow.target, flow)
     plan = _application_topics(flow, build_plan([flow], pool).flows[0])
     partitions = [(t.topic, p) for t in plan.topics for p in range(t.partitions)]
     if not partitions:
@@ -103,7 +160,7 @@ def cut_over(
             quiet_s=options.quiet_s,
             timeout_s=options.quiet_timeout_s,
             clock=time.monotonic,
-            wait=wait or threading.Event().wait,
+            wait=wait,
         )
         report.quiet_waited_s = round(quiet.waited_s, 1)
     except CheckFailed as exc:
@@ -132,7 +189,8 @@ def cut_over(
     report.mark = new_mark(flow, COMMAND, _positions(lags, target, pool, flow))
     if options.dry_run:
         return report
-    checks.refuse(_lease_refusal(flow, target))  # a run started since the first check would copy into B again
+    # A run started since the hand-over and not stood by (an mm2py without hand-over) would copy into B again.
+    checks.refuse(lease_refusal(flow.name, flow.target, *running_lease(flow, target)))
     for group in groups:
         if rows[group]:
             report.committed[group] = execute_translation(target, group, rows[group])
@@ -144,21 +202,18 @@ def cut_over(
 
 def reset_mark(flow: FlowConfig, *, dry_run: bool, pool: AdminPool | None = None) -> CutoverMark | None:
     """``cutover --reset``: clear the flow's mark so ``run`` replicates it again; returns the mark cleared
-    (or, in a dry run, the one that would be), None when there was none."""
+    (or, in a dry run, the one that would be), None when there was none. A hand-over request left standing by a
+    cut-over that was killed is cleared too, so the run standing by takes the flow again."""
     target = (pool or AdminPool()).admin(flow.target, flow)
     mark = read_mark(flow, target)
+    request = read_claims(flow.name, flow.target, flow.target_consumer.settings()).request
+    if request is not None and not dry_run:
+        clear_handover(flow, target)
+        log.warning("flow=%s: cleared the hand-over request of %s", flow.name, request.describe())
     if mark is not None and not dry_run:
         write_mark(flow, target, None)
         log.info("flow=%s: cut-over mark cleared on %s (it was %s)", flow.name, flow.target, mark.describe())
     return mark
-
-
-def _lease_refusal(flow: FlowConfig, target: ClusterAdmin) -> str | None:
-    info = target.describe_group(lease_group(flow.source, flow.target))
-    if not info.members:
-        return None
-    holder = read_lease_holder(flow.target, flow.target_consumer.settings(), flow.name)
-    return lease_refusal(flow.name, flow.target, info, holder.describe() if holder else None)
 
 
 def _application_topics(flow: FlowConfig, plan: FlowPlan) -> FlowPlan:
