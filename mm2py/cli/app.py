@@ -326,11 +326,12 @@ def cutover_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as one JSON document")] = False,
     reset: cutover.ResetOption = False,
     handover_timeout: cutover.HandoverTimeoutOption = 60.0,
+    deny_writes: cutover.DenyWritesOption = False,
 ) -> None:
     """Switch a flow's groups from its source to its target: a run holding the flow hands it over, producers quiet,
     copy to lag 0, offsets translated exactly and committed on the target, the flow marked (exit 1: refused)."""
     options = cutover.options(
-        _regex("--groups", groups), quiet_seconds, quiet_timeout, allow_members, dry_run, handover_timeout
+        _regex("--groups", groups), quiet_seconds, quiet_timeout, allow_members, dry_run, handover_timeout, deny_writes
     )
     if not cutover.command(_load(file, flow), str(file), options, reset=reset, as_json=as_json):
         raise typer.Exit(EXIT_CHECK_FAILED)
@@ -346,8 +347,7 @@ def failover_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as one JSON document")] = False,
     reset: cutover.ResetOption = False,
 ) -> None:
-    """Move a flow's consumer groups to its target when its source is lost, from what the target holds alone
-    (the source is never contacted), and report what the target lacks (exit 1 when a check refuses)."""
+    """When the source is lost: move the flow's groups to the target from what it holds alone, report its lack."""
     from mm2py.tools.cutover.failover import FailoverOptions
 
     options = FailoverOptions(_regex("--groups", groups), allow_members, dry_run)

@@ -34,6 +34,12 @@ HandoverTimeoutOption = Annotated[
     float,
     typer.Option("--handover-timeout", min=0, help="Seconds a run holding the flow has to hand it over (else exit 1)"),
 ]
+DenyWritesOption = Annotated[
+    bool,
+    typer.Option(
+        "--deny-writes", help="Make the source refuse writes to the flow's topics (DENY ACLs; failback removes them)"
+    ),
+]
 DryRunOption = Annotated[bool, typer.Option("--dry-run", help="Do every check and report; change nothing")]
 ResetOption = Annotated[
     bool, typer.Option("--reset", help="Clear the flow's cut-over mark, so that run replicates it again")
@@ -47,10 +53,11 @@ def options(
     allow_members: bool,
     dry_run: bool,
     handover_timeout_s: float,
+    deny_writes: bool,
 ) -> CutoverOptions:
     from mm2py.tools.cutover import CutoverOptions
 
-    return CutoverOptions(groups, quiet_s, quiet_timeout_s, allow_members, dry_run, handover_timeout_s)
+    return CutoverOptions(groups, quiet_s, quiet_timeout_s, allow_members, dry_run, handover_timeout_s, deny_writes)
 
 
 def command(loaded: LoadedConfig, file: str, options: CutoverOptions, *, reset: bool, as_json: bool) -> bool:
@@ -93,6 +100,14 @@ def _print_text(report: CutoverReport, file: str) -> None:
     out.print(f"cutover {report.flow}{' (dry run: nothing changed)' if report.dry_run else ''}", markup=False)
     if report.handover is not None:
         out.print(f"handover: {report.handover}", markup=False)
+    if report.denied:
+        verb = "would deny" if report.dry_run else "denied"
+        topics = ", ".join(a.topic for a in report.denied)
+        out.print(
+            f"writes: {verb} WRITE on {src}'s topic(s) {topics} for User:* (DENY ACLs; super users are not "
+            "bound by ACLs; failback deletes them)",
+            markup=False,
+        )
     if report.quiet_waited_s is not None:
         out.print(f"quiet: {src}'s end offsets stood still (waited {report.quiet_waited_s:g} s)", markup=False)
     copy = "copied to lag 0" if report.copied else "current lag, nothing copied"

@@ -79,6 +79,10 @@ def _print_text(report: FailbackReport) -> None:
         )
     _print_starts(report)
     _print_groups(report)
+    if report.mark is not None and report.mark.denied_writes:
+        verb = "would delete" if report.dry_run else "deleted"
+        topics = ", ".join(a.topic for a in report.mark.denied_writes)
+        out.print(f"writes: {verb} the DENY WRITE ACLs of the cut-over on {src}'s topic(s) {topics}", markup=False)
     if report.cleared:
         out.print(
             f"cleared: the cut-over mark of {report.flow}; keep {report.flow} disabled while {tgt} is primary "

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from confluent_kafka import KafkaError
@@ -27,6 +27,7 @@ from mm2py.control.plan import AdminPool
 from mm2py.control.topics import LEASE_TOPIC, ensure_internal_topics, lease_topic
 from mm2py.errors import FlowCutOverError, KafkaOperationError
 from mm2py.librdkafka.admin import ClusterAdmin
+from mm2py.librdkafka.admin_acls import TopicAcl
 from mm2py.librdkafka.clients import new_producer
 from mm2py.librdkafka.partition_reader import read_topic
 
@@ -64,6 +65,7 @@ class CutoverMark:
     command: str  # "cutover" now; "failover" later
     by: str  # host:pid of the process that wrote it
     positions: tuple[CutPosition, ...] = ()
+    denied_writes: tuple[TopicAcl, ...] = ()  # the ACLs `cutover --deny-writes` added on the source
 
     def when(self) -> str:
         return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(self.at_ms / 1000))
@@ -78,6 +80,7 @@ class CutoverMark:
             "command": self.command,
             "by": self.by,
             "positions": [p.to_json() for p in self.positions],
+            "denied_writes": [asdict(acl) for acl in self.denied_writes],
         }
 
     @classmethod
@@ -92,11 +95,16 @@ class CutoverMark:
             )
             for p in data.get("positions", [])
         )
-        return cls(str(data["flow"]), int(data["at"]), str(data["command"]), str(data["by"]), positions)
+        denied = tuple(TopicAcl(**{k: str(v) for k, v in acl.items()}) for acl in data.get("denied_writes", []))
+        return cls(str(data["flow"]), int(data["at"]), str(data["command"]), str(data["by"]), positions, denied)
 
 
-def new_mark(flow: FlowConfig, command: str, positions: Iterable[CutPosition]) -> CutoverMark:
-    return CutoverMark(flow.name, int(time.time() * 1000), command, this_process(), tuple(positions))
+def new_mark(
+    flow: FlowConfig, command: str, positions: Iterable[CutPosition], denied_writes: Iterable[TopicAcl] = ()
+) -> CutoverMark:
+    return CutoverMark(
+        flow.name, int(time.time() * 1000), command, this_process(), tuple(positions), tuple(denied_writes)
+    )
 
 
 def marks_in(records: Iterable[tuple[bytes | None, bytes | None]]) -> dict[str, CutoverMark]:

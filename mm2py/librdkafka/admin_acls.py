@@ -158,6 +158,32 @@ class TopicAclAdmin:
                 outcome[acl] = err.str() if err is not None else str(exc)
         return outcome
 
+    def delete_topic_acls(self, acls: list[TopicAcl]) -> int:
+        """Delete exactly these bindings (one filter each, every field given, so nothing else matches); returns
+        how many bindings the brokers deleted. A binding already gone deletes nothing and is no error."""
+        if not acls:
+            return 0
+        filters = [
+            AclBindingFilter(
+                ResourceType.TOPIC,
+                a.topic,
+                ResourcePatternType[a.pattern_type],
+                a.principal,
+                a.host,
+                AclOperation[a.operation],
+                AclPermissionType[a.permission],
+            )
+            for a in acls
+        ]
+        futures = self.client.delete_acls(filters, request_timeout=self.timeout_s)
+        deleted = 0
+        for acl, acl_filter in zip(acls, filters, strict=True):
+            try:
+                deleted += len(futures[acl_filter].result(timeout=self.timeout_s))
+            except (KafkaException, FutureTimeout) as exc:
+                raise self._acl_error(f"deleting ACLs on topic {acl.topic}", exc) from None
+        return deleted
+
     def _acl_error(self, operation: str, exc: BaseException) -> KafkaOperationError:
         err = error_of(exc)
         if err is not None and err.code() == KafkaError.SECURITY_DISABLED:

@@ -5,7 +5,8 @@ partition, the position B holds A to; A's records after it are its *divergent ta
 into a side topic on B (tail_copy.py) or only named (``--leave-tail``), so nothing A took after the cut-over is
 dropped unseen. The reverse flow B->A is then given its starting positions in its progress on A
 (``mm2-offsets.B.internal``): the first record of each of B's own topics at or after the mark's time, so its next
-``run`` copies what applications wrote on B since the cut-over and none of B's history. The groups reading the
+``run`` copies what applications wrote on B since the cut-over and none of B's history. The write denials a
+``cutover --deny-writes`` added on A (named in the mark) are deleted. The groups reading the
 remote topics on B are reported with the position each would have on A (``cutover --flow B->A`` moves them
 later). Last, the mark is cleared: only once the tail is kept and the reverse start written, so a failback that
 stops half way is run again as a whole, and copies nothing twice.
@@ -29,6 +30,7 @@ from mm2py.control.topics import ensure_internal_topics, internal_topics
 from mm2py.errors import CheckFailed, UsageError
 from mm2py.librdkafka.admin import ClusterAdmin
 from mm2py.mirror.filters import load_group_filter
+from mm2py.tools.cutover.deny_writes import allow_writes_again
 from mm2py.tools.cutover.report import lease_refusal
 from mm2py.tools.cutover.tail import (
     FailbackReport,
@@ -93,6 +95,8 @@ def fail_back(
     ensure_internal_topics({reverse.target: pool.admin(reverse.target, reverse)}, progress)
     write_progress(reverse.target, reverse.target_producer.settings(), reverse.source, writes)
     report.starts_written = len(writes)
+    # A takes writes again (the applications return to it later): before the mark goes, which names them.
+    report.writes_allowed = allow_writes_again(source, mark.denied_writes) if mark.denied_writes else None
     write_mark(flow, target, None)
     write_failback_record(flow, target, None)  # after the mark: cleared before it, a crash would copy the tail again
     report.cleared = True

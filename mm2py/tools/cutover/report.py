@@ -9,11 +9,12 @@ source. Building the rows and naming what blocks a cut-over is pure, so it is te
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from mm2py.control.checkpoints import GroupOffset
 from mm2py.control.cutover_mark import CutoverMark
+from mm2py.librdkafka.admin_acls import TopicAcl
 from mm2py.librdkafka.admin_groups import GroupInfo
 from mm2py.tools.lag import PartitionLag
 
@@ -172,6 +173,8 @@ class CutoverReport:
     moves: list[GroupMove] = field(default_factory=list)
     committed: dict[str, int] = field(default_factory=dict)  # group -> partitions committed on the target
     mark: CutoverMark | None = None  # written (or, in a dry run, the one that would be written)
+    marked: bool = False  # the mark is written: the cut-over is done
+    denied: list[TopicAcl] = field(default_factory=list)  # --deny-writes: added on the source (dry run: would be)
     refusals: list[str] = field(default_factory=list)  # a dry run's checks that would refuse
 
     @property
@@ -199,5 +202,6 @@ class CutoverReport:
             "committed": self.committed,
             "totals": dict(self.totals()),
             "mark": self.mark.to_json() if self.mark is not None else None,
+            "denied_writes": [asdict(acl) for acl in self.denied],
             "refusals": self.refusals,
         }

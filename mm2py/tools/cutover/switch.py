@@ -28,6 +28,7 @@ from mm2py.control.plan import AdminPool, FlowPlan, ReplicationPlan, build_plan,
 from mm2py.errors import CheckFailed, KafkaOperationError, UsageError
 from mm2py.librdkafka.admin import ClusterAdmin
 from mm2py.mirror.filters import load_group_filter
+from mm2py.tools.cutover.deny_writes import allow_writes_again, deny_writes
 from mm2py.tools.cutover.quiet import wait_for_quiet
 from mm2py.tools.cutover.report import (
     CutoverReport,
@@ -56,6 +57,7 @@ class CutoverOptions:
     allow_members: bool = False
     dry_run: bool = False
     handover_timeout_s: float = 60.0
+    deny_writes: bool = False  # make the source refuse writes to the flow's topics (tools/cutover/deny_writes.py)
 
     def __post_init__(self) -> None:
         if self.quiet_timeout_s < self.quiet_s:
@@ -100,6 +102,13 @@ def cut_over(
     try:
         return _switch(flow, options, copy, pool, report, checks, wait)
     finally:
+        if report.denied and not options.dry_run and not report.marked:
+            log.warning("flow=%s: the cut-over did not end: deleting the write denials it added", flow.name)
+            try:
+                allow_writes_again(pool.admin(flow.source, flow), report.denied)
+            except KafkaOperationError as exc:
+                named = ", ".join(f"DENY WRITE on topic {a.topic} for {a.principal}" for a in report.denied)
+                log.error("flow=%s: %s; delete by hand: %s", flow.name, exc, named)
         if asked:  # after the mark (if any): a run that reads the request gone reads the mark too
             try:
                 clear_handover(flow, target)
@@ -153,6 +162,11 @@ def _switch(
     partitions = [(t.topic, p) for t in plan.topics for p in range(t.partitions)]
     if not partitions:
         raise CheckFailed(f"flow {flow.name} replicates no topic of {flow.source}: nothing to cut over")
+    if options.deny_writes:
+        try:
+            report.denied = deny_writes(source, [t.topic for t in plan.topics], dry_run=options.dry_run)
+        except CheckFailed as exc:
+            checks.refuse(str(exc))
     try:
         quiet = wait_for_quiet(
             lambda: source.list_offsets(partitions, "latest"),
@@ -186,7 +200,7 @@ def _switch(
     complete = {t.topic for t in report.topics if t.holds_all}  # a dry run: the copy would translate the rest
     for refusal in untranslatable(m for m in report.moves if m.topic in complete):
         checks.refuse(refusal)
-    report.mark = new_mark(flow, COMMAND, _positions(lags, target, pool, flow))
+    report.mark = new_mark(flow, COMMAND, _positions(lags, target, pool, flow), report.denied)
     if options.dry_run:
         return report
     # A run started since the hand-over and not stood by (an mm2py without hand-over) would copy into B again.
@@ -196,6 +210,7 @@ def _switch(
             report.committed[group] = execute_translation(target, group, rows[group])
             log.info("flow=%s group=%s committed=%d on %s", flow.name, group, report.committed[group], flow.target)
     write_mark(flow, target, report.mark)
+    report.marked = True
     log.info("flow=%s cut over to %s; run refuses it until `cutover --reset`", flow.name, flow.target)
     return report
 

@@ -260,6 +260,7 @@ class FailbackReport:
     starts_written: int = 0
     groups: list[GroupReturn] = field(default_factory=list)
     cleared: bool = False
+    writes_allowed: int | None = None  # ACL bindings of `cutover --deny-writes` deleted on the source
     refusals: list[str] = field(default_factory=list)
 
     def tail_records(self) -> int:
@@ -281,5 +282,6 @@ class FailbackReport:
             "reverse_starts_written": self.starts_written,
             "groups": [g.to_json() for g in self.groups],
             "mark_cleared": self.cleared,
+            "write_denials_deleted": self.writes_allowed,
             "refusals": self.refusals,
         }
