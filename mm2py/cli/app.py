@@ -317,7 +317,7 @@ def translate_offsets_command(
 @app.command("cutover")
 def cutover_command(
     file: ConfigFile,
-    flow: cutover.FlowOption,
+    flow: cutover.FlowsOption,
     groups: cutover.GroupsOption = None,
     quiet_seconds: cutover.QuietOption = 10.0,
     quiet_timeout: cutover.QuietTimeoutOption = 300.0,

@@ -17,7 +17,14 @@ if TYPE_CHECKING:  # the command's own modules load when it runs, not with every
     from mm2py.control.cutover_mark import CutoverMark
     from mm2py.tools.cutover import CutoverOptions, CutoverReport
 
-FlowOption = Annotated[str, typer.Option("--flow", help="The flow to switch over, SOURCE->TARGET")]
+FlowOption = Annotated[str, typer.Option("--flow", help="The flow to move, SOURCE->TARGET")]
+FlowsOption = Annotated[
+    str,
+    typer.Option(
+        "--flow",
+        help="The flow to switch over, SOURCE->TARGET; flows merged into one target together: A->T,C->T",
+    ),
+]
 GroupsOption = Annotated[
     str | None, typer.Option("--groups", help="Groups to move (regex; default: the flow's groups)")
 ]
@@ -65,11 +72,11 @@ def command(loaded: LoadedConfig, file: str, options: CutoverOptions, *, reset: 
     dry run found a check that would refuse (exit 1)."""
     from mm2py.tools.cutover import cut_over, reset_mark
 
-    flow = loaded.flows[0]
     if reset:
-        print_reset(flow.name, reset_mark(flow, dry_run=options.dry_run), options.dry_run, as_json)
+        for flow in loaded.flows:
+            print_reset(flow.name, reset_mark(flow, dry_run=options.dry_run), options.dry_run, as_json)
         return True
-    report = cut_over(flow, options, lambda: engine_copy(loaded))
+    report = cut_over(loaded.flows, options, lambda: engine_copy(loaded))
     print_report(report, file, as_json)
     return not report.refusals
 
@@ -98,13 +105,13 @@ def print_report(report: CutoverReport, file: str, as_json: bool) -> None:
 def _print_text(report: CutoverReport, file: str) -> None:
     src, tgt = report.source, report.target
     out.print(f"cutover {report.flow}{' (dry run: nothing changed)' if report.dry_run else ''}", markup=False)
-    if report.handover is not None:
-        out.print(f"handover: {report.handover}", markup=False)
-    if report.denied:
+    for handover in report.handovers:
+        out.print(f"handover: {handover}", markup=False)
+    for cluster, denied in report.denied.items():
         verb = "would deny" if report.dry_run else "denied"
-        topics = ", ".join(a.topic for a in report.denied)
+        topics = ", ".join(a.topic for a in denied) or "none (each has its DENY already)"
         out.print(
-            f"writes: {verb} WRITE on {src}'s topic(s) {topics} for User:* (DENY ACLs; super users are not "
+            f"writes: {verb} WRITE on {cluster}'s topic(s) {topics} for User:* (DENY ACLs; super users are not "
             "bound by ACLs; failback deletes them)",
             markup=False,
         )
@@ -112,18 +119,29 @@ def _print_text(report: CutoverReport, file: str) -> None:
         out.print(f"quiet: {src}'s end offsets stood still (waited {report.quiet_waited_s:g} s)", markup=False)
     copy = "copied to lag 0" if report.copied else "current lag, nothing copied"
     for t in report.topics:
-        held = f"{tgt} holds all of {src}" if t.holds_all else f"{tgt} lacks {t.behind} record(s) of {src}"
+        held = f"{tgt} holds all of {t.source}" if t.holds_all else f"{tgt} lacks {t.behind} record(s) of {t.source}"
         out.print(
             f"topic {t.topic} -> {t.remote_topic}: {t.partitions} partition(s), {held} ({copy})",
             markup=False,
         )
     if report.moves:
         table = Table(title=f"groups, offset on {src} -> offset on {tgt}", title_justify="left")
-        for column in ("group", "topic", "partition", f"on {src}", f"on {tgt}", "method", "read again", "skipped"):
-            table.add_column(column, justify="left" if column in ("group", "topic", "method") else "right")
+        for column in (
+            "group",
+            "from",
+            "topic",
+            "partition",
+            "on source",
+            f"on {tgt}",
+            "method",
+            "read again",
+            "skipped",
+        ):
+            table.add_column(column, justify="left" if column in ("group", "from", "topic", "method") else "right")
         for m in report.moves:
             table.add_row(
                 m.group,
+                m.source,
                 m.remote_topic,
                 str(m.partition),
                 str(m.source_offset),
@@ -143,10 +161,10 @@ def _print_text(report: CutoverReport, file: str) -> None:
     )
     for group, count in sorted(report.committed.items()):
         out.print(f"committed: group {group}, {count} partition(s) on {tgt}", markup=False)
-    if report.mark is not None and not report.dry_run:
+    for mark in report.marks if report.marked else []:
         out.print(
-            f"marked: {report.flow} {report.mark.describe()}; `mm2py run` refuses it until "
-            f"`mm2py cutover {file} --flow {report.flow} --reset`",
+            f"marked: {mark.flow} {mark.describe()}; `mm2py run` refuses it until "
+            f"`mm2py cutover {file} --flow {mark.flow} --reset`",
             markup=False,
         )
 

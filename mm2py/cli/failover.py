@@ -11,6 +11,7 @@ from rich.table import Table
 
 from mm2py.cli.cutover import print_reset
 from mm2py.cli.render import err, out, print_json
+from mm2py.errors import UsageError
 
 if TYPE_CHECKING:  # the command's own modules load when it runs, not with every other command
     from mm2py.config import LoadedConfig
@@ -24,6 +25,8 @@ def command(loaded: LoadedConfig, file: str, options: FailoverOptions, *, reset:
     from mm2py.tools.cutover import reset_mark
     from mm2py.tools.cutover.failover import fail_over
 
+    if len(loaded.flows) > 1:
+        raise UsageError(f"--flow {','.join(f.name for f in loaded.flows)}: failover takes one flow at a time")
     flow = loaded.flows[0]
     if reset:
         print_reset(flow.name, reset_mark(flow, dry_run=options.dry_run), options.dry_run, as_json)

@@ -87,10 +87,14 @@ class FlowTranslator:
         for (topic, partition), (offset, metadata) in sorted(self.source.committed(group).items()):
             if topic not in self.remote or (wanted is not None and topic not in wanted):
                 continue
-            offset_map = self.maps.get((topic, partition), OffsetMap())
-            translation = offset_map.translate(offset, self.progress.get((topic, partition)))
+            translation = self.translate_offset(topic, partition, offset)
             rows.append(GroupOffset(group, topic, self.remote[topic], partition, offset, translation, metadata))
         return rows
+
+    def translate_offset(self, topic: str, partition: int, offset: int) -> Translation:
+        """Where a consumer at ``offset`` of source ``topic``-``partition`` resumes on the target."""
+        offset_map = self.maps.get((topic, partition), OffsetMap())
+        return offset_map.translate(offset, self.progress.get((topic, partition)))
 
 
 class CheckpointWriter:

@@ -111,6 +111,30 @@ class OffsetMap:
             return Translation(g, a.downstream + 1, "exact")
         return Translation(g, a.downstream + 1, "conservative", "after the newest offset sync")
 
+    def records_downstream(self, lo: int, hi: int) -> int | None:
+        """How many records of this upstream partition were copied to downstream offsets ``lo`` to ``hi - 1``.
+
+        Where several sources merge into one partition, this is what a group re-reads of this source when it
+        resumes at ``lo`` while its own translation was ``hi``. The dense syncs mark the first and last record of
+        every one-to-one run, so every downstream offset of this source is known; None when a sync in the range
+        is MM2's (sparse: where each record went between two of them is not known).
+        """
+        if hi <= lo:
+            return 0
+        count, i, points = 0, 0, self.points
+        while i < len(points):
+            start = points[i]
+            while i + 1 < len(points) and start.dense and points[i + 1].dense and _one_to_one(points[i], points[i + 1]):
+                i += 1
+            end = points[i]  # a run from start to end (one record when they are the same point)
+            if start.downstream >= hi:
+                break
+            if end.downstream >= lo and not (start.dense and end.dense):
+                return None
+            count += max(0, min(end.downstream + 1, hi) - max(start.downstream, lo))
+            i += 1
+        return count
+
 
 def _one_to_one(a: SyncPoint, b: SyncPoint) -> bool:
     return b.upstream - a.upstream == b.downstream - a.downstream

@@ -127,7 +127,7 @@ def test_a_planned_switch_over_moves_two_groups_with_nothing_read_twice_or_skipp
     assert {m["group"] for m in moves} == {ahead, behind}
     assert all((m["method"], m["read_again"], m["skipped"]) == ("exact", 0, 0) for m in moves), moves
     assert report["totals"] == {"read_again": 0, "skipped": 0}
-    assert len(report["mark"]["positions"]) == PARTITIONS
+    assert len(report["marks"][0]["positions"]) == PARTITIONS
 
     # The same groups' consumers, now on B, read to the end.
     ids = [r.value or b"" for r in records]

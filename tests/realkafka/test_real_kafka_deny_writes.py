@@ -65,7 +65,7 @@ def test_deny_writes_stops_the_applications_writes_on_a_until_failback_deletes_e
 
         drill = cutover("--dry-run")
         assert drill.returncode == 0, drill.stderr
-        assert json.loads(drill.stdout)["denied_writes"] == [{"topic": topic, **DENIAL}]
+        assert json.loads(drill.stdout)["denied_writes"] == [{"cluster": src, "topic": topic, **DENIAL}]
         assert acl.topic_bindings(a, topic) == before  # a dry run adds nothing
 
         # A member of the group on A: refused after the denial was added, and the denial deleted again.
@@ -82,8 +82,8 @@ def test_deny_writes_stops_the_applications_writes_on_a_until_failback_deletes_e
         switched = cutover()
         assert switched.returncode == 0, switched.stderr
         report = json.loads(switched.stdout)
-        assert report["denied_writes"] == [{"topic": topic, **DENIAL}]
-        assert report["mark"]["denied_writes"] == [{"topic": topic, **DENIAL}]
+        assert report["denied_writes"] == [{"cluster": src, "topic": topic, **DENIAL}]
+        assert report["marks"][0]["denied_writes"] == [{"topic": topic, **DENIAL}]
         assert acl.topic_bindings(a, topic) == before | {("User:*", "WRITE")}
         refusal = _write(producer, topic, b"after the cut-over")
         assert refusal is not None and refusal.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, refusal

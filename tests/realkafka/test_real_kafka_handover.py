@@ -74,7 +74,8 @@ def test_a_cut_over_takes_the_flow_from_a_running_run_which_resumes_when_refused
         took = time.monotonic() - started
         assert switched.returncode == 0, switched.stderr
         report = json.loads(switched.stdout)
-        assert re.fullmatch(r".+:\d+ \(since .+\) handed the flow over in [\d.]+ s and stands by", report["handover"])
+        (handover,) = report["handovers"]
+        assert re.fullmatch(rf".+:\d+ \(since .+\) handed {re.escape(flow)} over in [\d.]+ s and stands by", handover)
         assert [(t["holds_all"], t["source_end_offsets"]) for t in report["topics"]] == [(True, FIRST + SECOND)]
         assert all((m["method"], m["read_again"], m["skipped"]) == ("exact", 0, 0) for m in report["groups"])
         # The flow was the run's only one: with it cut over, the run has nothing left and ends by itself.

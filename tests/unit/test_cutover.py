@@ -14,6 +14,7 @@ from mm2py.mirror.translation import Translation
 from mm2py.tools.cutover import CutoverOptions, CutoverReport
 from mm2py.tools.cutover.quiet import QuietWatch, wait_for_quiet
 from mm2py.tools.cutover.report import (
+    SourceRow,
     behind_refusal,
     group_moves,
     lease_refusal,
@@ -89,8 +90,10 @@ def _row(group: str, partition: int, offset: int, translation: Translation) -> G
 def test_exact_moves_read_nothing_again_and_skip_nothing_conservative_ones_say_the_re_read_is_unknown() -> None:
     moves = group_moves(
         [
-            _row("billing", 0, 40, Translation(40, 38, "exact")),
-            _row("billing", 1, 9, Translation(9, 5, "conservative", "between offset syncs written by MM2")),
+            SourceRow("A", _row("billing", 0, 40, Translation(40, 38, "exact"))),
+            SourceRow(
+                "A", _row("billing", 1, 9, Translation(9, 5, "conservative", "between offset syncs written by MM2"))
+            ),
         ]
     )
     assert [(m.target_offset, m.method, m.read_again, m.skipped) for m in moves] == [
@@ -104,7 +107,7 @@ def test_exact_moves_read_nothing_again_and_skip_nothing_conservative_ones_say_t
 
 def test_a_partition_without_a_translation_is_refused_naming_group_partition_and_why() -> None:
     moves = group_moves(
-        [_row("audit", 3, 7, Translation(7, None, "unavailable", "no offset syncs for this partition"))]
+        [SourceRow("A", _row("audit", 3, 7, Translation(7, None, "unavailable", "no offset syncs for this partition")))]
     )
     (refusal,) = untranslatable(moves)
     assert "group audit" in refusal and "orders-3" in refusal and "offset 7" in refusal and "no offset syncs" in refusal
@@ -120,7 +123,7 @@ def test_topic_checks_say_whether_the_target_holds_all_of_the_source() -> None:
     assert complete.holds_all and complete.source_records == 22 and behind_refusal("B", [complete]) is None
     (behind,) = topic_checks([_lag(0, 10, 0), _lag(1, 12, 3)])
     assert not behind.holds_all and behind.lagging == (1,)
-    assert behind_refusal("B", [behind]) == "B does not hold all of the source: orders: 3 record(s) on partitions [1]"
+    assert behind_refusal("B", [behind]) == "B does not hold all of the source: A orders: 3 record(s) on partitions [1]"
 
 
 def test_members_refusal_names_group_members_clients_and_cluster() -> None:

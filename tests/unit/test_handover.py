@@ -129,11 +129,9 @@ def _hand_over(target: FakeTarget, options: CutoverOptions) -> tuple[bool, Cutov
 def test_the_cut_over_asks_and_waits_until_the_lease_group_is_empty(requests: list[str]) -> None:
     asked, report, waits = _hand_over(FakeTarget(held_for=3), CutoverOptions())
     assert asked and requests == ["request a->b"]  # cleared by cut_over when it ends, not here
-    assert (
-        waits == [switch.HANDOVER_POLL_S] * 3
-        and report.handover is not None
-        and "handed the flow over in" in report.handover
-    )
+    assert waits == [switch.HANDOVER_POLL_S] * 3
+    (said,) = report.handovers
+    assert said.startswith("the run holding it handed a->b over in ") and said.endswith(" s and stands by")
 
 
 def test_a_holder_that_does_not_let_go_is_refused_and_the_request_cleared(requests: list[str]) -> None:
@@ -145,6 +143,6 @@ def test_a_holder_that_does_not_let_go_is_refused_and_the_request_cleared(reques
 
 def test_a_dry_run_says_whom_it_would_ask_and_writes_nothing(requests: list[str]) -> None:
     asked, report, _waits = _hand_over(FakeTarget(held_for=100), CutoverOptions(dry_run=True))
-    assert not asked and requests == [] and report.handover == "would ask the run holding it to hand the flow over"
+    assert not asked and requests == [] and report.handovers == ["would ask the run holding it to hand a->b over"]
     asked, report, _waits = _hand_over(FakeTarget(held_for=0), CutoverOptions())
-    assert not asked and requests == [] and report.handover is None
+    assert not asked and requests == [] and report.handovers == []

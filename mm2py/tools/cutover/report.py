@@ -16,27 +16,30 @@ from mm2py.control.checkpoints import GroupOffset
 from mm2py.control.cutover_mark import CutoverMark
 from mm2py.librdkafka.admin_acls import TopicAcl
 from mm2py.librdkafka.admin_groups import GroupInfo
+from mm2py.mirror.translation import OffsetMap
 from mm2py.tools.lag import PartitionLag
 
 
 @dataclass(frozen=True)
 class GroupMove:
-    """Where one group's partition resumes on the target after the cut-over."""
+    """Where one group's partition resumes on the target after the cut-over, for one source of it."""
 
     group: str
     topic: str
     partition: int
     source_offset: int
     remote_topic: str
-    target_offset: int | None
+    target_offset: int | None  # committed on the target: on a merged partition, the smallest of the sources'
     method: str
     read_again: int | None  # None: not known (MM2's rule resumes at or before the true position)
     skipped: int | None  # None: no position to resume at
     reason: str = ""
+    source: str = ""  # the cluster the group's offset was read on
 
     def to_json(self) -> dict[str, Any]:
         return {
             "group": self.group,
+            "source": self.source,
             "topic": self.topic,
             "partition": self.partition,
             "source_offset": self.source_offset,
@@ -49,29 +52,62 @@ class GroupMove:
         }
 
 
-def group_moves(rows: Iterable[GroupOffset]) -> list[GroupMove]:
-    """One move per translated offset. Exact: nothing read again, nothing skipped, by construction (see
-    mirror/translation.py). Conservative: MM2's rule never skips, but how many it re-reads is not known."""
+@dataclass(frozen=True)
+class SourceRow:
+    """A group's translated offset as read on one source, with that source's offset syncs of the partition."""
+
+    source: str
+    row: GroupOffset
+    offsets: OffsetMap | None = None
+
+
+def group_moves(rows: Iterable[SourceRow]) -> list[GroupMove]:
+    """One move per translated offset, and the offset each remote partition gets: the smallest translation of
+    the sources that feed it (one source: its translation).
+
+    Exact: nothing skipped and, for the source whose translation is committed, nothing read again, by
+    construction (see mirror/translation.py). Where several sources merge into the partition (Identity
+    replication of a topic from several clusters), the others' records between the committed offset and their
+    own translations are read again, counted exactly from their dense syncs. MM2's rule never skips, but how
+    many it re-reads is not known."""
+    by_partition: dict[tuple[str, str, int], list[SourceRow]] = {}
+    for r in rows:
+        by_partition.setdefault((r.row.group, r.row.remote_topic, r.row.partition), []).append(r)
     moves = []
-    for row in rows:
-        t = row.translation
-        read_again = 0 if t.method == "exact" else None
-        skipped = None if t.offset is None else 0
-        moves.append(
-            GroupMove(
-                row.group,
-                row.topic,
-                row.partition,
-                row.upstream_offset,
-                row.remote_topic,
-                t.offset,
-                t.method,
-                read_again,
-                skipped,
-                t.reason,
+    for sources in by_partition.values():
+        offsets = [r.row.translation.offset for r in sources if r.row.translation.offset is not None]
+        commit = min(offsets) if offsets else None
+        for r in sources:
+            row, t = r.row, r.row.translation
+            if t.offset is None or commit is None:
+                read_again, skipped, committed = None, None, t.offset
+            else:
+                read_again = _read_again(r, commit) if t.method == "exact" else None
+                skipped, committed = 0, commit
+            moves.append(
+                GroupMove(
+                    row.group,
+                    row.topic,
+                    row.partition,
+                    row.upstream_offset,
+                    row.remote_topic,
+                    committed,
+                    t.method,
+                    read_again,
+                    skipped,
+                    t.reason,
+                    r.source,
+                )
             )
-        )
     return moves
+
+
+def _read_again(r: SourceRow, commit: int) -> int | None:
+    translated = r.row.translation.offset
+    assert translated is not None
+    if translated == commit:
+        return 0
+    return r.offsets.records_downstream(commit, translated) if r.offsets is not None else None
 
 
 @dataclass(frozen=True)
@@ -84,6 +120,7 @@ class TopicCheck:
     source_records: int  # sum of the source's end offsets
     behind: int  # records the target lacks, summed over partitions
     lagging: tuple[int, ...] = ()  # partitions with lag
+    source: str = ""  # the cluster the topic is on
 
     @property
     def holds_all(self) -> bool:
@@ -91,6 +128,7 @@ class TopicCheck:
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "source": self.source,
             "topic": self.topic,
             "remote_topic": self.remote_topic,
             "partitions": self.partitions,
@@ -102,9 +140,10 @@ class TopicCheck:
 
 
 def topic_checks(lags: Iterable[PartitionLag]) -> list[TopicCheck]:
-    by_topic: dict[str, list[PartitionLag]] = {}
+    """One check per source topic (per source cluster: topics merged from several have one each)."""
+    by_topic: dict[tuple[str, str], list[PartitionLag]] = {}
     for row in lags:
-        by_topic.setdefault(row.topic, []).append(row)
+        by_topic.setdefault((row.source, row.topic), []).append(row)
     return [
         TopicCheck(
             topic,
@@ -113,8 +152,9 @@ def topic_checks(lags: Iterable[PartitionLag]) -> list[TopicCheck]:
             sum(r.source_end_offset for r in rows),
             sum(r.lag_records for r in rows),
             tuple(sorted(r.partition for r in rows if r.lag_records > 0)),
+            source,
         )
-        for topic, rows in sorted(by_topic.items())
+        for (source, topic), rows in sorted(by_topic.items())
     ]
 
 
@@ -145,7 +185,8 @@ def untranslatable(moves: Iterable[GroupMove]) -> list[str]:
     """A refusal per partition the target has no position for: committing nothing there would leave the group
     to auto.offset.reset on the target, which loses or repeats records silently."""
     return [
-        f"group {m.group} {m.topic}-{m.partition} at offset {m.source_offset} on the source cannot be translated: "
+        f"group {m.group} {m.topic}-{m.partition} at offset {m.source_offset} on {m.source or 'the source'} "
+        "cannot be translated: "
         f"{m.reason}"
         for m in moves
         if m.target_offset is None
@@ -156,7 +197,7 @@ def behind_refusal(target: str, checks: Iterable[TopicCheck]) -> str | None:
     lacking = [c for c in checks if not c.holds_all]
     if not lacking:
         return None
-    named = "; ".join(f"{c.topic}: {c.behind} record(s) on partitions {list(c.lagging)}" for c in lacking)
+    named = "; ".join(f"{c.source} {c.topic}: {c.behind} record(s) on partitions {list(c.lagging)}" for c in lacking)
     return f"{target} does not hold all of the source: {named}"
 
 
@@ -167,14 +208,15 @@ class CutoverReport:
     target: str
     dry_run: bool
     quiet_waited_s: float | None = None
-    handover: str | None = None  # a run that held the flow: how it let go (or, in a dry run, whom to ask)
+    handovers: list[str] = field(default_factory=list)  # runs that held a flow: how each let go (dry run: whom to ask)
     copied: bool = False  # False: the topics' lag is the current lag, nothing was copied (dry run)
     topics: list[TopicCheck] = field(default_factory=list)
     moves: list[GroupMove] = field(default_factory=list)
     committed: dict[str, int] = field(default_factory=dict)  # group -> partitions committed on the target
-    mark: CutoverMark | None = None  # written (or, in a dry run, the one that would be written)
-    marked: bool = False  # the mark is written: the cut-over is done
-    denied: list[TopicAcl] = field(default_factory=list)  # --deny-writes: added on the source (dry run: would be)
+    marks: list[CutoverMark] = field(default_factory=list)  # one per flow: written (dry run: would be)
+    marked: bool = False  # the marks are written: the cut-over is done
+    # --deny-writes: per source cluster, the ACLs added there (in a dry run, that would be)
+    denied: dict[str, list[TopicAcl]] = field(default_factory=dict)
     refusals: list[str] = field(default_factory=list)  # a dry run's checks that would refuse
 
     @property
@@ -195,13 +237,13 @@ class CutoverReport:
             "target": self.target,
             "dry_run": self.dry_run,
             "quiet_waited_seconds": self.quiet_waited_s,
-            "handover": self.handover,
+            "handovers": self.handovers,
             "copied": self.copied,
             "topics": [t.to_json() for t in self.topics],
             "groups": [m.to_json() for m in self.moves],
             "committed": self.committed,
             "totals": dict(self.totals()),
-            "mark": self.mark.to_json() if self.mark is not None else None,
-            "denied_writes": [asdict(acl) for acl in self.denied],
+            "marks": [m.to_json() for m in self.marks],
+            "denied_writes": [{"cluster": c, **asdict(acl)} for c, acls in self.denied.items() for acl in acls],
             "refusals": self.refusals,
         }

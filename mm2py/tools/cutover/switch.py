@@ -16,7 +16,7 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from mm2py.config.flow import FlowConfig
@@ -32,6 +32,7 @@ from mm2py.tools.cutover.deny_writes import allow_writes_again, deny_writes
 from mm2py.tools.cutover.quiet import wait_for_quiet
 from mm2py.tools.cutover.report import (
     CutoverReport,
+    SourceRow,
     behind_refusal,
     group_moves,
     lease_refusal,
@@ -82,38 +83,55 @@ class _Checks:
 
 
 def cut_over(
-    flow: FlowConfig,
+    flows: Sequence[FlowConfig],
     options: CutoverOptions,
     copy: CopyOnce,
     pool: AdminPool | None = None,
     wait: Callable[[float], object] | None = None,
 ) -> CutoverReport:
-    """Switch ``flow``'s groups from its source to its target (or, with ``options.dry_run``, say what would
-    happen and what would refuse); the report says what was found and done."""
+    """Switch the groups of ``flows`` (one, or several into one target, cut over together) from their sources to
+    the target (or, with ``options.dry_run``, say what would happen and what would refuse); the report says
+    what was found and done."""
+    flows = list(flows)
+    if len({f.target for f in flows}) != 1:
+        raise UsageError(f"--flow {','.join(f.name for f in flows)}: flows cut over together share one target")
     pool = pool or AdminPool()
     wait = wait or threading.Event().wait
-    report = CutoverReport(flow.name, flow.source, flow.target, options.dry_run)
+    first = flows[0]
+    names, sources = ",".join(f.name for f in flows), ",".join(f.source for f in flows)
+    report = CutoverReport(names, sources, first.target, options.dry_run)
     checks = _Checks(report)
-    target = pool.admin(flow.target, flow)
-    existing = read_mark(flow, target)
-    if existing is not None:
-        checks.refuse(f"flow {flow.name} is already {existing.describe()}; `--reset` clears the mark")
-    asked = _hand_over(flow, target, options, report, checks, wait)
+    target = pool.admin(first.target, first)
+    for flow in flows:
+        existing = read_mark(flow, target)
+        if existing is not None:
+            checks.refuse(f"flow {flow.name} is already {existing.describe()}; `--reset` clears the mark")
+    asked: list[FlowConfig] = []
     try:
-        return _switch(flow, options, copy, pool, report, checks, wait)
+        asked.extend(f for f in flows if _hand_over(f, target, options, report, checks, wait))
+        return _switch(flows, options, copy, pool, report, checks, wait)
     finally:
-        if report.denied and not options.dry_run and not report.marked:
-            log.warning("flow=%s: the cut-over did not end: deleting the write denials it added", flow.name)
-            try:
-                allow_writes_again(pool.admin(flow.source, flow), report.denied)
-            except KafkaOperationError as exc:
-                named = ", ".join(f"DENY WRITE on topic {a.topic} for {a.principal}" for a in report.denied)
-                log.error("flow=%s: %s; delete by hand: %s", flow.name, exc, named)
-        if asked:  # after the mark (if any): a run that reads the request gone reads the mark too
+        if not options.dry_run and not report.marked:
+            _undo_denials(flows, report, pool)
+        for flow in asked:  # after the marks (if any): a run that reads the request gone reads the mark too
             try:
                 clear_handover(flow, target)
             except KafkaOperationError as exc:
                 log.error("flow=%s: %s; `mm2py cutover --reset` clears the request", flow.name, exc)
+
+
+def _undo_denials(flows: list[FlowConfig], report: CutoverReport, pool: AdminPool) -> None:
+    """A cut-over that did not end leaves the sources taking writes as before."""
+    for flow in flows:
+        denied = report.denied.get(flow.source)
+        if not denied:
+            continue
+        log.warning("flow=%s: the cut-over did not end: deleting the write denials it added", flow.name)
+        try:
+            allow_writes_again(pool.admin(flow.source, flow), denied)
+        except KafkaOperationError as exc:
+            named = ", ".join(f"DENY WRITE on topic {a.topic} for {a.principal}" for a in denied)
+            log.error("flow=%s: %s; delete by hand on %s: %s", flow.name, exc, flow.source, named)
 
 
 def _hand_over(
@@ -131,7 +149,7 @@ def _hand_over(
         return False
     holder = holder or "the run holding it"
     if options.dry_run:
-        report.handover = f"would ask {holder} to hand the flow over"
+        report.handovers.append(f"would ask {holder} to hand {flow.name} over")
         return False
     request_handover(flow, target)
     started = time.monotonic()
@@ -142,13 +160,14 @@ def _hand_over(
         clear_handover(flow, target)
         why = f", which did not hand the flow over within --handover-timeout {options.handover_timeout_s:g} s"
         checks.refuse(lease_refusal(flow.name, flow.target, info, holder, why))
-    report.handover = f"{holder} handed the flow over in {time.monotonic() - started:.1f} s and stands by"
-    log.info("flow=%s: %s", flow.name, report.handover)
+    said = f"{holder} handed {flow.name} over in {time.monotonic() - started:.1f} s and stands by"
+    report.handovers.append(said)
+    log.info("flow=%s: %s", flow.name, said)
     return True
 
 
 def _switch(
-    flow: FlowConfig,
+    flows: list[FlowConfig],
     options: CutoverOptions,
     copy: CopyOnce,
     pool: AdminPool,
@@ -156,15 +175,127 @@ def _switch(
     checks: _Checks,
     wait: Callable[[float], object],
 ) -> CutoverReport:
-    """The cut-over once no other run has the flow: quiet, members, copy, translation, commits and the mark."""
-    source, target = pool.admin(flow.source, flow), pool.admin(flow.target, flow)
-    plan = _application_topics(flow, build_plan([flow], pool).flows[0])
+    """The cut-over once no other run has the flows: quiet, members, copy, translation, commits and the marks."""
+    plans = [_application_topics(f, p) for f, p in zip(flows, build_plan(flows, pool).flows, strict=True)]
+    first, target = flows[0], pool.admin(flows[0].target, flows[0])
+    for flow, plan in zip(flows, plans, strict=True):
+        _quiet_source(flow, plan, pool.admin(flow.source, flow), options, report, checks, wait)
+    groups = {
+        f.name: _groups(f, pool.admin(f.source, f), options.groups, {t.topic for t in p.topics})
+        for f, p in zip(flows, plans, strict=True)
+    }
+    if not options.allow_members:
+        for flow in flows:
+            for group in groups[flow.name]:
+                checks.refuse(members_refusal(group, flow.source, pool.admin(flow.source, flow).describe_group(group)))
+        for group in sorted({g for named in groups.values() for g in named}):
+            checks.refuse(members_refusal(group, first.target, target.describe_group(group)))
+    if not options.dry_run:
+        held = copy()
+        if held:
+            raise CheckFailed(f"another run took a flow while it was being copied: {'; '.join(held)}")
+        report.copied = True
+    lags = partition_lags(flows, ReplicationPlan(tuple(plans)), pool, None, int(time.time() * 1000))
+    report.topics = topic_checks(lags)
+    if not options.dry_run:  # a dry run reports the current lag, which the copy would have closed
+        checks.refuse(behind_refusal(first.target, report.topics))
+    rows: list[SourceRow] = []
+    translators = []
+    for flow, plan in zip(flows, plans, strict=True):  # after the copy: the syncs and progress are complete
+        translator = FlowTranslator(flow, plan, pool.admin(flow.source, flow))
+        translators.append((translator, plan))
+        topics = [t.topic for t in plan.topics]
+        for group in groups[flow.name]:
+            rows += [
+                SourceRow(flow.source, r, translator.maps.get((r.topic, r.partition)))
+                for r in translator.translate(group, topics)
+            ]
+    if len(flows) > 1:
+        rows += _from_first_records(translators, rows)
+    report.moves = group_moves(rows)
+    complete = {(t.source, t.topic) for t in report.topics if t.holds_all}  # a dry run: the copy translates the rest
+    for refusal in untranslatable(m for m in report.moves if (m.source, m.topic) in complete):
+        checks.refuse(refusal)
+    for flow in flows:
+        positions = _positions([r for r in lags if r.flow == flow.name], target, pool, flow)
+        report.marks.append(new_mark(flow, COMMAND, positions, report.denied.get(flow.source, ())))
+    if options.dry_run:
+        return report
+    # A run started since the hand-over and not stood by (an mm2py without hand-over) would copy into B again.
+    for flow in flows:
+        checks.refuse(lease_refusal(flow.name, flow.target, *running_lease(flow, target)))
+    for group, chosen in _committed_rows(rows).items():
+        report.committed[group] = execute_translation(target, group, chosen)
+        log.info("group=%s committed=%d on %s", group, report.committed[group], first.target)
+    for flow, mark in zip(flows, report.marks, strict=True):
+        write_mark(flow, target, mark)
+    report.marked = True
+    log.info("%s cut over to %s; run refuses them until `cutover --reset`", report.flow, first.target)
+    return report
+
+
+def _from_first_records(translators: list[tuple[FlowTranslator, FlowPlan]], rows: list[SourceRow]) -> list[SourceRow]:
+    """Merged partitions: a source on which the group has no committed offset for a partition that other sources
+    feed too. The group has read none of that source's records there, so on the target it must not start past
+    that source's first record (else those records would be skipped): a row at the partition's first offset."""
+    fed = {(r.row.group, r.row.remote_topic, r.row.partition) for r in rows}
+    have = {(r.source, r.row.group, r.row.remote_topic, r.row.partition) for r in rows}
+    extra: list[SourceRow] = []
+    for translator, plan in translators:
+        alias = translator.flow.source
+        wanted = [
+            (group, t.topic, t.remote_topic, p)
+            for t in plan.topics
+            for group, remote, p in sorted(fed)
+            if remote == t.remote_topic and p < t.partitions and (alias, group, remote, p) not in have
+        ]
+        partitions = sorted({(topic, p) for _g, topic, _r, p in wanted})
+        if not partitions:
+            continue
+        first = translator.source.list_offsets(partitions, "earliest")
+        ends = translator.source.list_offsets(partitions, "latest")
+        for group, topic, remote, p in wanted:
+            start = first[(topic, p)]
+            if start >= ends[(topic, p)]:
+                continue  # no record of this source there: nothing to read
+            reason = f"no committed offset on {alias}: from its first record"
+            translation = replace(translator.translate_offset(topic, p, start), reason=reason)
+            row = GroupOffset(group, topic, remote, p, start, translation)
+            extra.append(SourceRow(alias, row, translator.maps.get((topic, p))))
+    return extra
+
+
+def _committed_rows(rows: list[SourceRow]) -> dict[str, list[GroupOffset]]:
+    """Per group, the row committed on each remote partition: the smallest translation of the sources feeding
+    it (``group_moves`` reports the same choice), with that source commit's metadata."""
+    chosen: dict[str, dict[tuple[str, int], GroupOffset]] = {}
+    for r in rows:
+        offset = r.row.translation.offset
+        if offset is None:
+            continue
+        per_group = chosen.setdefault(r.row.group, {})
+        key = (r.row.remote_topic, r.row.partition)
+        if key not in per_group or offset < (per_group[key].translation.offset or 0):
+            per_group[key] = r.row
+    return {group: list(per_partition.values()) for group, per_partition in chosen.items()}
+
+
+def _quiet_source(
+    flow: FlowConfig,
+    plan: FlowPlan,
+    source: ClusterAdmin,
+    options: CutoverOptions,
+    report: CutoverReport,
+    checks: _Checks,
+    wait: Callable[[float], object],
+) -> None:
+    """The flow's source made to refuse writes (``--deny-writes``), then its end offsets watched until still."""
     partitions = [(t.topic, p) for t in plan.topics for p in range(t.partitions)]
     if not partitions:
         raise CheckFailed(f"flow {flow.name} replicates no topic of {flow.source}: nothing to cut over")
     if options.deny_writes:
         try:
-            report.denied = deny_writes(source, [t.topic for t in plan.topics], dry_run=options.dry_run)
+            report.denied[flow.source] = deny_writes(source, [t.topic for t in plan.topics], dry_run=options.dry_run)
         except CheckFailed as exc:
             checks.refuse(str(exc))
     try:
@@ -176,43 +307,9 @@ def _switch(
             clock=time.monotonic,
             wait=wait,
         )
-        report.quiet_waited_s = round(quiet.waited_s, 1)
+        report.quiet_waited_s = round((report.quiet_waited_s or 0.0) + quiet.waited_s, 1)
     except CheckFailed as exc:
         checks.refuse(str(exc))
-    groups = _groups(flow, source, options.groups, {t.topic for t in plan.topics})
-    if not options.allow_members:
-        for group in groups:
-            for alias, admin in ((flow.source, source), (flow.target, target)):
-                checks.refuse(members_refusal(group, alias, admin.describe_group(group)))
-    if not options.dry_run:
-        held = copy()
-        if held:
-            raise CheckFailed(f"another run took the flow while it was being copied: {'; '.join(held)}")
-        report.copied = True
-    lags = partition_lags([flow], ReplicationPlan((plan,)), pool, None, int(time.time() * 1000))
-    report.topics = topic_checks(lags)
-    if not options.dry_run:  # a dry run reports the current lag, which the copy would have closed
-        checks.refuse(behind_refusal(flow.target, report.topics))
-    translator = FlowTranslator(flow, plan, source)  # after the copy: its syncs and progress are complete
-    topics = [t.topic for t in plan.topics]
-    rows: dict[str, list[GroupOffset]] = {group: translator.translate(group, topics) for group in groups}
-    report.moves = group_moves(row for group in groups for row in rows[group])
-    complete = {t.topic for t in report.topics if t.holds_all}  # a dry run: the copy would translate the rest
-    for refusal in untranslatable(m for m in report.moves if m.topic in complete):
-        checks.refuse(refusal)
-    report.mark = new_mark(flow, COMMAND, _positions(lags, target, pool, flow), report.denied)
-    if options.dry_run:
-        return report
-    # A run started since the hand-over and not stood by (an mm2py without hand-over) would copy into B again.
-    checks.refuse(lease_refusal(flow.name, flow.target, *running_lease(flow, target)))
-    for group in groups:
-        if rows[group]:
-            report.committed[group] = execute_translation(target, group, rows[group])
-            log.info("flow=%s group=%s committed=%d on %s", flow.name, group, report.committed[group], flow.target)
-    write_mark(flow, target, report.mark)
-    report.marked = True
-    log.info("flow=%s cut over to %s; run refuses it until `cutover --reset`", flow.name, flow.target)
-    return report
 
 
 def reset_mark(flow: FlowConfig, *, dry_run: bool, pool: AdminPool | None = None) -> CutoverMark | None:
