@@ -14,6 +14,7 @@ from mm2py.cli.render import err, out, print_json
 
 if TYPE_CHECKING:  # the command's own modules load when it runs, not with every other command
     from mm2py.config import LoadedConfig
+    from mm2py.config.flow import FlowConfig
     from mm2py.control.cutover_mark import CutoverMark
     from mm2py.tools.cutover import CutoverOptions, CutoverReport
 
@@ -76,9 +77,17 @@ def command(loaded: LoadedConfig, file: str, options: CutoverOptions, *, reset: 
         for flow in loaded.flows:
             print_reset(flow.name, reset_mark(flow, dry_run=options.dry_run), options.dry_run, as_json)
         return True
-    report = cut_over(loaded.flows, options, lambda: engine_copy(loaded))
+    report = cut_over(loaded.flows, options, lambda: engine_copy(loaded), reverses=reverse_flows(loaded))
     print_report(report, file, as_json)
     return not report.refusals
+
+
+def reverse_flows(loaded: LoadedConfig) -> dict[str, FlowConfig]:
+    """Each flow's reverse (enabled or not: after a failback A->B is kept off), for the groups that go home."""
+    from mm2py.config.flow import build_flow_config
+    from mm2py.config.mirror_maker import Flow
+
+    return {f.name: build_flow_config(loaded.mm, Flow(f.target, f.source)) for f in loaded.flows}
 
 
 def engine_copy(loaded: LoadedConfig) -> list[str]:

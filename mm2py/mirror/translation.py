@@ -111,6 +111,32 @@ class OffsetMap:
             return Translation(g, a.downstream + 1, "exact")
         return Translation(g, a.downstream + 1, "conservative", "after the newest offset sync")
 
+    def translate_back(self, downstream: int, last_replicated: int | None) -> Translation:
+        """Where a consumer at ``downstream`` on the target resumes on the source: the upstream offset of the
+        next record of this partition it has not read (the Translation's input offset is ``downstream``).
+
+        For a group moving back to the cluster the records came from (a cut-over back after a failback). Exact
+        between dense syncs: inside a one-to-one run by arithmetic, in a gap between two runs at the next run's
+        first record, past the newest sync at the record after it when the flow's progress is there.
+        """
+        d = downstream
+        below = [i for i, p in enumerate(self.points) if p.downstream <= d]
+        if not below:
+            reason = "before the oldest offset sync: not replicated, or its syncs were compacted away"
+            return Translation(d, None, "unavailable", reason)
+        i = below[-1]
+        a = self.points[i]
+        if a.downstream == d:
+            return Translation(d, a.upstream, "exact")
+        if i + 1 < len(self.points):
+            b = self.points[i + 1]
+            if not (a.dense and b.dense):
+                return Translation(d, a.upstream, "conservative", "between offset syncs written by MM2")
+            return Translation(d, a.upstream + (d - a.downstream) if _one_to_one(a, b) else b.upstream, "exact")
+        if a.dense and last_replicated == a.upstream:
+            return Translation(d, a.upstream + 1, "exact")
+        return Translation(d, a.upstream, "conservative", "after the newest offset sync")
+
     def records_downstream(self, lo: int, hi: int) -> int | None:
         """How many records of this upstream partition were copied to downstream offsets ``lo`` to ``hi - 1``.
 

@@ -18,6 +18,7 @@ from confluent_kafka.admin import AclOperation
 from tests.harness import acl_principals as acl
 from tests.harness.kafka_harness import end_offsets, make_records, produce
 from tests.harness.mm2py_cli import mm2py
+from tests.harness.polling import poll_until
 from tests.harness.real_kafka import KafkaCluster
 from tests.harness.real_kafka_mm2 import unique_alias, write_real_config
 from tests.harness.recording_consumer import RecordingConsumer
@@ -91,5 +92,9 @@ def test_deny_writes_stops_the_applications_writes_on_a_until_failback_deletes_e
         back = mm2py("failback", str(config), "--flow", flow, "--json")
         assert back.returncode == 0, back.stderr
         assert json.loads(back.stdout)["write_denials_deleted"] == 1
-        assert acl.topic_bindings(a, topic) == before
-        assert _write(producer, topic, b"after the failback") is None
+        # DeleteAcls answers once the controller has it; the broker's authorizer learns it a moment later.
+        poll_until(lambda: acl.topic_bindings(a, topic) == before, 30, "the denial gone from the broker")
+        # The applications come back to A with new producers (librdkafka keeps a topic's authorization failure
+        # until its next metadata refresh, minutes later).
+        returned = Producer({**app.client_settings(), "message.timeout.ms": 15_000, "linger.ms": 0})
+        assert _write(returned, topic, b"after the failback") is None

@@ -215,9 +215,24 @@ def test_failback_keeps_as_tail_the_records_b_never_got_and_starts_b_to_a_at_the
     assert figures == {"tail_listed": TAIL, "tail_kept": TAIL, "b_after_reached_a": B_AFTER, "b_history_reached_a": 0}
     assert len(on_a_now) == B_AFTER
 
-    # The planned switch-over back, B->A, moves the group to A: over B and A it processes each record once.
-    returned = mm2py("cutover", str(config), "--flow", reverse, "--groups", re.escape(ledger), "--quiet-seconds", "2")
+    # The planned switch-over back, B->A, moves both groups to A: ledger from B's own topic to its copy on A,
+    # billing from A's records on B back to A's own topic, where it goes on at the first record B never got.
+    both = f"{re.escape(ledger)}|{re.escape(group)}"
+    returned = mm2py("cutover", str(config), "--flow", reverse, "--groups", both, "--quiet-seconds", "2", "--json")
     assert returned.returncode == 0, returned.stderr
+    home = [m for m in json.loads(returned.stdout)["groups"] if m["group"] == group]
+    assert sorted((m["topic"], m["remote_topic"], m["partition"], m["target_offset"], m["method"]) for m in home) == [
+        (remote, topic, p, cut[p], "exact") for p in range(PARTITIONS)
+    ]
+    billing_a = RecordingConsumer(src, a.bootstrap, group, topic, "billing-back-on-a")
+    try:
+        billing_a.consume(until_ends=end_offsets(a.bootstrap, topic))
+    finally:
+        billing_a.close()
+    a_ids = [r.value or b"" for r in make_records(COPIED, partitions=PARTITIONS, seed=1) + tail]
+    billing = on_a.processed + on_b.processed + billing_a.processed
+    record_property("billing_a_b_a_twice_skipped", (len(on_a.processed), len(billing_a.processed)))
+    assert once_per_group(billing, a_ids) == (0, 0) and len(billing_a.processed) == TAIL
     ledger_a = RecordingConsumer(src, a.bootstrap, ledger, f"{tgt}.{topic}", "ledger-on-a")
     try:
         ledger_a.consume(until_ends=end_offsets(a.bootstrap, f"{tgt}.{topic}"))

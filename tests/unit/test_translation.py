@@ -7,7 +7,7 @@ import random
 import pytest
 
 from mm2py.mirror.offset_syncs import offset_syncs_for
-from mm2py.mirror.translation import OffsetMap
+from mm2py.mirror.translation import OffsetMap, Translation
 
 
 def simulate_merge(seed: int, ours: int, foreign_runs: int) -> list[tuple[int, int]]:
@@ -94,3 +94,57 @@ def test_offsets_not_yet_replicated_or_older_than_history_are_labelled() -> None
     assert (t.offset, t.method) == (21, "conservative") and "not replicated yet" in t.reason
     assert offset_map.translate(111, last_replicated=110).method == "exact"
     assert OffsetMap().translate(5).method == "unavailable"
+
+
+def _runs() -> OffsetMap:
+    """Upstream 0-4 at downstream 0-4, 5-9 at 10-14 (another source's records between), 10 alone at 20."""
+    offsets = OffsetMap()
+    for upstream, downstream in ((0, 0), (4, 4), (5, 10), (9, 14), (10, 20)):
+        offsets.add(upstream, downstream, True)
+    return offsets
+
+
+def test_translated_back_a_downstream_position_is_the_next_upstream_record_it_has_not_read() -> None:
+    offsets = _runs()
+    back = {d: offsets.translate_back(d, 10) for d in (0, 3, 5, 9, 12, 15, 20, 21)}
+    assert {d: (t.offset, t.method) for d, t in back.items()} == {
+        0: (0, "exact"),
+        3: (3, "exact"),
+        5: (5, "exact"),  # between two runs: the next run's first record
+        9: (5, "exact"),
+        12: (7, "exact"),
+        15: (10, "exact"),
+        20: (10, "exact"),
+        21: (11, "exact"),  # read all the flow copied (its progress is at 10): the first record never copied
+    }
+    # Past the newest sync without the progress there, or between MM2's syncs: never past the true position.
+    assert offsets.translate_back(21, 8) == Translation(21, 10, "conservative", "after the newest offset sync")
+    sparse = OffsetMap()
+    sparse.add(0, 0, False)
+    sparse.add(100, 100, False)
+    assert sparse.translate_back(50, None).method == "conservative" and sparse.translate_back(50, None).offset == 0
+    late = OffsetMap()
+    late.add(40, 10, True)
+    assert late.translate_back(5, None).method == "unavailable"
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_every_position_of_a_merged_partition_translates_back_and_counts_its_records_exactly(seed: int) -> None:
+    """Against the merge simulation: back to the first upstream record at or after a downstream position, and
+    the records of this source in any downstream range, whatever other sources wrote between them."""
+    pairs = simulate_merge(seed, ours=1_500, foreign_runs=120)
+    offset_map = build(pairs, batches=5)
+    last_upstream, last_downstream = pairs[-1]
+    downstreams = [d for _u, d in pairs]
+    for d in range(0, last_downstream + 2):
+        following = [u for u, down in pairs if down >= d]
+        expected = following[0] if following else last_upstream + 1
+        t = offset_map.translate_back(d, last_upstream)
+        if d < pairs[0][1]:
+            continue  # before this source's first record: nothing of it was read
+        assert (t.offset, t.method) == (expected, "exact"), (d, t)
+    rng = random.Random(seed)
+    for _ in range(300):
+        lo = rng.randint(0, last_downstream + 1)
+        hi = rng.randint(lo, last_downstream + 2)
+        assert offset_map.records_downstream(lo, hi) == sum(lo <= down < hi for down in downstreams), (lo, hi)

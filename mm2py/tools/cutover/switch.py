@@ -16,7 +16,7 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from mm2py.config.flow import FlowConfig
@@ -27,8 +27,8 @@ from mm2py.control.lease import lease_group
 from mm2py.control.plan import AdminPool, FlowPlan, ReplicationPlan, build_plan, flow_policy
 from mm2py.errors import CheckFailed, KafkaOperationError, UsageError
 from mm2py.librdkafka.admin import ClusterAdmin
-from mm2py.mirror.filters import load_group_filter
 from mm2py.tools.cutover.deny_writes import allow_writes_again, deny_writes
+from mm2py.tools.cutover.groups import moving_groups
 from mm2py.tools.cutover.quiet import wait_for_quiet
 from mm2py.tools.cutover.report import (
     CutoverReport,
@@ -40,6 +40,7 @@ from mm2py.tools.cutover.report import (
     topic_checks,
     untranslatable,
 )
+from mm2py.tools.cutover.returns import returning_rows
 from mm2py.tools.lag import PartitionLag, partition_lags
 
 log = logging.getLogger(__name__)
@@ -88,10 +89,12 @@ def cut_over(
     copy: CopyOnce,
     pool: AdminPool | None = None,
     wait: Callable[[float], object] | None = None,
+    reverses: Mapping[str, FlowConfig] | None = None,
 ) -> CutoverReport:
     """Switch the groups of ``flows`` (one, or several into one target, cut over together) from their sources to
     the target (or, with ``options.dry_run``, say what would happen and what would refuse); the report says
-    what was found and done."""
+    what was found and done. ``reverses`` (flow name -> its reverse flow) lets groups reading the reverse's
+    copies on a source move back to the originals (returns.py)."""
     flows = list(flows)
     if len({f.target for f in flows}) != 1:
         raise UsageError(f"--flow {','.join(f.name for f in flows)}: flows cut over together share one target")
@@ -109,7 +112,7 @@ def cut_over(
     asked: list[FlowConfig] = []
     try:
         asked.extend(f for f in flows if _hand_over(f, target, options, report, checks, wait))
-        return _switch(flows, options, copy, pool, report, checks, wait)
+        return _switch(flows, options, copy, pool, report, checks, wait, reverses or {})
     finally:
         if not options.dry_run and not report.marked:
             _undo_denials(flows, report, pool)
@@ -174,6 +177,7 @@ def _switch(
     report: CutoverReport,
     checks: _Checks,
     wait: Callable[[float], object],
+    reverses: Mapping[str, FlowConfig],
 ) -> CutoverReport:
     """The cut-over once no other run has the flows: quiet, members, copy, translation, commits and the marks."""
     plans = [_application_topics(f, p) for f, p in zip(flows, build_plan(flows, pool).flows, strict=True)]
@@ -181,7 +185,7 @@ def _switch(
     for flow, plan in zip(flows, plans, strict=True):
         _quiet_source(flow, plan, pool.admin(flow.source, flow), options, report, checks, wait)
     groups = {
-        f.name: _groups(f, pool.admin(f.source, f), options.groups, {t.topic for t in p.topics})
+        f.name: moving_groups(f, pool.admin(f.source, f), options.groups, {t.topic for t in p.topics})
         for f, p in zip(flows, plans, strict=True)
     }
     if not options.allow_members:
@@ -212,10 +216,13 @@ def _switch(
             ]
     if len(flows) > 1:
         rows += _from_first_records(translators, rows)
-    report.moves = group_moves(rows)
-    complete = {(t.source, t.topic) for t in report.topics if t.holds_all}  # a dry run: the copy translates the rest
+    back = _returning(flows, reverses, pool, options, checks, {g for named in groups.values() for g in named})
+    report.moves = group_moves(rows + back)
+    # Refused where no position exists; a dry run's own topics not copied yet would be translated after the copy.
+    complete = {(t.source, t.topic) for t in report.topics if t.holds_all} | {(r.source, r.row.topic) for r in back}
     for refusal in untranslatable(m for m in report.moves if (m.source, m.topic) in complete):
         checks.refuse(refusal)
+    rows += back
     for flow in flows:
         positions = _positions([r for r in lags if r.flow == flow.name], target, pool, flow)
         report.marks.append(new_mark(flow, COMMAND, positions, report.denied.get(flow.source, ())))
@@ -263,6 +270,27 @@ def _from_first_records(translators: list[tuple[FlowTranslator, FlowPlan]], rows
             row = GroupOffset(group, topic, remote, p, start, translation)
             extra.append(SourceRow(alias, row, translator.maps.get((topic, p))))
     return extra
+
+
+def _returning(
+    flows: list[FlowConfig],
+    reverses: Mapping[str, FlowConfig],
+    pool: AdminPool,
+    options: CutoverOptions,
+    checks: _Checks,
+    checked: set[str],
+) -> list[SourceRow]:
+    """The rows of groups that read the reverse flows' copies on the sources (returns.py), their members checked
+    as the other groups' were."""
+    back = [
+        r for f in flows if (reverse := reverses.get(f.name)) for r in returning_rows(f, reverse, pool, options.groups)
+    ]
+    if not options.allow_members:
+        for group in sorted({r.row.group for r in back} - checked):
+            for flow in flows:
+                for alias in (flow.source, flow.target):
+                    checks.refuse(members_refusal(group, alias, pool.admin(alias, flow).describe_group(group)))
+    return back
 
 
 def _committed_rows(rows: list[SourceRow]) -> dict[str, list[GroupOffset]]:
@@ -333,18 +361,6 @@ def _application_topics(flow: FlowConfig, plan: FlowPlan) -> FlowPlan:
     into the source writes them every second, so they are never still and no application reads them."""
     policy = flow_policy(flow)
     return replace(plan, topics=tuple(t for t in plan.topics if not policy.is_heartbeats_topic(t.topic)))
-
-
-def _groups(flow: FlowConfig, source: ClusterAdmin, pattern: re.Pattern[str] | None, topics: set[str]) -> list[str]:
-    """The source groups that move: those ``--groups`` matches (else those the flow checkpoints, MM2's filter)
-    with a committed offset on a topic of the flow. Other groups have nothing to move, so their members
-    (consumers of other topics) must not block the cut-over."""
-    if pattern is not None:
-        named = [g for g in source.list_groups() if pattern.fullmatch(g)]
-    else:
-        group_filter = load_group_filter(flow.group_filter_class, flow.plugin_config())
-        named = [g for g in source.list_groups() if group_filter.should_replicate_group(g)]
-    return [g for g in named if any(topic in topics for topic, _p in source.committed_offsets(g))]
 
 
 def _positions(lags: list[PartitionLag], target: ClusterAdmin, pool: AdminPool, flow: FlowConfig) -> list[CutPosition]:
