@@ -14,7 +14,7 @@ KAFKA_LIBS_POM   := tests/kafka-libs/pom.xml
 KAFKA_VERSIONS   := 3.9.2 4.4.0
 KAFKA_LIBS_ALL   := $(KAFKA_LIBS_STAMP) $(KAFKA_VERSIONS:%=$(KAFKA_LIBS)/%/.resolved)
 
-.PHONY: install test unit integration realkafka durations lint demo bench executor-loss clean kafka-libs
+.PHONY: install test unit integration realkafka durations lint demo bench executor-loss bench-cutover clean kafka-libs
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -92,6 +92,12 @@ bench: $(STAMP) $(KAFKA_LIBS_ALL)
 # make executor-loss EXECUTOR_LOSS_ARGS="--mode once --runs 3"
 executor-loss: $(STAMP) $(KAFKA_LIBS_STAMP)
 	$(BIN)/python -m bench.executor_loss $(EXECUTOR_LOSS_ARGS)
+
+# The cut-over must-shows of issue 31 at full size (bench/cutover_drill.py): a planned cut-over taking the flow
+# from a running run, and a failover after every node of A was SIGKILLed, each on fresh Kafka clusters; one JSON
+# line per run, e.g. make bench-cutover CUTOVER_ARGS="--scenario planned --runs 1"
+bench-cutover: $(STAMP) $(KAFKA_LIBS_STAMP)
+	$(BIN)/python -m bench.cutover_drill $(CUTOVER_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

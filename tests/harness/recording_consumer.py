@@ -41,6 +41,9 @@ class RecordingConsumer:
     topic: str
     client_id: str
     processed: list[Processed] = field(default_factory=list)
+    # partition -> the next offset to process, as far as seen; kept across ``consume`` calls, so a member that
+    # already stands at an end it is asked for again (an idle partition sends no second EOF) is done at once.
+    positions: dict[int, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._consumer = Consumer(
@@ -55,7 +58,7 @@ class RecordingConsumer:
         """Process records until ``until_records`` were processed by this member, or until its positions reach
         ``until_ends`` (partition -> end offset) on every partition; bounded by a deadline."""
         deadline = time.monotonic() + 120
-        positions: dict[int, int] = {}
+        positions = self.positions
         while not self._done(positions, until_records, until_ends):
             if time.monotonic() > deadline:
                 raise TimeoutError(f"group {self.group} on {self.cluster}: at {positions}, wanted {until_ends}")
