@@ -31,7 +31,7 @@ def _planned(**changes: Any) -> dict[str, Any]:
     groups = {"ahead": {"on_a": 10, "on_b": 0, "read_twice": 0, "skipped": 0}}
     run = {
         "cutover_exit": 0,
-        "handover": "host:1 (since t) handed the flow over in 1.5 s and stands by",
+        "handover": "host:1 (since t) handed A->B over in 1.5 s and stands by",
         "run_stood_down": True,
         "run_exit": 0,
         "run_traceback": False,
@@ -52,4 +52,4 @@ def test_a_planned_run_is_failed_for_a_skipped_record_or_a_run_that_did_not_hand
         "nothing skipped",
         "every record processed once across A and B",
     ]
-    assert failed_checks("planned", _planned(handover=None)) == ["the run handed over"]
+    assert failed_checks("planned", _planned(handover="")) == ["the run handed over"]
