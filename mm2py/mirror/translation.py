@@ -111,6 +111,11 @@ class OffsetMap:
             return Translation(g, a.downstream + 1, "exact")
         return Translation(g, a.downstream + 1, "conservative", "after the newest offset sync")
 
+    def sync_below(self, upstream: int) -> SyncPoint | None:
+        """The newest sync at or below ``upstream`` (where MM2's rule anchors a translation of it)."""
+        i = bisect.bisect_right(self._upstream, upstream) - 1
+        return self.points[i] if i >= 0 else None
+
     def translate_back(self, downstream: int, last_replicated: int | None) -> Translation:
         """Where a consumer at ``downstream`` on the target resumes on the source: the upstream offset of the
         next record of this partition it has not read (the Translation's input offset is ``downstream``).

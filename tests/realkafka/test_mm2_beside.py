@@ -18,7 +18,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import ConsumerGroupTopicPartitions, Producer
+from confluent_kafka.admin import AdminClient
 
 from mm2py.control.progress_store import read_replication_state, write_progress
 from mm2py.mirror.loss import LossState
@@ -33,7 +34,9 @@ from tests.harness.kafka_harness import (
 )
 from tests.harness.mirror_maker import MirrorMaker, connect_offsets, properties_text, translate_offsets
 from tests.harness.mm2py_cli import mm2py
+from tests.harness.polling import poll_until
 from tests.harness.real_kafka import KafkaCluster, KafkaRuntime
+from tests.harness.recording_consumer import RecordingConsumer, once_per_group
 
 pytestmark = pytest.mark.realkafka
 
@@ -250,3 +253,71 @@ def test_mirror_makers_translate_offsets_reads_mm2py_checkpoints_as_mm2py_transl
     assert translate_offsets(kafka_runtime, {"bootstrap.servers": target.bootstrap}, "src3", caught_up) == {
         (f"src3.{topic}", p): end for p, end in downstream_ends.items()
     }
+
+
+def test_a_cut_over_of_a_flow_mm2_replicated_lands_its_group_exactly_where_mm2s_own_translation_re_reads(
+    clusters: tuple[KafkaCluster, KafkaCluster],
+    kafka_runtime: KafkaRuntime,
+    tmp_path: Path,
+    unique_topic: Callable[..., str],
+    record_property: Callable[[str, object], None],
+) -> None:
+    """Java MM2 replicated the flow (its sparse syncs only) and is stopped; ``mm2py cutover`` moves a group that
+    stands between MM2's syncs. MM2's ``RemoteClusterUtils.translateOffsets`` would resume it one past the sync
+    below (re-reading an unknown number); the cut-over matches the records from that sync on and lands it right
+    after the last record it processed: at or past MM2's offset on every partition, nothing read twice or
+    skipped, counted by a consumer that records every record."""
+    source, target = clusters
+    topic = source.create_topic(unique_topic("mm2-cut"), PARTITIONS)
+    group = unique_topic("billing")
+    config = write_properties(tmp_path / "mm2.properties", "src4", source, target, topic, groups=group)
+    records = make_records(3_000, partitions=PARTITIONS, seed=7)
+    produce(source.bootstrap, topic, records)
+    on_a = RecordingConsumer("src4", source.bootstrap, group, topic, "billing-on-a")
+    try:
+        # Every partition part way, between MM2's syncs (one per offset.lag.max = 100 records).
+        on_a.consume(until_records=1_850)
+    finally:
+        on_a.close()
+
+    remote = f"src4.{topic}"
+    mirror_maker = MirrorMaker(kafka_runtime, config, tmp_path / "mm2")
+    with mirror_maker:
+        mirror_maker.await_progress(target.bootstrap, "src4", ends_of(source, topic))
+        client = {"bootstrap.servers": target.bootstrap}
+        poll_until(
+            lambda: len(translate_offsets(kafka_runtime, client, "src4", group)) == len(committed_of(source, group)),
+            120,
+            "MM2's checkpoints of the group",
+        )
+        theirs = translate_offsets(kafka_runtime, client, "src4", group)
+        assert mirror_maker.stop() is not None, mirror_maker.log_tail()
+
+    cut = mm2py("cutover", str(config), "--flow", "src4->dst", "--groups", group, "--quiet-seconds", "1", "--json")
+    assert cut.returncode == 0, cut.stderr
+    moves = {m["partition"]: m for m in json.loads(cut.stdout)["groups"]}
+    mm2_re_reads = 0
+    for (remote_topic, partition), offset in theirs.items():
+        assert remote_topic == remote
+        m = moves[partition]
+        assert m["method"] == "exact" and "found record by record" in m.get("reason", ""), m
+        assert m["target_offset"] >= offset and m["read_again"] == 0 and m["skipped"] == 0, (m, offset)
+        mm2_re_reads += m["target_offset"] - offset
+
+    on_b = RecordingConsumer("dst", target.bootstrap, group, remote, "billing-on-b")
+    try:
+        on_b.consume(until_ends=end_offsets(target.bootstrap, remote))
+    finally:
+        on_b.close()
+    twice, skipped = once_per_group(on_a.processed + on_b.processed, [r.value or b"" for r in records])
+    record_property("mm2_would_re_read", mm2_re_reads)
+    print(f"FIGURES MM2's translation would re-read {mm2_re_reads}; the cut-over: twice {twice}, skipped {skipped}")
+    assert (twice, skipped) == (0, 0) and len(on_a.processed) + len(on_b.processed) == len(records)
+    assert mm2_re_reads > 0  # the group stood between MM2's syncs: its rule alone would have re-read records
+
+
+def committed_of(cluster: KafkaCluster, group: str) -> dict[tuple[str, int], int]:
+    """The group's committed offsets on ``cluster`` (partitions with none left out)."""
+    admin = AdminClient(client_config(cluster.bootstrap))
+    (future,) = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)]).values()
+    return {(tp.topic, tp.partition): tp.offset for tp in future.result(timeout=30).topic_partitions if tp.offset >= 0}
