@@ -194,6 +194,8 @@ class FlowLease:
         """Note a cut-over's request (True) so that the caller lets go of the flow."""
         if who is None:
             return False
+        if not self.handed_over.is_set():
+            log.warning("flow=%s: %s asks for the flow; handing it over", self.flow, who)
         self.requested_by = who
         self.handed_over.set()
         self.lost.set()
@@ -226,10 +228,7 @@ class FlowLease:
                 continue
             if (error := msg.error()) is None:
                 if self._watch is not None and self.held.is_set():
-                    who = self._watch.in_record(msg.key(), msg.value())
-                    if who is not None and not self.handed_over.is_set():
-                        log.warning("flow=%s: %s asks for the flow; handing it over", self.flow, who)
-                        self._asked_by(who)
+                    self._asked_by(self._watch.in_record(msg.key(), msg.value()))
                 continue
             # An ACL refusing the group or the topic does not pass by waiting (librdkafka would rejoin forever).
             if error.fatal() or error.code() in _REFUSED:
