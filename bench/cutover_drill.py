@@ -1,5 +1,5 @@
 """The cut-over must-shows of issue 31 at full size, on real Apache Kafka: ``python -m bench.cutover_drill
---scenario planned|unplanned|all --runs N`` (``make bench-cutover CUTOVER_ARGS=...``; not part of ``make test``).
+--scenario planned|unplanned|merged|all --runs N`` (``make bench-cutover CUTOVER_ARGS=...``; not part of ``make test``).
 
 The commands are proven scaled down in ``make test`` (tests/realkafka/test_real_kafka_handover.py,
 test_real_kafka_unplanned_failover.py); this runs them at the size the issue names, each run on fresh clusters A
@@ -22,6 +22,9 @@ of their own (bench/cutover_roles.py), so that none of them takes CPU from the m
   truth (A's ends before the kill minus B's ends after it): at most the truth, at least the truth less what A took
   after the run's last kept listing; and ``billing`` on B skips nothing B holds and reads nothing twice that the
   offset syncs on B cover (re-reads past the newest sync, a range written as the run died, are counted apart).
+- ``merged``: three sources A, C, D merged into one topic on T under IdentityReplicationPolicy, cut over
+  together with ``--flow A->T,C->T,D->T`` (bench/cutover_merged.py says what it runs and checks).
+
 One JSON line per run; a summary per scenario; everything in ``bench-results/cutover-drill-<scenario>-<time>.json``.
 Exit 1 when a run failed a check (``failed_checks`` names them).
 """
@@ -44,6 +47,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from bench import cutover_merged
 from bench.cutover_roles import Roles
 from bench.cutover_steps import await_lease, command, read_on_target, values_per_partition
 from mm2py.control.progress_store import read_replication_state
@@ -241,6 +245,8 @@ def unplanned(args: argparse.Namespace, runtime: KafkaRuntime, work: Path) -> di
 
 def failed_checks(scenario: str, r: dict[str, Any]) -> list[str]:
     """What the run did not show: empty when it showed every must-show of its scenario."""
+    if scenario == "merged":
+        return cutover_merged.failed_checks(r)
     if scenario == "planned":
         groups = r["groups"].values()
         checks = {
@@ -287,7 +293,7 @@ def environment(args: argparse.Namespace, runtime: KafkaRuntime) -> dict[str, An
     }
 
 
-SCENARIOS: dict[str, Scenario] = {"planned": planned, "unplanned": unplanned}
+SCENARIOS: dict[str, Scenario] = {"planned": planned, "unplanned": unplanned, "merged": cutover_merged.merged}
 
 
 def one_run(name: str, number: int, args: argparse.Namespace, runtime: KafkaRuntime) -> dict[str, Any]:
@@ -316,10 +322,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scenario", choices=[*SCENARIOS, "all"], default="all")
     parser.add_argument("--runs", type=int, default=3, help="runs of each scenario (default 3)")
-    parser.add_argument("--rate", type=float, default=5000.0, help="records/s written to A (default 5,000)")
-    parser.add_argument("--partitions", type=int, default=8, help="partitions of A's topic (default 8)")
-    parser.add_argument("--seconds", type=float, default=60.0, help="planned: seconds of load (default 60)")
+    parser.add_argument("--rate", type=float, default=5000.0, help="records/s written to A, or to A, C and D together")
+    parser.add_argument("--partitions", type=int, default=8, help="partitions of the sources' topic (default 8)")
+    parser.add_argument("--seconds", type=float, default=60.0, help="planned, merged: seconds of load (default 60)")
     parser.add_argument("--behind", type=int, default=100_000, help="planned: records `behind` ends short of A's end")
+    parser.add_argument("--c-behind", type=int, default=50_000, help="merged: records billing ends short of C's end")
+    parser.add_argument("--d-behind", type=int, default=80_000, help="merged: records billing ends short of D's end")
     parser.add_argument("--billing-records", type=int, default=50_000, help="unplanned: records billing processes")
     parser.add_argument("--freeze-seconds", type=float, default=24.0, help="unplanned: the run's SIGSTOP (24 s)")
     parser.add_argument(
