@@ -94,8 +94,9 @@ executor-loss: $(STAMP) $(KAFKA_LIBS_STAMP)
 	$(BIN)/python -m bench.executor_loss $(EXECUTOR_LOSS_ARGS)
 
 # The cut-over must-shows of issue 31 at full size (bench/cutover_drill.py): a planned cut-over taking the flow
-# from a running run, and a failover after every node of A was SIGKILLed, each on fresh Kafka clusters; one JSON
-# line per run, e.g. make bench-cutover CUTOVER_ARGS="--scenario planned --runs 1"
+# from a running run, a failover after every node of A was SIGKILLed, and three sources merged into one topic cut
+# over together, each on fresh Kafka clusters; one JSON line per run, e.g.
+# make bench-cutover CUTOVER_ARGS="--scenario merged --runs 1"
 bench-cutover: $(STAMP) $(KAFKA_LIBS_STAMP)
 	$(BIN)/python -m bench.cutover_drill $(CUTOVER_ARGS)
 

@@ -1,5 +1,5 @@
 """The cut-over must-shows of issue 31 at full size, on real Apache Kafka: ``python -m bench.cutover_drill
---scenario planned|unplanned|all --runs N`` (``make bench-cutover CUTOVER_ARGS=...``; not part of ``make test``).
+--scenario planned|unplanned|merged|all --runs N`` (``make bench-cutover CUTOVER_ARGS=...``; not part of ``make test``).
 
 The commands are proven scaled down in ``make test`` (tests/realkafka/test_real_kafka_handover.py,
 test_real_kafka_unplanned_failover.py); this runs them at the size the issue names, each run on fresh clusters A
@@ -22,6 +22,8 @@ of their own (bench/cutover_roles.py), so that none of them takes CPU from the m
   truth (A's ends before the kill minus B's ends after it): at most the truth, at least the truth less what A took
   after the run's last kept listing; and ``billing`` on B skips nothing B holds and reads nothing twice that the
   offset syncs on B cover (re-reads past the newest sync, a range written as the run died, are counted apart).
+- ``merged``: three sources A, C, D merged into one topic on T under IdentityReplicationPolicy, cut over
+  together with ``--flow A->T,C->T,D->T`` (bench/cutover_merged.py says what it runs and checks).
 
 One JSON line per run; a summary per scenario; everything in ``bench-results/cutover-drill-<scenario>-<time>.json``.
 Exit 1 when a run failed a check (``failed_checks`` names them).
@@ -45,19 +47,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from bench import cutover_merged
 from bench.cutover_roles import Roles
-from mm2py.control.lease import lease_group
+from bench.cutover_steps import await_lease, command, read_on_target, values_per_partition
 from mm2py.control.progress_store import read_replication_state
-from mm2py.librdkafka.admin import ClusterAdmin
 from mm2py.mirror.record_formats import OffsetSync
 from tests.harness.faults import MirrorRun, session_processes
 from tests.harness.kafka_harness import committed_group, end_offsets, list_topics, read_all
-from tests.harness.mm2py_cli import mm2py_argv
-from tests.harness.polling import poll_until
 from tests.harness.real_kafka import KafkaCluster, KafkaRuntime
 from tests.harness.real_kafka_mm2 import latest_checkpoints, one_flow_config
 from tests.harness.record_check import compare, digest_topic
-from tests.harness.recording_consumer import Processed, RecordingConsumer, once_per_group
+from tests.harness.recording_consumer import Processed, once_per_group
 
 REPO = Path(__file__).resolve().parents[1]
 TOPIC = "orders"
@@ -66,44 +66,13 @@ FAILOVER_SETTINGS = "offset-syncs.topic.location = target\nemit.checkpoints.inte
 Scenario = Callable[[argparse.Namespace, KafkaRuntime, Path], dict[str, Any]]
 
 
-def _command(*argv: str) -> tuple[subprocess.CompletedProcess[str], float]:
-    """``mm2py ARGV`` in a process of its own (as an operator runs it), and its wall time."""
-    started = time.monotonic()
-    done = subprocess.run(mm2py_argv(*argv), capture_output=True, text=True, timeout=600, check=False)
-    return done, round(time.monotonic() - started, 1)
-
-
-def _await_lease(run: MirrorRun, b: KafkaCluster, src: str, tgt: str, held: bool) -> None:
-    members = ClusterAdmin(tgt, {"bootstrap.servers": b.bootstrap}).describe_group
-    what = "the run to hold the flow's lease" if held else "the killed run's lease to lapse"
-    poll_until(lambda: bool(members(lease_group(src, tgt)).members) == held, 120, what, log=run.log)
-
-
-def _per_partition(bootstrap: str, topic: str) -> dict[int, list[bytes]]:
-    rows = read_all(bootstrap, topic, timeout=300)
-    by_partition: dict[int, list[bytes]] = {}
-    for r in rows:
-        by_partition.setdefault(r.partition, []).append(r.value or b"")
-    return by_partition
-
-
-def _read_on_b(tgt: str, b: KafkaCluster, group: str, remote: str, ends: dict[int, int]) -> list[Processed]:
-    """The group's consumer on B (nothing competes with it any more: it runs in the drill's process)."""
-    member = RecordingConsumer(tgt, b.bootstrap, group, remote, f"{group}-app-on-b")
-    try:
-        member.consume(until_ends=ends)
-    finally:
-        member.close()
-    return member.processed
-
-
 def planned(args: argparse.Namespace, runtime: KafkaRuntime, work: Path) -> dict[str, Any]:
     with KafkaCluster(work / "a", 1, runtime=runtime) as a, KafkaCluster(work / "b", 1, runtime=runtime) as b:
         topic = a.create_topic(TOPIC, partitions=args.partitions)
         config, src, tgt = one_flow_config(work / "mm2.properties", a.bootstrap, b.bootstrap, topic)
         flow, remote = f"{src}->{tgt}", f"{src}.{topic}"
         with MirrorRun(config, work / "run.log") as run, Roles(work) as roles:
-            _await_lease(run, b, src, tgt, held=True)
+            await_lease(run, b, src, tgt, held=True)
             load = roles.producer(a.bootstrap, topic, partitions=args.partitions, rate=args.rate, seconds=args.seconds)
             ahead = roles.consumer(src, a.bootstrap, "ahead", topic)
             behind = roles.consumer(src, a.bootstrap, "behind", topic, int(args.rate * args.seconds) - args.behind)
@@ -112,17 +81,17 @@ def planned(args: argparse.Namespace, runtime: KafkaRuntime, work: Path) -> dict
             roles.tell_stop(ahead, a_ends)
             on_a = {"ahead": roles.processed(ahead, 300), "behind": roles.processed(behind, 300)}
             lag_at_load_end = sum(a_ends.values()) - sum(end_offsets(b.bootstrap, remote).values())
-            cut, wall_s = _command("cutover", str(config), "--flow", flow, "--groups", "ahead|behind", "--json")
+            cut, wall_s = command("cutover", str(config), "--flow", flow, "--groups", "ahead|behind", "--json")
             with contextlib.suppress(subprocess.TimeoutExpired):  # a run left with no flow exits by itself
                 run.proc.wait(120)
         log = run.log_text()
         report = json.loads(cut.stdout) if cut.returncode == 0 else {}
         b_ends = end_offsets(b.bootstrap, remote)
-        source = _per_partition(a.bootstrap, topic)
+        source = values_per_partition(a.bootstrap, topic)
         every_id = [v for values in source.values() for v in values]
         groups = {}
         for group, processed in on_a.items():
-            on_b = _read_on_b(tgt, b, group, remote, b_ends)
+            on_b = read_on_target(tgt, b, group, remote, b_ends, f"{group}-app-on-b")
             twice, skipped = once_per_group(processed + on_b, every_id)
             groups[group] = {"on_a": len(processed), "on_b": len(on_b), "read_twice": twice, "skipped": skipped}
         copy = compare(
@@ -205,7 +174,7 @@ def unplanned(args: argparse.Namespace, runtime: KafkaRuntime, work: Path) -> di
         config, src, tgt = one_flow_config(work / "mm2.properties", a.bootstrap, b.bootstrap, topic, settings)
         flow, remote = f"{src}->{tgt}", f"{src}.{topic}"
         with MirrorRun(config, work / "run.log") as run, Roles(work) as roles:
-            _await_lease(run, b, src, tgt, held=True)
+            await_lease(run, b, src, tgt, held=True)
             load = roles.producer(a.bootstrap, topic, partitions=args.partitions, rate=args.rate)
             on_a = roles.processed(roles.consumer(src, a.bootstrap, group, topic, args.billing_records), 300)
             committed = {p: o for p, o in committed_group(a.bootstrap, group, topic, args.partitions).items() if o >= 0}
@@ -226,10 +195,10 @@ def unplanned(args: argparse.Namespace, runtime: KafkaRuntime, work: Path) -> di
                 a.kill_node(node.node_id)
             killed_at = time.monotonic()
             run.kill()
-        _await_lease(run, b, src, tgt, held=False)
+        await_lease(run, b, src, tgt, held=False)
         b_ends = end_offsets(b.bootstrap, remote)
         kept = _kept_ends(b, src, topic)
-        done, wall_s = _command("failover", str(config), "--flow", flow, "--groups", re.escape(group), "--json")
+        done, wall_s = command("failover", str(config), "--flow", flow, "--groups", re.escape(group), "--json")
         kill_to_failed_over_s = round(time.monotonic() - killed_at, 1)
         report = json.loads(done.stdout) if done.returncode == 0 else {}
         point = report.get("recovery_point", {})
@@ -237,8 +206,8 @@ def unplanned(args: argparse.Namespace, runtime: KafkaRuntime, work: Path) -> di
         truth = {p: a_ends[p] - b_ends.get(p, 0) for p in a_ends}  # one record per offset: no transactions
         # What A took after the run's last kept listing; a partition with no listing kept is unknown to B.
         unlisted = {p: a_ends[p] - kept[p] if p in kept else truth[p] for p in a_ends}
-        held = [v for values in _per_partition(b.bootstrap, remote).values() for v in values]
-        on_b = _read_on_b(tgt, b, group, remote, b_ends) if done.returncode == 0 else []
+        held = [v for values in values_per_partition(b.bootstrap, remote).values() for v in values]
+        on_b = read_on_target(tgt, b, group, remote, b_ends, f"{group}-app-on-b") if done.returncode == 0 else []
         twice, skipped = once_per_group(on_a + on_b, held)
         covered = _synced_to(b, topic)
     return {
@@ -276,6 +245,8 @@ def unplanned(args: argparse.Namespace, runtime: KafkaRuntime, work: Path) -> di
 
 def failed_checks(scenario: str, r: dict[str, Any]) -> list[str]:
     """What the run did not show: empty when it showed every must-show of its scenario."""
+    if scenario == "merged":
+        return cutover_merged.failed_checks(r)
     if scenario == "planned":
         groups = r["groups"].values()
         checks = {
@@ -305,8 +276,8 @@ def environment(args: argparse.Namespace, runtime: KafkaRuntime) -> dict[str, An
     import confluent_kafka
     import pyspark
 
-    def git(*command: str) -> str:
-        return subprocess.run(["git", *command], cwd=REPO, capture_output=True, text=True, check=False).stdout.strip()
+    def git(*argv: str) -> str:
+        return subprocess.run(["git", *argv], cwd=REPO, capture_output=True, text=True, check=False).stdout.strip()
 
     return {
         "cpus": os.cpu_count(),
@@ -322,7 +293,7 @@ def environment(args: argparse.Namespace, runtime: KafkaRuntime) -> dict[str, An
     }
 
 
-SCENARIOS: dict[str, Scenario] = {"planned": planned, "unplanned": unplanned}
+SCENARIOS: dict[str, Scenario] = {"planned": planned, "unplanned": unplanned, "merged": cutover_merged.merged}
 
 
 def one_run(name: str, number: int, args: argparse.Namespace, runtime: KafkaRuntime) -> dict[str, Any]:
@@ -351,10 +322,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scenario", choices=[*SCENARIOS, "all"], default="all")
     parser.add_argument("--runs", type=int, default=3, help="runs of each scenario (default 3)")
-    parser.add_argument("--rate", type=float, default=5000.0, help="records/s written to A (default 5,000)")
-    parser.add_argument("--partitions", type=int, default=8, help="partitions of A's topic (default 8)")
-    parser.add_argument("--seconds", type=float, default=60.0, help="planned: seconds of load (default 60)")
+    parser.add_argument("--rate", type=float, default=5000.0, help="records/s written to A, or to A, C and D together")
+    parser.add_argument("--partitions", type=int, default=8, help="partitions of the sources' topic (default 8)")
+    parser.add_argument("--seconds", type=float, default=60.0, help="planned, merged: seconds of load (default 60)")
     parser.add_argument("--behind", type=int, default=100_000, help="planned: records `behind` ends short of A's end")
+    parser.add_argument("--c-behind", type=int, default=50_000, help="merged: records billing ends short of C's end")
+    parser.add_argument("--d-behind", type=int, default=80_000, help="merged: records billing ends short of D's end")
     parser.add_argument("--billing-records", type=int, default=50_000, help="unplanned: records billing processes")
     parser.add_argument("--freeze-seconds", type=float, default=24.0, help="unplanned: the run's SIGSTOP (24 s)")
     parser.add_argument(

@@ -1,4 +1,5 @@
-"""The processes of the cut-over drill besides mm2py: the load generator and the applications' consumers on A.
+"""The processes of the cut-over drill besides mm2py: the load generators and the applications' consumers on the
+sources.
 
 Why processes of their own: on a small machine a producer writing 5,000 records/s and consumers recording every
 record they process would take CPU from the measured ``mm2py run`` if they shared its process, and from each other
@@ -100,19 +101,23 @@ class Roles:
         self.procs[out] = proc
         return out
 
-    def producer(self, bootstrap: str, topic: str, *, partitions: int, rate: float, seconds: float = 0.0) -> Path:
+    def producer(
+        self, bootstrap: str, topic: str, *, partitions: int, rate: float, seconds: float = 0.0, name: str = "producer"
+    ) -> Path:
+        """A load generator; ``name`` (starting ``producer``) tells several apart, one per source cluster."""
         return self._start(
-            "producer",
+            name,
             "produce",
             *("--bootstrap", bootstrap, "--topic", topic, "--partitions", str(partitions)),
             *("--rate", str(rate), "--seconds", str(seconds)),
         )
 
     def consumer(self, cluster: str, bootstrap: str, group: str, topic: str, records: int | None = None) -> Path:
-        """A member of ``group`` on A: stops after ``records``, or (None) follows the end until ``finish``."""
+        """A member of ``group`` on a source: stops after ``records``, or (None) follows the end until told to stop.
+        Named by group and cluster: one group may consume on several sources (the merged scenario)."""
         counted = ("--records", str(records)) if records is not None else ()
         return self._start(
-            f"consumer-{group}",
+            f"consumer-{group}-{cluster}",
             "consume",
             *("--cluster", cluster, "--bootstrap", bootstrap, "--group", group, "--topic", topic),
             *("--client-id", f"{group}-app-on-{cluster}", *counted),
@@ -129,7 +134,7 @@ class Roles:
         if proc.returncode != 0:
             raise RuntimeError(f"{out.name} exited {proc.returncode}: {log.read_text(errors='replace')[-3000:]}")
         data = out.read_bytes()
-        return json.loads(data) if out.name == "producer" else pickle.loads(data)
+        return json.loads(data) if out.name.startswith("producer") else pickle.loads(data)
 
     def processed(self, out: Path, timeout: float) -> list[Processed]:
         records: list[Processed] = self.result(out, timeout)
