@@ -331,3 +331,68 @@ def test_copy_only_grants_copy_every_record_and_each_feature_set_then_enables_it
         translated = mm2py(*translate)
         assert translated.returncode == 0, translated.stderr[-2000:]
         assert {row["topic"] for row in json.loads(translated.stdout)} == {remote}
+
+
+def test_the_cut_over_commands_run_with_the_grants_docs_security_lists_for_them(
+    real_kafka_acl: KafkaCluster, unique_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    """``cutover`` (with ``--deny-writes``) and ``failback`` as two principals holding the copy's grants, the
+    lease's, the dense offset syncs' and what docs/security.md's table of the cut-over commands adds: each
+    command exits 0, and the groups land where they should."""
+    kafka = real_kafka_acl
+    src, tgt = unique_alias("src"), unique_alias("tgt")
+    ours, group = unique_alias("orders"), unique_topic("billing")
+    topic_with_group(kafka, ours, group)
+    remote = kafka.create_topic(f"{src}.{ours}", partitions=PARTITIONS)
+    kafka.create_topic(f"mm2-offsets.{src}.internal", partitions=1)
+    kafka.create_topic(f"mm2-offsets.{tgt}.internal", partitions=1)
+    lease = "mm2py-leases.internal"
+    source_grants = [
+        *acl.topic(ours, Op.READ),  # copy (Read implies Describe)
+        # Offset syncs, MM2's and mm2py's dense ones: the translation's input (no syncs, no position on B).
+        *acl.topic(f"mm2-offset-syncs.{tgt}.internal", Op.CREATE, Op.WRITE, Op.READ),
+        *acl.topic(f"mm2py-offset-syncs.{tgt}.internal", Op.CREATE, Op.WRITE, Op.READ),
+        *acl.group(group, Op.DESCRIBE),  # cutover: the moving group's members and offsets
+        *acl.cluster(Op.DESCRIBE, Op.ALTER),  # cutover: list groups; --deny-writes: Describe/Create/DeleteAcls
+        *acl.topic(f"mm2-offsets.{tgt}.internal", Op.READ, Op.WRITE),  # failback: B->A's start
+        *acl.group(f"mm2py-lease.{tgt}->{src}", Op.DESCRIBE),  # failback: a run of B->A holding its lease on A
+    ]
+    target_grants = [
+        *acl.topic(remote, Op.WRITE, Op.READ),  # copy; the commit asks Read on the topic
+        *acl.topic(f"mm2-offsets.{src}.internal", Op.READ, Op.WRITE),  # copy: progress
+        *acl.topic(lease, Op.CREATE, Op.READ, Op.WRITE),  # lease, hand-over request, mark
+        *acl.group(f"mm2py-lease.{src}->{tgt}", Op.READ, Op.DESCRIBE),  # lease; cutover: its members
+        *acl.group(group, Op.READ, Op.DESCRIBE),  # cutover: members and the commit
+        *acl.topic(f"{remote}.failback-tail", Op.CREATE, Op.WRITE),  # failback: the side topic
+    ]
+    with (
+        acl.principal_with(kafka, source_grants) as reader,
+        acl.principal_with(kafka, target_grants) as writer,
+    ):
+        bootstrap = kafka.bootstrap_for("SASL_SSL")
+        config = tmp_path / "mm2py.properties"
+        settings = f"topics = {ours}\ngroups = {group}\n{tgt}->{src}.enabled = true\n{tgt}->{src}.topics = none\n"
+        config.write_text(
+            config_text(
+                src,
+                {"bootstrap.servers": bootstrap, **reader.java_settings()},
+                tgt,
+                {"bootstrap.servers": bootstrap, **writer.java_settings()},
+                settings,
+            )
+        )
+        cut = mm2py(
+            "cutover", str(config), "--flow", f"{src}->{tgt}", "--quiet-seconds", "1", "--deny-writes", "--json"
+        )
+        assert cut.returncode == 0, cut.stderr[-4000:]
+        moves = json.loads(cut.stdout)["groups"]
+        assert {(m["partition"], m["method"], m["read_again"], m["skipped"]) for m in moves} == {
+            (p, "exact", 0, 0) for p in range(PARTITIONS)
+        }
+        assert committed_group(kafka.bootstrap, group, remote, PARTITIONS) == {
+            p: m["target_offset"] for p, m in ((m["partition"], m) for m in moves)
+        }
+        assert ("User:*", "WRITE") in acl.topic_bindings(kafka, ours)
+        back = mm2py("failback", str(config), "--flow", f"{src}->{tgt}", "--json")
+        assert back.returncode == 0, back.stderr[-4000:]
+        assert json.loads(back.stdout)["write_denials_deleted"] == 1
