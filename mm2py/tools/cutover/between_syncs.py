@@ -41,7 +41,8 @@ def _match(flow: FlowConfig, r: SourceRow) -> SourceRow:
     try:
         processed = _read(
             flow.source,
-            flow.source_consumer.settings(),
+            # As MM2's consumer read the source: uncommitted records too, unless the flow says otherwise.
+            {"isolation.level": "read_uncommitted", **flow.source_consumer.settings()},
             row.topic,
             row.partition,
             sync.upstream,
@@ -72,8 +73,7 @@ def _read(
     """(offset, content) of the records of one partition from ``start``: up to offset ``last``, or ``count``
     records when ``last`` is None."""
     out: list[tuple[int, tuple[Any, ...]]] = []
-    # As a copy reads (MM2's consumer reads uncommitted unless the flow is exactly-once); never commits.
-    settings = {"isolation.level": "read_uncommitted", **settings, "group.id": f"mm2py-reader-{alias}"}
+    settings = {**settings, "group.id": f"mm2py-reader-{alias}"}  # never commits (PartitionReader)
     starts = {(topic, partition): start}
     with PartitionReader(alias, settings, starts, purpose="matching records", timeout_s=60) as reader:
         for msg in reader.records():
