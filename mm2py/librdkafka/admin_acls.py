@@ -37,6 +37,19 @@ class TopicAcl:
     permission: str  # ALLOW or DENY
 
 
+def _binding_fields(acl: TopicAcl) -> tuple[Any, ...]:
+    """A TopicAcl as the client's AclBinding and AclBindingFilter take it (the same seven fields, in order)."""
+    return (
+        ResourceType.TOPIC,
+        acl.topic,
+        ResourcePatternType[acl.pattern_type],
+        acl.principal,
+        acl.host,
+        AclOperation[acl.operation],
+        AclPermissionType[acl.permission],
+    )
+
+
 class SecurityDisabledError(KafkaOperationError):
     """The cluster runs without an authorizer (Kafka's SECURITY_DISABLED): it has no ACLs to read or write."""
 
@@ -128,18 +141,7 @@ class TopicAclAdmin:
         """
         if not acls:
             return {}
-        bindings = [
-            AclBinding(
-                ResourceType.TOPIC,
-                a.topic,
-                ResourcePatternType[a.pattern_type],
-                a.principal,
-                a.host,
-                AclOperation[a.operation],
-                AclPermissionType[a.permission],
-            )
-            for a in acls
-        ]
+        bindings = [AclBinding(*_binding_fields(a)) for a in acls]
         futures = self.client.create_acls(bindings, request_timeout=self.timeout_s)
         outcome: dict[TopicAcl, str | None] = {}
         for acl, binding in zip(acls, bindings, strict=True):
@@ -163,18 +165,7 @@ class TopicAclAdmin:
         how many bindings the brokers deleted. A binding already gone deletes nothing and is no error."""
         if not acls:
             return 0
-        filters = [
-            AclBindingFilter(
-                ResourceType.TOPIC,
-                a.topic,
-                ResourcePatternType[a.pattern_type],
-                a.principal,
-                a.host,
-                AclOperation[a.operation],
-                AclPermissionType[a.permission],
-            )
-            for a in acls
-        ]
+        filters = [AclBindingFilter(*_binding_fields(a)) for a in acls]  # every field given: exactly this one
         futures = self.client.delete_acls(filters, request_timeout=self.timeout_s)
         deleted = 0
         for acl, acl_filter in zip(acls, filters, strict=True):
