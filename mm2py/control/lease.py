@@ -126,6 +126,7 @@ class FlowLease:
         self._watch = watch
         self.handed_over = threading.Event()  # a cut-over asked for the flow: let go and stand by
         self.requested_by: str | None = None  # who asked
+        self._standing_checked = False  # read the lease topic for a request since this membership began
         self._error: KafkaError | None = None
 
     # -- joining -------------------------------------------------------------------------------------------
@@ -143,9 +144,12 @@ class FlowLease:
         next_check = time.monotonic() + HANDOVER_CHECK_S
         while not stop.is_set():
             if self.held.is_set():
-                # A request written before we held the partition is behind our first fetch: read it now.
-                if self._asked_by(self._watch.standing() if self._watch is not None else None):
-                    return False
+                # A request written before we held the partition is behind our first fetch: read it now, once
+                # per membership (a --once run acquires twice: to skip held flows, then to copy).
+                if not self._standing_checked:
+                    self._standing_checked = True
+                    if self._asked_by(self._watch.standing() if self._watch is not None else None):
+                        return False
                 self._announce()
                 if said_standby:
                     log.warning(
@@ -204,7 +208,7 @@ class FlowLease:
     def _start(self) -> None:
         for event in (self._closing, self._decided, self.held, self.lost, self.handed_over):
             event.clear()  # a lease released for a hand-over is joined again when the flow comes back
-        self._error, self.requested_by = None, None
+        self._error, self.requested_by, self._standing_checked = None, None, False
         self._consumer = new_consumer(self._consumer_settings)
         try:
             self._consumer.subscribe(

@@ -21,10 +21,11 @@ from dataclasses import dataclass, replace
 
 from mm2py.config.flow import FlowConfig
 from mm2py.control.checkpoints import FlowTranslator, GroupOffset, execute_translation
-from mm2py.control.cutover_mark import CutoverMark, CutPosition, new_mark, read_mark, write_mark
+from mm2py.control.cutover_mark import CutoverMark, CutPosition, new_mark, read_marks, write_mark
 from mm2py.control.handover import clear_handover, read_claims, request_handover, running_lease
 from mm2py.control.lease import lease_group
 from mm2py.control.plan import AdminPool, FlowPlan, ReplicationPlan, build_plan, flow_policy
+from mm2py.control.topics import LEASE_TOPIC
 from mm2py.errors import CheckFailed, KafkaOperationError, UsageError
 from mm2py.librdkafka.admin import ClusterAdmin
 from mm2py.tools.cutover.between_syncs import matched
@@ -106,8 +107,10 @@ def cut_over(
     report = CutoverReport(names, sources, first.target, options.dry_run)
     checks = _Checks(report)
     target = pool.admin(first.target, first)
+    # One read of the lease topic for every flow's mark (they share the target); none when it does not exist.
+    marks = read_marks(first.target, first.target_consumer.settings()) if LEASE_TOPIC in target.list_topics() else {}
     for flow in flows:
-        existing = read_mark(flow, target)
+        existing = marks.get(flow.name)
         if existing is not None:
             checks.refuse(f"flow {flow.name} is already {existing.describe()}; `--reset` clears the mark")
     asked: list[FlowConfig] = []
@@ -348,8 +351,10 @@ def reset_mark(flow: FlowConfig, *, dry_run: bool, pool: AdminPool | None = None
     (or, in a dry run, the one that would be), None when there was none. A hand-over request left standing by a
     cut-over that was killed is cleared too, so the run standing by takes the flow again."""
     target = (pool or AdminPool()).admin(flow.target, flow)
-    mark = read_mark(flow, target)
-    request = read_claims(flow.name, flow.target, flow.target_consumer.settings()).request
+    # One read of the lease topic for both; listing B's topics first names an unreachable B within seconds.
+    exists = LEASE_TOPIC in target.list_topics()
+    claims = read_claims(flow.name, flow.target, flow.target_consumer.settings()) if exists else None
+    mark, request = (claims.mark, claims.request) if claims is not None else (None, None)
     if request is not None and not dry_run:
         clear_handover(flow, target)
         log.warning("flow=%s: cleared the hand-over request of %s", flow.name, request.describe())
