@@ -28,8 +28,6 @@ import json
 import logging
 import os
 import signal
-import subprocess
-import sys
 import tempfile
 import time
 import traceback
@@ -39,6 +37,7 @@ from typing import Any
 
 from confluent_kafka.admin import AdminClient
 
+from bench.contenders import environment
 from tests.harness.broker_faults import await_in_sync, fault_cluster
 from tests.harness.fault_bed import Bed, Outcome
 from tests.harness.fault_scenarios import (
@@ -52,7 +51,7 @@ from tests.harness.fault_scenarios import (
     stall_leader,
 )
 from tests.harness.kafka_harness import client_config
-from tests.harness.real_kafka import PINNED_VERSION, KafkaCluster, KafkaRuntime
+from tests.harness.real_kafka import PINNED_VERSION, KafkaRuntime
 
 REPO = Path(__file__).resolve().parents[1]
 Scenario = Callable[[Bed, argparse.Namespace], Outcome]
@@ -98,28 +97,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--target-version", default=PINNED_VERSION, help=f"Kafka of the target ({PINNED_VERSION})")
     parser.add_argument("--out", type=Path, default=REPO / "bench-results")
     return parser.parse_args(argv)
-
-
-def environment(args: argparse.Namespace, source: KafkaCluster, target: KafkaCluster) -> dict[str, Any]:
-    import confluent_kafka
-    import pyspark
-
-    def git(*command: str) -> str:
-        return subprocess.run(["git", *command], cwd=REPO, capture_output=True, text=True, check=False).stdout.strip()
-
-    return {
-        "cpus": os.cpu_count(),
-        "loadavg": os.getloadavg(),
-        "python": sys.version.split()[0],
-        "pyspark": pyspark.__version__,
-        "confluent_kafka": confluent_kafka.version()[0],
-        "librdkafka": confluent_kafka.libversion()[0],
-        "kafka_source": source.runtime.version,
-        "kafka_target": target.runtime.version,
-        "git_head": git("rev-parse", "--short", "HEAD"),
-        "git_modified": git("status", "--porcelain", "--untracked-files=no").splitlines(),
-        "args": {k: str(v) for k, v in vars(args).items()},
-    }
 
 
 def recover(bed: Bed) -> None:
@@ -188,7 +165,11 @@ def main(argv: list[str] | None = None) -> None:
     try:
         source.start()
         target.start()
-        results["environment_before"] = environment(args, source, target)
+        results["environment_before"] = environment(
+            kafka_source=source.runtime.version,
+            kafka_target=target.runtime.version,
+            args={k: str(v) for k, v in vars(args).items()},
+        )
         bed = Bed(source, target, work)
         for name in names:
             results["scenarios"][name] = campaign(bed, name, args)

@@ -188,8 +188,9 @@ def _package_digest() -> str:
     return digest.hexdigest()[:12]
 
 
-def environment() -> dict[str, Any]:
-    """What the figures depend on: cores, load, versions, and which mm2py code was measured."""
+def environment(**extra: Any) -> dict[str, Any]:
+    """What the figures depend on: cores, load, versions, and which mm2py code was measured; ``extra`` adds what
+    one bench also depends on (its Kafka versions, its arguments). Every bench records this one set."""
     import confluent_kafka
     import pyspark
 
@@ -208,4 +209,5 @@ def environment() -> dict[str, Any]:
         "git_modified": git("status", "--porcelain", "--untracked-files=no").splitlines(),
         # The copy path's code as measured, even with uncommitted changes: every module of the package.
         "mm2py_sha256": _package_digest(),
+        **extra,
     }

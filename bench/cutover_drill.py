@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import cutover_merged
+from bench.contenders import environment
 from bench.cutover_roles import Roles
 from bench.cutover_steps import await_lease, command, read_on_target, values_per_partition
 from mm2py.control.progress_store import read_replication_state
@@ -272,27 +273,6 @@ def failed_checks(scenario: str, r: dict[str, Any]) -> list[str]:
     return [name for name, ok in checks.items() if not ok]
 
 
-def environment(args: argparse.Namespace, runtime: KafkaRuntime) -> dict[str, Any]:
-    import confluent_kafka
-    import pyspark
-
-    def git(*argv: str) -> str:
-        return subprocess.run(["git", *argv], cwd=REPO, capture_output=True, text=True, check=False).stdout.strip()
-
-    return {
-        "cpus": os.cpu_count(),
-        "loadavg": os.getloadavg(),
-        "python": sys.version.split()[0],
-        "pyspark": pyspark.__version__,
-        "confluent_kafka": confluent_kafka.version()[0],
-        "librdkafka": confluent_kafka.libversion()[0],
-        "kafka": runtime.version,
-        "git_head": git("rev-parse", "--short", "HEAD"),
-        "git_modified": git("status", "--porcelain", "--untracked-files=no").splitlines(),
-        "args": {k: str(v) for k, v in vars(args).items()},
-    }
-
-
 SCENARIOS: dict[str, Scenario] = {"planned": planned, "unplanned": unplanned, "merged": cutover_merged.merged}
 
 
@@ -347,7 +327,10 @@ def main(argv: list[str] | None = None) -> None:
     signal.signal(signal.SIGTERM, _interrupted)  # unwinds like Ctrl-C: brokers, run and roles are stopped
     runtime = KafkaRuntime.locate()
     names = list(SCENARIOS) if args.scenario == "all" else [args.scenario]
-    results: dict[str, Any] = {"environment_before": environment(args, runtime), "runs": []}
+    results: dict[str, Any] = {
+        "environment_before": environment(kafka=runtime.version, args={k: str(v) for k, v in vars(args).items()}),
+        "runs": [],
+    }
     try:
         for name in names:
             for number in range(1, args.runs + 1):

@@ -26,8 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -38,7 +36,7 @@ from typing import Any
 
 from confluent_kafka.admin import AdminClient
 
-from bench.contenders import REPO, Job
+from bench.contenders import REPO, Job, environment
 from bench.eos_contenders import markers, run_mm2, run_mm2py, transactional_ids
 from bench.record_check import check_copy, digests
 from bench.run_bench import load
@@ -77,26 +75,6 @@ class BrokerRuntime(KafkaRuntime):
         cmd = super().command(main, *args, log_file=log_file, log4j=log4j)
         rest = [a for a in cmd[1:] if a not in JVM_FLAGS and not a.startswith("-XX:SharedArchiveFile=")]
         return [cmd[0], *self.broker_jvm, *rest]
-
-
-def environment(runtime: KafkaRuntime) -> dict[str, Any]:
-    """What the figures depend on: cores, load, versions, and which mm2py commit was measured."""
-    import confluent_kafka
-    import pyspark
-
-    def git(*args: str) -> str:
-        return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, check=False).stdout.strip()
-
-    return {
-        "cpus": os.cpu_count(),
-        "loadavg": os.getloadavg(),
-        "python": sys.version.split()[0],
-        "pyspark": pyspark.__version__,
-        "confluent_kafka": confluent_kafka.version()[0],
-        "kafka": runtime.version,
-        "git_head": git("rev-parse", "--short", "HEAD"),
-        "git_modified": git("status", "--porcelain", "--untracked-files=no").splitlines(),
-    }
 
 
 def _pids(cluster: KafkaCluster) -> int:
@@ -244,7 +222,7 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="mm2py-bench-eos-"))
     label = f"{args.value_bytes}b"
     results: dict[str, Any] = {
-        "environment_before": environment(runtime),
+        "environment_before": environment(kafka=runtime.version),
         "partitions": PARTITIONS,
         "records": per_partition * PARTITIONS,
         "value_bytes": args.value_bytes,
@@ -298,7 +276,7 @@ def main() -> None:
     finally:
         for cluster in clusters:
             cluster.stop()
-    results["environment_after"] = environment(runtime)
+    results["environment_after"] = environment(kafka=runtime.version)
     results["ratios"] = ratios(results["runs"], args.value_bytes)
     print(render(results), flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
