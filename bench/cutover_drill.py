@@ -51,12 +51,11 @@ from bench import cutover_merged
 from bench.contenders import environment
 from bench.cutover_roles import Roles
 from bench.cutover_steps import await_lease, command, read_on_target, values_per_partition
-from mm2py.control.progress_store import read_replication_state
 from mm2py.mirror.record_formats import OffsetSync
 from tests.harness.faults import MirrorRun, session_processes
 from tests.harness.kafka_harness import committed_group, end_offsets, list_topics, read_all
 from tests.harness.real_kafka import KafkaCluster, KafkaRuntime
-from tests.harness.real_kafka_mm2 import latest_checkpoints, one_flow_config
+from tests.harness.real_kafka_mm2 import checkpointed, kept_ends, one_flow_config
 from tests.harness.record_check import compare, digest_topic
 from tests.harness.recording_consumer import Processed, once_per_group
 
@@ -132,17 +131,6 @@ def _freeze(run: MirrorRun, signum: signal.Signals) -> None:
         os.kill(pid, signum)
 
 
-def _kept_ends(b: KafkaCluster, src: str, topic: str) -> dict[int, int]:
-    """The source ends the run kept on B per partition: its last listing of A beyond what it had copied."""
-    state = read_replication_state("target", {"bootstrap.servers": b.bootstrap}, src)
-    return {p: s.end for (t, p), s in state.losses.items() if t == topic}
-
-
-def _checkpointed(b: KafkaCluster, src: str, group: str, remote: str) -> dict[int, int]:
-    records = read_all(b.bootstrap, f"{src}.checkpoints.internal")
-    return {p: cp.upstream_offset for (g, t, p), cp in latest_checkpoints(records).items() if (g, t) == (group, remote)}
-
-
 def _synced_to(b: KafkaCluster, topic: str) -> dict[int, int]:
     """Per partition of ``topic``, the downstream offset of the newest offset sync on B: what the syncs cover."""
     covered: dict[int, int] = {}
@@ -179,7 +167,9 @@ def unplanned(args: argparse.Namespace, runtime: KafkaRuntime, work: Path) -> di
             load = roles.producer(a.bootstrap, topic, partitions=args.partitions, rate=args.rate)
             on_a = roles.processed(roles.consumer(src, a.bootstrap, group, topic, args.billing_records), 300)
             committed = {p: o for p, o in committed_group(a.bootstrap, group, topic, args.partitions).items() if o >= 0}
-            run.wait_for(lambda: _checkpointed(b, src, group, remote) == committed, 120, "the group's checkpoints")
+            run.wait_for(
+                lambda: checkpointed(b.bootstrap, src, group, remote) == committed, 120, "the group's checkpoints"
+            )
             # The run copies along before it is stalled: the backlog at the kill is the stall's, not a slow start's.
             run.wait_for(lambda: _lag(a, b, topic, remote) <= args.rate * 2, 180, "the run to copy along with the load")
             lag_before_stall = _lag(a, b, topic, remote)
@@ -191,14 +181,14 @@ def unplanned(args: argparse.Namespace, runtime: KafkaRuntime, work: Path) -> di
             before_resume = sum(end_offsets(b.bootstrap, remote).values())
             _freeze(run, signal.SIGCONT)
             # A kills while the run copies the backlog, once the run has kept (on B) a listing of A's every end.
-            run.wait_for(lambda: _kept_ends(b, src, topic) == a_ends, 120, "the run to keep A's ends on B")
+            run.wait_for(lambda: kept_ends(b.bootstrap, src, topic) == a_ends, 120, "the run to keep A's ends on B")
             for node in a.nodes:
                 a.kill_node(node.node_id)
             killed_at = time.monotonic()
             run.kill()
         await_lease(run, b, src, tgt, held=False)
         b_ends = end_offsets(b.bootstrap, remote)
-        kept = _kept_ends(b, src, topic)
+        kept = kept_ends(b.bootstrap, src, topic)
         done, wall_s = command("failover", str(config), "--flow", flow, "--groups", re.escape(group), "--json")
         kill_to_failed_over_s = round(time.monotonic() - killed_at, 1)
         report = json.loads(done.stdout) if done.returncode == 0 else {}

@@ -11,8 +11,9 @@ import uuid
 from collections.abc import Mapping
 from pathlib import Path
 
+from mm2py.control.progress_store import read_replication_state
 from mm2py.mirror.record_formats import Checkpoint
-from tests.harness.kafka_harness import Record
+from tests.harness.kafka_harness import Record, read_all
 from tests.harness.mm2py_cli import ONE_NODE_CLUSTER
 
 # Like tests/integration/mm2py_cli.SMALL_CLUSTER, for one-node real clusters (RF 1 everywhere). The lease
@@ -67,3 +68,16 @@ def latest_checkpoints(records: list[Record]) -> dict[tuple[str, str, int], Chec
             continue
         latest[(cp.consumer_group_id, cp.topic, cp.partition)] = cp
     return latest
+
+
+def kept_ends(target_bootstrap: str, source_alias: str, topic: str) -> dict[int, int]:
+    """The source end offsets a run has kept on the target per partition of ``topic`` (its loss records'
+    ``end``: its last listing of the source beyond what it had copied), as ``failover`` reads them."""
+    state = read_replication_state("target", {"bootstrap.servers": target_bootstrap}, source_alias)
+    return {p: s.end for (t, p), s in state.losses.items() if t == topic}
+
+
+def checkpointed(target_bootstrap: str, source_alias: str, group: str, remote: str) -> dict[int, int]:
+    """The upstream offset of ``group``'s latest checkpoint per partition of ``remote``, as MM2's reader picks it."""
+    records = read_all(target_bootstrap, f"{source_alias}.checkpoints.internal")
+    return {p: cp.upstream_offset for (g, t, p), cp in latest_checkpoints(records).items() if (g, t) == (group, remote)}

@@ -72,6 +72,24 @@ def config_text(src: str, src_settings: dict[str, str], tgt: str, tgt_settings: 
     return "\n".join(lines) + "\n" + REAL_SMALL_CLUSTER + body
 
 
+def one_cluster_config(
+    path: Path, kafka: KafkaCluster, source: tuple[str, acl.Principal], target: tuple[str, acl.Principal], body: str
+) -> Path:
+    """Both aliases on the authorizer cluster's SASL_SSL listener, each as its own principal."""
+    bootstrap = kafka.bootstrap_for("SASL_SSL")
+    (src, reader), (tgt, writer) = source, target
+    path.write_text(
+        config_text(
+            src,
+            {"bootstrap.servers": bootstrap, **reader.java_settings()},
+            tgt,
+            {"bootstrap.servers": bootstrap, **writer.java_settings()},
+            body,
+        )
+    )
+    return path
+
+
 def topic_with_group(kafka: KafkaCluster, name: str, group: str) -> dict[int, int]:
     """``name`` with RECORDS records and ``group`` committed half-way through each partition (as a super user)."""
     kafka.create_topic(name, partitions=PARTITIONS)
@@ -242,17 +260,8 @@ def test_copy_only_grants_copy_every_record_and_each_feature_set_then_enables_it
         acl.principal_with(kafka, source_copy) as reader,
         acl.principal_with(kafka, target_copy) as writer,
     ):
-        bootstrap = kafka.bootstrap_for("SASL_SSL")
-        config = tmp_path / "mm2py.properties"
-        config.write_text(
-            config_text(
-                src,
-                {"bootstrap.servers": bootstrap, **reader.java_settings()},
-                tgt,
-                {"bootstrap.servers": bootstrap, **writer.java_settings()},
-                f"topics = {ours}\ngroups = {group}\nsync.topic.acls.enabled = true\n",
-            )
-        )
+        body = f"topics = {ours}\ngroups = {group}\nsync.topic.acls.enabled = true\n"
+        config = one_cluster_config(tmp_path / "mm2py.properties", kafka, (src, reader), (tgt, writer), body)
 
         result = mm2py("run", str(config), "--once")
 
@@ -369,18 +378,8 @@ def test_the_cut_over_commands_run_with_the_grants_docs_security_lists_for_them(
         acl.principal_with(kafka, source_grants) as reader,
         acl.principal_with(kafka, target_grants) as writer,
     ):
-        bootstrap = kafka.bootstrap_for("SASL_SSL")
-        config = tmp_path / "mm2py.properties"
-        settings = f"topics = {ours}\ngroups = {group}\n{tgt}->{src}.enabled = true\n{tgt}->{src}.topics = none\n"
-        config.write_text(
-            config_text(
-                src,
-                {"bootstrap.servers": bootstrap, **reader.java_settings()},
-                tgt,
-                {"bootstrap.servers": bootstrap, **writer.java_settings()},
-                settings,
-            )
-        )
+        body = f"topics = {ours}\ngroups = {group}\n{tgt}->{src}.enabled = true\n{tgt}->{src}.topics = none\n"
+        config = one_cluster_config(tmp_path / "mm2py.properties", kafka, (src, reader), (tgt, writer), body)
         cut = mm2py(
             "cutover", str(config), "--flow", f"{src}->{tgt}", "--quiet-seconds", "1", "--deny-writes", "--json"
         )

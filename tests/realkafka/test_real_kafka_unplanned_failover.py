@@ -26,7 +26,6 @@ import pytest
 from confluent_kafka import Consumer
 
 from mm2py.control.lease import FlowLease, lease_group
-from mm2py.control.progress_store import read_replication_state
 from mm2py.librdkafka.admin import ClusterAdmin
 from tests.harness.faults import MirrorRun, session_processes
 from tests.harness.kafka_harness import (
@@ -41,7 +40,7 @@ from tests.harness.kafka_harness import (
 from tests.harness.mm2py_cli import mm2py
 from tests.harness.polling import poll_until
 from tests.harness.real_kafka import KafkaCluster, KafkaRuntime
-from tests.harness.real_kafka_mm2 import latest_checkpoints, one_flow_config
+from tests.harness.real_kafka_mm2 import checkpointed, kept_ends, one_flow_config
 from tests.harness.recording_consumer import RecordingConsumer, once_per_group
 
 pytestmark = [pytest.mark.realkafka, pytest.mark.spark]
@@ -80,18 +79,6 @@ def _state_of_b(b: KafkaCluster, flow: str, group: str, remote: str) -> dict[str
     }
 
 
-def _kept_ends(b: KafkaCluster, src: str, topic: str) -> dict[int, int]:
-    """The source end offsets the run has kept on B per partition (the loss records' ``end``)."""
-    state = read_replication_state("target", {"bootstrap.servers": b.bootstrap}, src)
-    return {p: s.end for (t, p), s in state.losses.items() if t == topic}
-
-
-def _checkpointed(b: KafkaCluster, src: str, group: str, remote: str) -> dict[int, int]:
-    """The upstream offset of the group's latest checkpoint per partition, as MM2's reader would pick it."""
-    records = read_all(b.bootstrap, f"{src}.checkpoints.internal")
-    return {p: cp.upstream_offset for (g, t, p), cp in latest_checkpoints(records).items() if (g, t) == (group, remote)}
-
-
 def test_failover_without_the_source_moves_the_group_to_b_with_nothing_b_holds_skipped_or_read_twice(
     kafka_runtime: KafkaRuntime,
     real_kafka_target: KafkaCluster,
@@ -119,8 +106,10 @@ def test_failover_without_the_source_moves_the_group_to_b_with_nothing_b_holds_s
         with MirrorRun(config, tmp_path / "run.log") as run:
             # The checkpoints cover the group's last position on A, and the run has kept (beside them) the ends it
             # listed on A, the whole backlog, while it copies it in small rounds.
-            run.wait_for(lambda: _checkpointed(b, src, group, remote) == committed_on_a, 120, "the group's checkpoints")
-            run.wait_for(lambda: _kept_ends(b, src, topic) == listed, 60, "the listed ends kept on B")
+            run.wait_for(
+                lambda: checkpointed(b.bootstrap, src, group, remote) == committed_on_a, 120, "the group's checkpoints"
+            )
+            run.wait_for(lambda: kept_ends(b.bootstrap, src, topic) == listed, 60, "the listed ends kept on B")
             # Frozen mid-copy (it lists nothing more), more records reach A, then A's every node and the run are
             # SIGKILLed: a run that cannot stop without A (its tasks keep retrying A) is killed by the operator.
             for pid in session_processes(run.session):
