@@ -196,7 +196,7 @@ emit.checkpoints.enabled = false
 mm2py.retry.timeout.seconds = 1
 target.producer.security.protocol = SASL_PLAINTEXT
 target.producer.sasl.mechanism = PLAIN
-target.producer.delivery.timeout.ms = 3000
+target.producer.delivery.timeout.ms = 1000
 target.producer.sasl.jaas.config = {plain} required username="{user}" password="{password}";
 """
 
