@@ -48,28 +48,31 @@ $(KRB5_KDC):
 
 install: $(STAMP) $(KAFKA_LIBS_ALL) $(KRB5_KDC)
 
-# Lint and type errors fail the build before any test runs (CI runs this target through .ci/run). Two workers;
-# tests/conftest.py hands out the longest units first, by tests/durations.json (docs/testing.md).
-PYTEST_2 := $(BIN)/pytest -n 2 --dist loadfile --no-loadscope-reorder
+# Lint and type errors fail the build before any test runs (CI runs this target through .ci/run). Three workers
+# on two cores: half of a test's time is waiting, and a third worker fills it (docs/testing.md); tests/conftest.py
+# hands out the longest units first, by tests/durations.json.
+PYTEST_N := $(BIN)/pytest -n 3 --dist loadfile --no-loadscope-reorder
 test: lint $(KAFKA_LIBS_ALL) $(KRB5_KDC)
-	$(PYTEST_2) --durations=15 tests
+	$(PYTEST_N) --durations=15 tests
 
 # The tiers make test runs, each alone (docs/testing.md says how long each takes here).
 unit: $(STAMP)
 	$(BIN)/pytest tests/unit
 
 integration: $(STAMP)
-	$(PYTEST_2) tests/integration
+	$(PYTEST_N) tests/integration
 
 realkafka: $(STAMP) $(KAFKA_LIBS_ALL) $(KRB5_KDC)
-	$(PYTEST_2) tests/realkafka
+	$(PYTEST_N) tests/realkafka
 
-# The whole suite, timed per test (tests/harness/suite_timing.py): prints set-up, waiting and checks per tier and
-# rewrites tests/durations.json, by which the workers are balanced.
+# The whole suite, timed per test (tests/harness/suite_timing.py) and its CPU summed per kind of process
+# (tests/harness/cpu_by_process.py): prints both and rewrites tests/durations.json, by which the workers are
+# balanced.
 SUITE_TIMING := bench-results/suite-timing
 durations: $(STAMP) $(KAFKA_LIBS_ALL)
 	rm -rf $(SUITE_TIMING)
-	MM2PY_SUITE_TIMING=$(SUITE_TIMING) $(PYTEST_2) tests
+	MM2PY_SUITE_TIMING=$(SUITE_TIMING) $(BIN)/python -m tests.harness.cpu_by_process $(SUITE_TIMING)/cpu.json \
+		-- $(PYTEST_N) tests
 	$(BIN)/python -m tests.harness.suite_timing $(SUITE_TIMING) --durations tests/durations.json
 
 lint: $(STAMP)

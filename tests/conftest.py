@@ -280,12 +280,12 @@ def _shared_clusters_left_as_found(request: pytest.FixtureRequest) -> Iterator[N
             pytest.fail(f"{request.node.nodeid} left a shared cluster damaged: {'; '.join(damage)}", pytrace=False)
 
 
-# --- Two pytest-xdist workers (`make test` runs -n 2 --dist loadfile --no-loadscope-reorder) ----------------
+# --- Three pytest-xdist workers (`make test` runs -n 3 --dist loadfile --no-loadscope-reorder) ------------
 
 # A unit of work is a test module: its module-wide fixtures (a SparkContext, the broker-fault clusters) start in
 # one worker only. xdist hands units out in the order the collection lists them, each to whichever worker is
 # free; listed longest first by the durations measured (tests/durations.json, written by `make durations`), the
-# two workers end within about one short unit of each other (longest processing time first). A session-wide
+# workers end within about one short unit of each other (longest processing time first). A session-wide
 # cluster (real_kafka, ...) starts in each worker that runs a module needing it.
 DURATIONS = Path(__file__).with_name("durations.json")
 # Estimates for a test not measured yet, by tier.

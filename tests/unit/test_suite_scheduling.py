@@ -1,8 +1,8 @@
-"""``make test``'s two workers take whole test modules: a module's fixtures (its SparkContext, the broker-fault
+"""``make test``'s workers take whole test modules: a module's fixtures (its SparkContext, the broker-fault
 clusters) start in one worker, and two scenarios that need the machine to themselves never run at once.
 
 Why a test: pytest-xdist's ``--dist loadgroup`` stopped grouping anything under pytest 9.2 (it renames
-``item._nodeid``, which pytest no longer reads), silently, and every module was split over both workers. This runs
+``item._nodeid``, which pytest no longer reads), silently, and every module was split over the workers. This runs
 the Makefile's own pytest flags on three small modules and reads which worker ran each test.
 """
 
@@ -30,14 +30,14 @@ def _record(name):
 
 
 def _makefile_flags() -> list[str]:
-    """The flags of ``PYTEST_2``, what ``make test`` runs the suite with."""
-    line = next(ln for ln in (ROOT / "Makefile").read_text().splitlines() if ln.startswith("PYTEST_2 :="))
+    """The flags of ``PYTEST_N``, what ``make test`` runs the suite with."""
+    line = next(ln for ln in (ROOT / "Makefile").read_text().splitlines() if ln.startswith("PYTEST_N :="))
     flags = line.split(":=", 1)[1].split()
     assert re.fullmatch(r"\$\(BIN\)/pytest", flags[0]), line
     return flags[1:]
 
 
-def test_each_module_runs_whole_in_one_of_the_two_workers(tmp_path: Path) -> None:
+def test_each_module_runs_whole_in_one_worker(tmp_path: Path) -> None:
     for module in ("alpha", "beta", "gamma"):
         tests = "\n".join(f"def test_{i}():\n    _record({i})\n" for i in range(4))
         (tmp_path / f"test_{module}.py").write_text(_MODULE.format(tests=tests))
@@ -53,4 +53,4 @@ def test_each_module_runs_whole_in_one_of_the_two_workers(tmp_path: Path) -> Non
         workers[module].add(worker)
     assert sorted(workers) == ["test_alpha", "test_beta", "test_gamma"]
     assert all(len(ran_in) == 1 for ran_in in workers.values()), dict(workers)
-    assert len(set().union(*workers.values())) == 2, f"one worker ran everything: {dict(workers)}"
+    assert len(set().union(*workers.values())) > 1, f"one worker ran everything: {dict(workers)}"
