@@ -233,7 +233,8 @@ def prompt_herder(target_alias: str) -> str:
     """Properties lines that make a test's MM2 show its progress in seconds instead of a minute: Connect's
     plugin scan by ServiceLoader manifests (the classpath scan takes 5-10 s here, twice), and the herder into
     ``target_alias`` committing its Connect offsets every second (Connect's default, 60 s, is what
-    ``await_progress`` would wait for). Both are worker keys MM2 reads from the target cluster's settings."""
+    ``await_progress`` would wait for). The herder reads both from the target cluster's settings; MirrorMaker
+    reads the plugin key from the top level too."""
     return (
         "plugin.discovery = service_load\n"
         f"{target_alias}.plugin.discovery = service_load\n"

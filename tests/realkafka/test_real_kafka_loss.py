@@ -185,6 +185,7 @@ def test_tiered_storage_configs_are_left_out_so_a_plain_target_accepts_the_remot
     from mm2py.config import load
     from mm2py.control.plan import AdminPool, build_plan
     from mm2py.control.topics import ensure_remote_topics, with_configs_not_synced
+    from mm2py.errors import KafkaOperationError
     from mm2py.librdkafka.admin import ClusterAdmin, TopicConfigValue
 
     target_admin = AdminClient(client_config(real_kafka_target.bootstrap))
@@ -223,7 +224,19 @@ def test_tiered_storage_configs_are_left_out_so_a_plain_target_accepts_the_remot
         "remote.storage.enable": "true",
     }
     ensure_remote_topics(flow, plan.flows[0], source, target)  # would fail with remote.storage.enable=true
-    described = target.describe_topic_configs([f"{alias}.{topic}"])[f"{alias}.{topic}"]
+    remote = f"{alias}.{topic}"
+
+    def configs_once_known() -> dict[str, TopicConfigValue] | None:
+        """CreateTopics returns once the controller has the topic; the broker answering DescribeConfigs may
+        learn of it a moment later (UNKNOWN_TOPIC_OR_PARTITION until then: seen once in a full suite run)."""
+        try:
+            return target.describe_topic_configs([remote])[remote]
+        except KafkaOperationError as exc:
+            if exc.code != "UNKNOWN_TOPIC_OR_PART":  # librdkafka's name for it
+                raise
+            return None
+
+    described = poll_until(configs_once_known, 30, f"{remote} known to the broker describing its configs")
     assert described["retention.ms"].value == "604800000" and not described["retention.ms"].is_default
     assert described["remote.storage.enable"] == TopicConfigValue("false", True)
 
