@@ -29,8 +29,9 @@ _KINDS = (
     ("Spark driver JVM", ("org.apache.spark.deploy.SparkSubmit", "pyspark/jars")),
     ("Spark Python workers", ("pyspark.daemon", "pyspark.worker")),
     ("tansu", ("tansu",)),
-    ("pytest workers (and in-process mm2py)", ("pytest", "exec(eval(sys.stdin.readline()))")),
+    # Before pytest: an mm2py process's command line names its config file under pytest's temporary directory.
     ("mm2py processes", ("-m mm2py", "timed_mm2py", "bin/mm2py")),
+    ("pytest workers (and in-process mm2py)", ("pytest", "exec(eval(sys.stdin.readline()))")),
     ("other Java", ("java",)),
 )
 
@@ -123,7 +124,7 @@ def main(argv: list[str]) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=1) + "\n")
     print(f"CPU by process kind, {report['wall_s']} s wall, cores {100 * float(report['cores_busy']):.0f} % busy:")
-    for kind, seconds in report["cpu_s"].items():  # type: ignore[attr-defined]
+    for kind, seconds in sampler.seconds.most_common():
         print(f"  {seconds:8.1f} s  {kind}")
     return code
 

