@@ -280,7 +280,7 @@ def _shared_clusters_left_as_found(request: pytest.FixtureRequest) -> Iterator[N
             pytest.fail(f"{request.node.nodeid} left a shared cluster damaged: {'; '.join(damage)}", pytrace=False)
 
 
-# --- Three pytest-xdist workers (`make test` runs -n 3 --dist loadfile --no-loadscope-reorder) ------------
+# --- Two pytest-xdist workers (`make test` runs -n 2 --dist loadfile --no-loadscope-reorder) ----------------
 
 # A unit of work is a test module: its module-wide fixtures (a SparkContext, the broker-fault clusters) start in
 # one worker only. xdist hands units out in the order the collection lists them, each to whichever worker is
