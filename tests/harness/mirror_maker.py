@@ -229,17 +229,17 @@ def _read_to_end(bootstrap: str, topic: str, timeout: float) -> list[tuple[bytes
         consumer.close()
 
 
-def prompt_herder(target_alias: str) -> str:
-    """Properties lines that make a test's MM2 show its progress in seconds instead of a minute: Connect's
-    plugin scan by ServiceLoader manifests (the classpath scan takes 5-10 s here, twice), and the herder into
+def prompt_herder(target_alias: str) -> dict[str, str]:
+    """MM2 settings that make a test's MM2 show its progress in seconds instead of a minute: Connect's plugin scan
+    by ServiceLoader manifests (the classpath scan takes 5-10 s here, twice), and the herder into
     ``target_alias`` committing its Connect offsets every second (Connect's default, 60 s, is what
-    ``await_progress`` would wait for). The herder reads both from the target cluster's settings; MirrorMaker
-    reads the plugin key from the top level too."""
-    return (
-        "plugin.discovery = service_load\n"
-        f"{target_alias}.plugin.discovery = service_load\n"
-        f"{target_alias}.offset.flush.interval.ms = 1000\n"
-    )
+    ``await_progress`` would wait for). The herder reads both from the target cluster's settings (a top-level
+    ``offset.flush.interval.ms`` would be ignored); MirrorMaker reads the plugin key from the top level too."""
+    return {
+        "plugin.discovery": "service_load",
+        f"{target_alias}.plugin.discovery": "service_load",
+        f"{target_alias}.offset.flush.interval.ms": "1000",
+    }
 
 
 def properties_text(settings: Mapping[str, str] | Iterable[tuple[str, str]]) -> str:

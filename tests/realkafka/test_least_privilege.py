@@ -30,7 +30,7 @@ from confluent_kafka.admin import AclOperation as Op
 
 from tests.harness import acl_principals as acl
 from tests.harness.kafka_harness import commit_group, committed_group, make_records, produce, read_all
-from tests.harness.mirror_maker import MirrorMaker, prompt_herder
+from tests.harness.mirror_maker import MirrorMaker, prompt_herder, properties_text
 from tests.harness.mm2py_cli import mm2py
 from tests.harness.polling import poll_until
 from tests.harness.real_kafka import KafkaCluster, KafkaRuntime
@@ -146,7 +146,7 @@ def test_strimzis_source_acls_copy_every_record_and_sync_the_group_as_mm2_does_b
             config_text(src, settings, tgt, target, f"topics = {theirs}\ngroups = {group}\n")
             + "emit.checkpoints.interval.seconds = 1\nsync.group.offsets.interval.seconds = 1\n"
             + "config.storage.replication.factor = 1\nstatus.storage.replication.factor = 1\n"
-            + prompt_herder(tgt)
+            + properties_text(prompt_herder(tgt))
         )
         # --clusters tgt: only the herders that write into tgt, as a Connect cluster beside the target runs them
         # (a dedicated MM2's reverse herder would need Connect's topics on the source, which Strimzi's grants lack).

@@ -32,7 +32,13 @@ from tests.harness.kafka_harness import (
     produce,
     read_all,
 )
-from tests.harness.mirror_maker import MirrorMaker, connect_offsets, properties_text, translate_offsets
+from tests.harness.mirror_maker import (
+    MirrorMaker,
+    connect_offsets,
+    prompt_herder,
+    properties_text,
+    translate_offsets,
+)
 from tests.harness.mm2py_cli import mm2py
 from tests.harness.polling import poll_until
 from tests.harness.real_kafka import KafkaCluster, KafkaRuntime
@@ -68,8 +74,8 @@ def write_properties(
     """One file for both tools: MM2 dedicated mode reads every key, mm2py reads every key too.
 
     ``mm2py.*`` keys are left in on purpose: MM2 must ignore them (it hands unknown keys to its connectors,
-    which ignore them). ``dst.offset.flush.interval.ms`` is a worker key of herder src->dst, so it goes on
-    the *target* cluster, where MM2 looks for it; a top-level ``offset.flush.interval.ms`` would be ignored.
+    which ignore them). ``prompt_herder`` puts MM2's offset flush interval and plugin discovery on the target
+    cluster, where the herder src->dst reads them.
     """
     settings = {
         "clusters": f"{source_alias}, dst",
@@ -87,13 +93,8 @@ def write_properties(
         "config.storage.replication.factor": "1",
         "status.storage.replication.factor": "1",
         "offset.storage.partitions": "5",
-        "dst.offset.flush.interval.ms": "1000",
         "emit.checkpoints.interval.seconds": "1",
-        # Connect scans the classpath for plugins by default: 20-70 s here, and does it twice (for MirrorMaker
-        # and for the herder's worker, which reads the key from the target cluster's settings). Every plugin
-        # on the classpath has a ServiceLoader manifest, so the fast scan finds them all.
-        "plugin.discovery": "service_load",
-        "dst.plugin.discovery": "service_load",
+        **prompt_herder("dst"),
         "mm2py.spark.master": "local[2]",
         "mm2py.lease.session.timeout.ms": "6000",
     }

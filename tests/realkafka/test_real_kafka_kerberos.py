@@ -19,7 +19,7 @@ from confluent_kafka.admin import AdminClient
 
 from tests.harness.kafka_harness import make_records, produce, read_all
 from tests.harness.kerberos import KerberosRealm
-from tests.harness.mirror_maker import MirrorMaker, prompt_herder
+from tests.harness.mirror_maker import MirrorMaker, prompt_herder, properties_text
 from tests.harness.mm2py_cli import ONE_NODE_CLUSTER, mm2py
 from tests.harness.real_kafka import JVM_FLAGS, KafkaCluster, KafkaRuntime
 
@@ -96,7 +96,7 @@ def test_mirror_maker_2_copies_every_record_with_the_same_kerberos_file(
     sent = make_records(200, partitions=2, seed=11)
     produce(real_kafka_kerberos.bootstrap, topic, sent)
     config = kerberos_flow(tmp_path / "mm2.properties", real_kafka_kerberos, kerberos_realm, topic, on="src")
-    config.write_text(config.read_text() + prompt_herder("tgt"))
+    config.write_text(config.read_text() + properties_text(prompt_herder("tgt")))
     flags = (*JVM_FLAGS, *kerberos_realm.jvm_options())
 
     started = time.monotonic()
