@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
+from mm2py.backoff import ExponentialBackoff
 from mm2py.config.flow import FlowConfig
 from mm2py.engine.stats import FlowStats
 from mm2py.errors import KafkaOperationError, ReplicationError
@@ -21,8 +22,8 @@ from mm2py.metrics.registry import RunMetrics
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-FIRST_BACKOFF_S = 1.0
-MAX_BACKOFF_S = 30.0
+# A flow's step is retried after 1 s, 2 s, 4 s, ... up to 30 s (each within ±20 %), until its retry timeout.
+STEP_BACKOFF = ExponentialBackoff(initial_s=1.0, max_s=30.0)
 
 
 class Retrier:
@@ -35,6 +36,7 @@ class Retrier:
         metrics: RunMetrics | None = None,
         clock: Callable[[], float] = time.monotonic,
         retries: Callable[[KafkaOperationError], bool] = lambda exc: not exc.refused,
+        backoff: ExponentialBackoff = STEP_BACKOFF,
     ) -> None:
         self.flow = flow
         self.stats = stats
@@ -43,6 +45,7 @@ class Retrier:
         # Which failed Kafka calls are worth another try: by default all but an authorizer's refusal, which
         # only a new ACL changes (the line names principal, operation and resource at once).
         self.retries = retries
+        self.backoff = backoff
 
     def __call__(self, step: Callable[[], T], stop: threading.Event) -> T:
         """Run ``step``; a stop request ends the retries (the last failure is raised).
@@ -50,7 +53,7 @@ class Retrier:
         The retry timeout counts from the first failure, not from the start: a step may run for hours (a
         generation of following tasks) before it fails, and it deserves its retries then too."""
         deadline: float | None = None
-        backoff = FIRST_BACKOFF_S
+        failures = 0
         while True:
             try:
                 result = step()
@@ -58,15 +61,16 @@ class Retrier:
                 if deadline is None:
                     deadline = self.clock() + self.flow.retry_timeout_seconds
                 retriable = exc.retriable if isinstance(exc, ReplicationError) else self.retries(exc)
+                backoff = self.backoff.backoff(failures)
+                failures += 1
                 if not retriable or self.clock() + backoff > deadline or stop.is_set():
                     raise
                 self.stats.retries += 1
                 if self.metrics is not None:
                     self.metrics.retried(self.flow.source, self.flow.target)
                     self.metrics.health.failing(self.flow.name, str(exc))
-                log.warning("flow=%s will retry in %.0f s: %s", self.flow.name, backoff, exc)
+                log.warning("flow=%s will retry in %.1f s: %s", self.flow.name, backoff, exc)
                 stop.wait(backoff)
-                backoff = min(backoff * 2, MAX_BACKOFF_S)
                 continue
             if self.metrics is not None:
                 self.metrics.health.succeeded(self.flow.name)

@@ -29,9 +29,10 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from mm2py.backoff import RETRY_BACKOFF_MAX_S, RETRY_BACKOFF_S, ExponentialBackoff
 from mm2py.wire.cluster import Cluster, FetchedPartition, FetchPosition, Pending, TopicPartition
 from mm2py.wire.errors import OFFSET_OUT_OF_RANGE, REQUEST_TIMED_OUT, WireError
-from mm2py.wire.metadata import RETRY_BACKOFF_MAX_S, RETRY_BACKOFF_S, Leaders
+from mm2py.wire.metadata import Leaders
 
 DEFAULT_PARTITION_BYTES = 4 * 1024 * 1024
 
@@ -94,7 +95,8 @@ class Fetcher:
         for p in self.partitions.values():
             p.last_progress = clock()
         self.order: dict[TopicPartition, None] = dict.fromkeys(self.partitions)  # KIP-74 rotation
-        self.leaders = Leaders(cluster, {p.topic for p in self.partitions.values()}, clock)
+        self.backoff = ExponentialBackoff(settings.retry_backoff_s, settings.retry_backoff_max_s)
+        self.leaders = Leaders(cluster, {p.topic for p in self.partitions.values()}, clock, self.backoff)
         self.in_flight: dict[int, tuple[Pending[list[FetchedPartition]], list[TopicPartition]]] = {}
 
     def active(self) -> list[FetchPartition]:
@@ -189,8 +191,7 @@ class Fetcher:
     def _retry(self, state: FetchPartition, error: WireError, now: float) -> None:
         """Fetch the same offset again after the backoff (from the leader metadata names by then)."""
         state.attempts += 1
-        backoff = self.settings.retry_backoff_s * 2 ** (state.attempts - 1)
-        state.retry_at = now + min(backoff, self.settings.retry_backoff_max_s)
+        state.retry_at = now + self.backoff.backoff(state.attempts - 1)
 
     def _stop_stalled(self, now: float) -> None:
         for state in self.active():

@@ -22,21 +22,25 @@ import random
 import time
 from collections.abc import Callable, Iterable
 
+from mm2py.backoff import RETRY_BACKOFF_S, ExponentialBackoff
 from mm2py.errors import ReplicationError
 from mm2py.wire.cluster import Cluster, ClusterMetadata, Pending, TopicPartition
 from mm2py.wire.errors import WireError
 
 log = logging.getLogger(__name__)
 
-RETRY_BACKOFF_S = 0.1  # Java's retry.backoff.ms, also the metadata refresh backoff
-RETRY_BACKOFF_MAX_S = 1.0  # Java's retry.backoff.max.ms (KIP-580: the backoff doubles up to this)
-
 
 class Leaders:
     """The leaders of ``topics``' partitions on ``cluster``, refreshed from the cluster's own thread by
     :meth:`poll` (non-blocking: a Metadata request is a :class:`Pending` like any other)."""
 
-    def __init__(self, cluster: Cluster, topics: Iterable[str], clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        cluster: Cluster,
+        topics: Iterable[str],
+        clock: Callable[[], float] = time.monotonic,
+        backoff: ExponentialBackoff | None = None,
+    ) -> None:
         self.cluster = cluster
         self.topics = set(topics)
         self._clock = clock
@@ -47,7 +51,9 @@ class Leaders:
         self._pending: Pending[ClusterMetadata] | None = None
         self._update_requested = True
         self._next_attempt = 0.0
-        self._backoff = RETRY_BACKOFF_S
+        # Java's Metadata backs its refreshes off by retry.backoff.ms and retry.backoff.max.ms too.
+        self._backoff = backoff or ExponentialBackoff()
+        self._failed_attempts = 0
         self.updates = 0  # answers taken in, for tests and logs
 
     # -- what the fetcher and the sender ask ------------------------------------------------------------------
@@ -106,8 +112,8 @@ class Leaders:
 
     def _retry_later(self) -> None:
         self._update_requested = True
-        self._next_attempt = self._clock() + self._backoff
-        self._backoff = min(self._backoff * 2, RETRY_BACKOFF_MAX_S)
+        self._next_attempt = self._clock() + self._backoff.backoff(self._failed_attempts)
+        self._failed_attempts += 1
 
     def _choose_node(self, now: float) -> int | None:
         """The connected broker with the fewest requests in flight that has not failed lately, else any that has
@@ -128,7 +134,7 @@ class Leaders:
 
     def _absorb(self, answer: ClusterMetadata) -> None:
         self.updates += 1
-        self._backoff = RETRY_BACKOFF_S
+        self._failed_attempts = 0
         self.errors = {(topic, -1): error for topic, error in answer.topic_errors.items()}
         missing_leader = False
         for tp, part in answer.partitions.items():

@@ -16,7 +16,7 @@ rule for rule where they apply to batches that are already built:
 - a retriable error, a lost connection or a timed-out request returns the partition's unacknowledged batches
   for a resend, in sequence order, with the same producer id, epoch and sequence, one batch at a time until
   they are acknowledged (``Sender.completeBatch`` -> ``reenqueueBatch``; ``shouldStopDrainBatchesForPartition``),
-  after ``retry.backoff.ms`` doubling up to ``retry.backoff.max.ms`` (KIP-580);
+  after ``retry.backoff.ms`` doubling up to ``retry.backoff.max.ms``, with jitter (KIP-580; :mod:`mm2py.backoff`);
 - an error that means stale metadata, and any disconnect, requests a metadata refresh
   (:mod:`mm2py.wire.metadata`);
 - DUPLICATE_SEQUENCE_NUMBER counts as acknowledged (``Sender.completeBatch``: the broker wrote it before and no
@@ -44,6 +44,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from mm2py.backoff import RETRY_BACKOFF_MAX_S, RETRY_BACKOFF_S, ExponentialBackoff
 from mm2py.wire.batch_codec import merge
 from mm2py.wire.batches import RecordBatch, RecordBatchError
 from mm2py.wire.cluster import Cluster, Pending, ProducedPartition, ProducerIds, RecordSetPieces, TopicPartition
@@ -73,8 +74,8 @@ class SenderSettings:
     target: str
     request_timeout_s: float = 30.0  # request.timeout.ms
     delivery_timeout_s: float = 120.0  # delivery.timeout.ms
-    retry_backoff_s: float = 0.1  # retry.backoff.ms
-    retry_backoff_max_s: float = 1.0  # retry.backoff.max.ms
+    retry_backoff_s: float = RETRY_BACKOFF_S  # retry.backoff.ms
+    retry_backoff_max_s: float = RETRY_BACKOFF_MAX_S  # retry.backoff.max.ms
     max_in_flight: int = 5  # max.in.flight.requests.per.connection (at most 5 with idempotence)
     request_bytes: int = 16 * 1024 * 1024  # a Produce request stops taking partitions here
     merge_below: int = 0  # small unsent batches of one partition are merged (0: never) ...
@@ -105,7 +106,8 @@ class Sender:
         self.queues = {q.key: q for q in queues}
         self.producer = producer
         self.clock = clock
-        self.leaders = Leaders(cluster, {q.topic for q in self.queues.values()}, clock)
+        self.backoff = ExponentialBackoff(settings.retry_backoff_s, settings.retry_backoff_max_s)
+        self.leaders = Leaders(cluster, {q.topic for q in self.queues.values()}, clock, self.backoff)
         self.requests: dict[int, collections.deque[_Request]] = collections.defaultdict(collections.deque)
         self.epoch_bumps = 0  # how often the epoch was bumped, for logs and tests
 
@@ -327,8 +329,7 @@ class Sender:
                 error,
             )
         batch.attempts += 1
-        backoff = min(self.settings.retry_backoff_s * 2 ** (batch.attempts - 1), self.settings.retry_backoff_max_s)
-        q.returned(batch, now, backoff)
+        q.returned(batch, now, self.backoff.backoff(batch.attempts - 1))  # RecordAccumulator.shouldBackoff
 
     def _too_large(self, q: PartitionQueue, batch: ProducerBatch, error: WireError) -> WireError:
         """Why the partition stops, in terms a user can act on. Java's producer would split the batch and send the

@@ -32,6 +32,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import TypeVar
 
+from mm2py.backoff import RETRY_BACKOFF_S
 from mm2py.wire.cluster import Cluster, Pending, ProducerIds, TopicPartition
 from mm2py.wire.errors import (
     CONCURRENT_TRANSACTIONS,
@@ -74,7 +75,7 @@ class TransactionManager:
         transactional_id: str,
         *,
         transaction_timeout_ms: int = 60_000,
-        retry_backoff_s: float = 0.1,
+        retry_backoff_s: float = RETRY_BACKOFF_S,  # constant, as Java's TransactionManager.retryBackoffMs
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.cluster = cluster

@@ -6,6 +6,7 @@ permanent ones, truncated partitions placed again by the resume rule, and a stop
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Mapping
 
@@ -95,6 +96,14 @@ class InstantStop(threading.Event):
         self.waits.append(timeout or 0.0)
         return self.is_set()
 
+    @property
+    def nominal_waits(self) -> list[float]:
+        """The waits without their jitter: each must lie within ±20 % of a power of two seconds (the driver's
+        step backoff, 1 s doubling)."""
+        nominal = [float(2 ** round(math.log2(w))) for w in self.waits]
+        assert all(0.8 * n <= w <= 1.2 * n for w, n in zip(self.waits, nominal, strict=True)), self.waits
+        return nominal
+
 
 @pytest.fixture
 def recorded(monkeypatch: pytest.MonkeyPatch) -> list[Mapping[tuple[str, int], int]]:
@@ -150,7 +159,7 @@ def test_transient_failures_are_retried_with_growing_backoff_and_positions_stay_
     r.rounds.place({("orders", 0): 9})  # progress says 0..9 were copied
     stop = InstantStop()
     r.run_once(stop)
-    assert stop.waits == [1.0, 2.0]
+    assert stop.nominal_waits == [1.0, 2.0]
     assert [(j[0].start, j[0].end) for j in spark.jobs] == [(10, 50)] * 3
     assert r.rounds.positions[("orders", 0)] == 50 and r.stats.retries == 2
     assert recorded == [{}]  # stored progress needs no recording
@@ -209,7 +218,7 @@ def test_once_copies_the_other_partitions_then_the_one_whose_leader_came_back(
     r.run_once(stop)
     copied = [[(x.partition, x.start, x.end) for x in job] for job in spark.jobs]
     assert copied == [[(0, 0, 100)], [(0, 100, 150)], [(1, 0, 30)]]  # partition 0 did not wait for partition 1
-    assert stop.waits == [1.0, 2.0]
+    assert stop.nominal_waits == [1.0, 2.0]
     assert r.rounds.positions == {("orders", 0): 150, ("orders", 1): 30} and r.stats.lag == 0
     messages = [rec.getMessage() for rec in caplog.records]
     assert any(
@@ -248,7 +257,7 @@ def test_once_fails_naming_a_partition_whose_leader_stays_away_after_copying_the
     stop = InstantStop()
     with pytest.raises(KafkaOperationError, match=r"latest offsets of orders-1 on dc1 failed: Broker: Leader not av"):
         r.run_once(stop)
-    assert stop.waits == [1.0, 2.0, 4.0, 8.0, 16.0]  # retried up to mm2py.retry.timeout.seconds
+    assert stop.nominal_waits == [1.0, 2.0, 4.0, 8.0, 16.0]  # retried up to mm2py.retry.timeout.seconds
     # The rest was copied; partition 1 was never placed (so no range, and nothing recorded, skips any of it).
     assert r.rounds.positions == {("orders", 0): 50}
     assert all(("orders", 1) not in progress for progress in recorded)
@@ -294,7 +303,7 @@ def test_a_step_that_ran_for_hours_before_failing_still_gets_its_retries() -> No
 
     stop = InstantStop()
     assert retrier(generation, stop) == "following again"
-    assert stop.waits == [1.0, 2.0, 4.0] and retrier.stats.retries == 3  # three failures, three retries
+    assert stop.nominal_waits == [1.0, 2.0, 4.0] and retrier.stats.retries == 3  # three failures, three retries
 
 
 def test_retries_end_when_the_retry_timeout_has_passed_since_the_first_failure() -> None:
@@ -313,4 +322,5 @@ def test_retries_end_when_the_retry_timeout_has_passed_since_the_first_failure()
     stop = AdvancingStop()
     with pytest.raises(ReplicationError, match="the target is away"):
         retrier(always_failing, stop)
-    assert stop.waits == [1.0, 2.0, 4.0, 8.0]  # 15 s waited; a 16-s wait would end past the 20 s
+    # About 15 s waited; the next, about 16 s, would end past the 20 s.
+    assert stop.nominal_waits == [1.0, 2.0, 4.0, 8.0]

@@ -57,7 +57,7 @@ def test_a_creation_the_named_controller_does_not_answer_is_retried_until_it_is_
     target, stop = FakeTarget(failures=2), InstantStop()
     ensure_heartbeats_topics([flow()], pool_of(target), stop)
     assert target.creations == [["heartbeats"]] * 3 and "heartbeats" in target.existing
-    assert stop.waits == [1.0, 2.0]
+    assert stop.nominal_waits == [1.0, 2.0]
 
 
 def test_a_target_that_answers_nothing_is_named_at_once_without_retries() -> None:
@@ -71,7 +71,7 @@ def test_creation_retries_end_with_the_retry_timeout() -> None:
     target, stop = FakeTarget(failures=100), InstantStop()
     with pytest.raises(ClusterUnreachableError, match="creating topic heartbeats"):
         ensure_heartbeats_topics([flow("mm2py.retry.timeout.seconds = 5\n")], pool_of(target), stop)
-    assert stop.waits == [1.0, 2.0, 4.0]  # waits return at once here; the next, 8 s, would end past the 5 s
+    assert stop.nominal_waits == [1.0, 2.0, 4.0]  # waits return at once here; the next, 8 s, would end past the 5 s
 
 
 def test_an_existing_heartbeats_topic_needs_no_creation() -> None:
