@@ -23,9 +23,9 @@ from mm2py.control.cutover_mark import write_lease_record
 from mm2py.control.topics import LEASE_TOPIC
 from mm2py.librdkafka.admin import ClusterAdmin
 from mm2py.librdkafka.partition_reader import read_topic
+from mm2py.mirror.topic_partition import TopicPartition
 
 FAILBACK_KEY_PREFIX = "failback:"
-Partition = tuple[str, int]
 
 
 def failback_key(flow: str) -> bytes:
@@ -38,7 +38,7 @@ class FailbackRecord:
     mark_at_ms: int  # the cut-over (the mark's time) whose tail is being kept
     side_starts: tuple[tuple[str, int, int], ...]  # (side topic, partition, its end before the first copy)
 
-    def starts(self) -> dict[Partition, int]:
+    def starts(self) -> dict[TopicPartition, int]:
         return {(topic, partition): offset for topic, partition, offset in self.side_starts}
 
     def to_json(self) -> dict[str, Any]:

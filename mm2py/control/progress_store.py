@@ -20,8 +20,8 @@ from mm2py.librdkafka.partition_reader import read_topic
 from mm2py.mirror.loss import LOSS_CONNECTOR_NAME, LossState, loss_key, loss_value, parse_loss_value
 from mm2py.mirror.progress import PROGRESS_PARTITIONER, progress_of, progress_record, progress_topic
 from mm2py.mirror.record_formats import parse_source_offset_key
+from mm2py.mirror.topic_partition import TopicPartition
 
-TopicPartition = tuple[str, int]
 V = TypeVar("V")
 
 

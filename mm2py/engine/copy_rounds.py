@@ -31,9 +31,9 @@ from mm2py.errors import KafkaOperationError, ReplicationError
 from mm2py.executor.contract import CopyResult, CopySpec, PartitionRange
 from mm2py.metrics.registry import RunMetrics
 from mm2py.mirror.resume import Resume, resume_position
+from mm2py.mirror.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
-TopicPartition = tuple[str, int]
 
 
 class CopyRounds:

@@ -24,7 +24,7 @@ from mm2py.control.group_sync import GroupSyncCoordinator
 from mm2py.control.plan import AdminPool, FlowPlan
 from mm2py.control.progress_store import read_replication_state
 from mm2py.control.topics import ensure_remote_topics
-from mm2py.engine.copy_rounds import CopyRounds, TopicPartition
+from mm2py.engine.copy_rounds import CopyRounds
 from mm2py.engine.flow_sync import FlowSync
 from mm2py.engine.retry import Retrier
 from mm2py.engine.spark import SparkRunner
@@ -33,6 +33,7 @@ from mm2py.engine.stats import FlowStats
 from mm2py.engine.task_control import FlowChannel, TaskControl
 from mm2py.errors import KafkaOperationError, ReplicationError
 from mm2py.metrics.registry import RunMetrics
+from mm2py.mirror.topic_partition import TopicPartition
 
 PERIODIC_CHECK_S = 0.5  # how soon the periodic jobs' thread sees a stop or a lost lease
 PLACE_PENDING_EVERY_S = 5.0  # following: how often a partition left unplaced (its leader away) is tried again

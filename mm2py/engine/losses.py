@@ -21,9 +21,9 @@ from mm2py.errors import ReplicationError
 from mm2py.metrics.registry import RunMetrics
 from mm2py.mirror.loss import Gap, LossState
 from mm2py.mirror.resume import Resume
+from mm2py.mirror.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
-TopicPartition = tuple[str, int]
 RECORDS_LOST = "RECORDS_LOST"  # the code of the failure that stops a flow under mm2py.source.loss = fail
 
 

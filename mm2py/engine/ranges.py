@@ -9,8 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from mm2py.executor.contract import PartitionRange
-
-TopicPartition = tuple[str, int]
+from mm2py.mirror.topic_partition import TopicPartition
 
 
 def round_ranges(

@@ -20,10 +20,10 @@ from typing import Any
 
 from mm2py.executor.contract import PartitionRange
 from mm2py.metrics.measurement import PartitionMeasurement
+from mm2py.mirror.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
 
-TopicPartition = tuple[str, int]
 LIST_WAIT_S = 1.0  # a task waits 2 s for its report's answer (executor/driver_link.py)
 MAX_LISTINGS = 2  # listings in flight at once per flow; beyond, positions past the known end wait
 ListEnds = Callable[[list[TopicPartition]], Mapping[TopicPartition, int]]

@@ -7,9 +7,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping
 
-log = logging.getLogger(__name__)
+from mm2py.mirror.topic_partition import TopicPartition
 
-TopicPartition = tuple[str, int]
+log = logging.getLogger(__name__)
 
 
 class UnavailablePartitions:

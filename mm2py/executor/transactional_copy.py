@@ -32,9 +32,10 @@ from mm2py.executor.contract import CopySpec
 from mm2py.executor.delivery import offset_sync_records
 from mm2py.mirror.offset_syncs import PartitionOffsetSyncState, runs_after
 from mm2py.mirror.progress import progress_record
+from mm2py.mirror.topic_partition import TopicPartition
 from mm2py.wire.batch_codec import Record, encode_batch
 from mm2py.wire.batches import RecordBatch
-from mm2py.wire.cluster import Cluster, ProducerIds, TopicPartition
+from mm2py.wire.cluster import Cluster, ProducerIds
 from mm2py.wire.errors import INVALID_PRODUCER_EPOCH, WireError
 from mm2py.wire.metadata import partition_count
 from mm2py.wire.partition_queue import PartitionQueue, ProducerBatch

@@ -10,5 +10,5 @@ create clients lazily, never pickle them, and ``error_mapping`` words their erro
 operation; ``partition_reader`` reads MM2's internal topics. Secrets are masked with ``mm2py.secrets`` wherever settings
 are printed. The batch path's own client is :mod:`mm2py.wire`.
 
-May import: ``mm2py.errors`` and ``mm2py.secrets``.
+May import: ``mm2py.errors``, ``mm2py.secrets`` and ``mm2py.mirror.topic_partition`` (the name of a partition).
 """

@@ -14,17 +14,17 @@ from collections.abc import Iterator, Mapping
 from types import TracebackType
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, TopicPartition
+import confluent_kafka
+from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException
 
 from mm2py.errors import KafkaOperationError
 from mm2py.librdkafka.clients import new_consumer
 from mm2py.librdkafka.error_mapping import principal_of, wrap_kafka_error
+from mm2py.mirror.topic_partition import TopicPartition
 
 _BATCH = 10_000
 # consume() waits until it has a full batch or this long: short, so the end of a small topic costs little.
 _WAIT_S = 0.05
-
-Partition = tuple[str, int]
 
 
 class PartitionReader:
@@ -40,7 +40,7 @@ class PartitionReader:
         self,
         alias: str,
         settings: Mapping[str, str],
-        starts: Mapping[Partition, int] | None = None,
+        starts: Mapping[TopicPartition, int] | None = None,
         *,
         purpose: str,
         timeout_s: float = 30.0,
@@ -49,21 +49,21 @@ class PartitionReader:
         self.purpose = purpose
         self.operation = purpose
         self.timeout_s = timeout_s
-        self._positions: dict[Partition, int] = {}
-        self._open: set[Partition] = set()  # partitions not at their end, nor stopped
-        self._stopped: set[Partition] = set()
+        self._positions: dict[TopicPartition, int] = {}
+        self._open: set[TopicPartition] = set()  # partitions not at their end, nor stopped
+        self._stopped: set[TopicPartition] = set()
         self.principal = principal_of(settings)
         self._consumer: Any = new_consumer({**settings, "enable.partition.eof": "true", "enable.auto.commit": "false"})
         if starts:
             self.assign(starts)
 
-    def assign(self, starts: Mapping[Partition, int]) -> None:
+    def assign(self, starts: Mapping[TopicPartition, int]) -> None:
         """Read these partitions from these offsets (``OFFSET_BEGINNING`` for a partition's start)."""
         self._positions = dict(starts)
         self._open = set(starts)
         topics = ", ".join(sorted({t for t, _ in starts}))
         self.operation = f"{self.purpose} ({topics})" if topics else self.purpose
-        self._consumer.assign([TopicPartition(t, p, o) for (t, p), o in starts.items()])
+        self._consumer.assign([confluent_kafka.TopicPartition(t, p, o) for (t, p), o in starts.items()])
 
     def topic_partitions(self, topic: str) -> list[int]:
         """The partitions of ``topic``; none when it does not exist (this metadata request creates nothing)."""
@@ -137,10 +137,10 @@ class PartitionReader:
         tp = (topic, partition)
         self._stopped.add(tp)
         self._open.discard(tp)
-        self._consumer.pause([TopicPartition(topic, partition)])
+        self._consumer.pause([confluent_kafka.TopicPartition(topic, partition)])
 
     def _where(self) -> str:
-        def position(tp: Partition) -> str:
+        def position(tp: TopicPartition) -> str:
             offset = self._positions[tp]
             return f"offset {offset}" if offset >= 0 else "its start"
 
@@ -151,7 +151,12 @@ class PartitionReader:
 
 
 def read_partitions(
-    alias: str, settings: Mapping[str, str], starts: Mapping[Partition, int], *, purpose: str, timeout_s: float = 30.0
+    alias: str,
+    settings: Mapping[str, str],
+    starts: Mapping[TopicPartition, int],
+    *,
+    purpose: str,
+    timeout_s: float = 30.0,
 ) -> Iterator[Any]:
     """Every record from ``starts`` to the end of each partition (see PartitionReader)."""
     with PartitionReader(alias, settings, starts, purpose=purpose, timeout_s=timeout_s) as reader:

@@ -18,9 +18,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
+from mm2py.mirror.topic_partition import TopicPartition
 from mm2py.wire.errors import WireError
 
-TopicPartition = tuple[str, int]
 Buffer = bytes | bytearray | memoryview
 RecordSetPieces = Sequence[Buffer]  # one partition's record set, as pieces sent back to back
 T_co = TypeVar("T_co", covariant=True)

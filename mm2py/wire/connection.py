@@ -38,6 +38,7 @@ from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest  # t
 from kafka.protocol.producer import AddPartitionsToTxnRequest, EndTxnRequest, InitProducerIdRequest  # type: ignore[import-untyped]
 
 from mm2py.errors import ReplicationError
+from mm2py.mirror.topic_partition import TopicPartition
 from mm2py.wire import library_patches
 from mm2py.wire.cluster import (
     ClusterMetadata,
@@ -47,7 +48,6 @@ from mm2py.wire.cluster import (
     ProducedPartition,
     ProducerIds,
     RecordSetPieces,
-    TopicPartition,
 )
 from mm2py.wire.connection_settings import wire_config
 from mm2py.wire.errors import (

@@ -30,7 +30,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from mm2py.backoff import RETRY_BACKOFF_MAX_S, RETRY_BACKOFF_S, ExponentialBackoff
-from mm2py.wire.cluster import Cluster, FetchedPartition, FetchPosition, Pending, TopicPartition
+from mm2py.mirror.topic_partition import TopicPartition
+from mm2py.wire.cluster import Cluster, FetchedPartition, FetchPosition, Pending
 from mm2py.wire.errors import OFFSET_OUT_OF_RANGE, REQUEST_TIMED_OUT, WireError
 from mm2py.wire.metadata import Leaders
 

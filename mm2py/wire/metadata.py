@@ -24,7 +24,8 @@ from collections.abc import Callable, Iterable
 
 from mm2py.backoff import RETRY_BACKOFF_S, ExponentialBackoff
 from mm2py.errors import ReplicationError
-from mm2py.wire.cluster import Cluster, ClusterMetadata, Pending, TopicPartition
+from mm2py.mirror.topic_partition import TopicPartition
+from mm2py.wire.cluster import Cluster, ClusterMetadata, Pending
 from mm2py.wire.errors import WireError
 
 log = logging.getLogger(__name__)

@@ -25,8 +25,9 @@ from dataclasses import dataclass, field
 
 from mm2py.metrics.measurement import RangeMeasurer
 from mm2py.mirror.offset_syncs import Run, extend_runs
+from mm2py.mirror.topic_partition import TopicPartition
 from mm2py.wire.batches import RecordBatch, producer_parts
-from mm2py.wire.cluster import ProducerIds, TopicPartition
+from mm2py.wire.cluster import ProducerIds
 from mm2py.wire.errors import WireError
 
 SEQUENCE_MODULO = 2**31  # sequences wrap at Integer.MAX_VALUE, as DefaultRecordBatch.incrementSequence does

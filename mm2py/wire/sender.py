@@ -45,9 +45,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from mm2py.backoff import RETRY_BACKOFF_MAX_S, RETRY_BACKOFF_S, ExponentialBackoff
+from mm2py.mirror.topic_partition import TopicPartition
 from mm2py.wire.batch_codec import merge
 from mm2py.wire.batches import RecordBatch, RecordBatchError
-from mm2py.wire.cluster import Cluster, Pending, ProducedPartition, ProducerIds, RecordSetPieces, TopicPartition
+from mm2py.wire.cluster import Cluster, Pending, ProducedPartition, ProducerIds, RecordSetPieces
 from mm2py.wire.errors import (
     DUPLICATE_SEQUENCE_NUMBER,
     INVALID_PRODUCER_EPOCH,

@@ -33,7 +33,8 @@ from collections.abc import Callable, Iterable
 from typing import TypeVar
 
 from mm2py.backoff import RETRY_BACKOFF_S
-from mm2py.wire.cluster import Cluster, Pending, ProducerIds, TopicPartition
+from mm2py.mirror.topic_partition import TopicPartition
+from mm2py.wire.cluster import Cluster, Pending, ProducerIds
 from mm2py.wire.errors import (
     CONCURRENT_TRANSACTIONS,
     COORDINATOR_NOT_AVAILABLE,

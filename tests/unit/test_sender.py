@@ -10,9 +10,10 @@ from collections.abc import Callable
 
 import pytest
 
+from mm2py.mirror.topic_partition import TopicPartition
 from mm2py.wire.batch_codec import Record, encode_batch
 from mm2py.wire.batches import RecordBatch
-from mm2py.wire.cluster import ProducerIds, TopicPartition
+from mm2py.wire.cluster import ProducerIds
 from mm2py.wire.errors import (
     DUPLICATE_SEQUENCE_NUMBER,
     INVALID_PRODUCER_EPOCH,

@@ -9,7 +9,8 @@ import pytest
 
 from mm2py.control.fencing import SlotEpochs
 from mm2py.errors import ReplicationError
-from mm2py.wire.cluster import ProducerIds, TopicPartition
+from mm2py.mirror.topic_partition import TopicPartition
+from mm2py.wire.cluster import ProducerIds
 from mm2py.wire.partition_queue import PartitionQueue
 from mm2py.wire.sender import Sender, SenderSettings
 from mm2py.wire.transactions import TransactionError, TransactionManager

@@ -14,9 +14,10 @@ from mm2py.executor.batch_results import BatchRange, Counted
 from mm2py.executor.contract import CopySpec, PartitionRange
 from mm2py.executor.transactional_copy import TransactionalCopy
 from mm2py.mirror.progress import progress_record
+from mm2py.mirror.topic_partition import TopicPartition
 from mm2py.wire.batch_codec import decode_records
 from mm2py.wire.batches import RecordBatch, split_batches
-from mm2py.wire.cluster import ProducerIds, TopicPartition
+from mm2py.wire.cluster import ProducerIds
 from mm2py.wire.errors import (
     CONCURRENT_TRANSACTIONS,
     INVALID_PRODUCER_EPOCH,

@@ -29,6 +29,7 @@ from mm2py.librdkafka.admin import ClusterAdmin
 from mm2py.librdkafka.partition_reader import PartitionReader, read_topic
 from mm2py.mirror.filters import load_group_filter
 from mm2py.mirror.record_formats import Checkpoint, RecordFormatError
+from mm2py.mirror.topic_partition import TopicPartition
 from mm2py.mirror.translation import OffsetMap
 from mm2py.tools.cutover.recovery import (
     FailoverReport,
@@ -44,7 +45,6 @@ from mm2py.tools.cutover.report import lease_refusal, members_refusal
 log = logging.getLogger(__name__)
 
 COMMAND = "failover"
-Partition = tuple[str, int]
 
 
 @dataclass(frozen=True)
@@ -126,7 +126,7 @@ def _remote_topics(flow: FlowConfig, state: ReplicationState) -> dict[str, str]:
     }
 
 
-def _remote_ends(target: ClusterAdmin, remote: Mapping[str, str], state: ReplicationState) -> dict[Partition, int]:
+def _remote_ends(target: ClusterAdmin, remote: Mapping[str, str], state: ReplicationState) -> dict[TopicPartition, int]:
     """The end offset of every remote partition the target has (remote topic, partition) -> end."""
     existing = target.list_topics()
     partitions = sorted(
@@ -136,11 +136,11 @@ def _remote_ends(target: ClusterAdmin, remote: Mapping[str, str], state: Replica
 
 
 def _beyond_progress(
-    progress: Mapping[Partition, int],
+    progress: Mapping[TopicPartition, int],
     remote: Mapping[str, str],
-    ends: Mapping[Partition, int],
-    maps: Mapping[Partition, OffsetMap],
-) -> dict[Partition, int]:
+    ends: Mapping[TopicPartition, int],
+    maps: Mapping[TopicPartition, OffsetMap],
+) -> dict[TopicPartition, int]:
     """Per source partition, the records its remote partition holds after the last replicated one: where the
     syncs tell the downstream offset right after it (a range whose records were written but whose progress was
     not, because the run died in between). Without syncs on the target this is not known, and taken as 0."""
@@ -156,14 +156,16 @@ def _beyond_progress(
     return beyond
 
 
-def _newest_stamps(flow: FlowConfig, ends: Mapping[Partition, int], timeout_s: float = 15.0) -> dict[Partition, int]:
+def _newest_stamps(
+    flow: FlowConfig, ends: Mapping[TopicPartition, int], timeout_s: float = 15.0
+) -> dict[TopicPartition, int]:
     """The timestamp of the newest record of each remote partition: its last few offsets are read (the very
     last may be a transaction marker), and the newest timestamp among them kept."""
     starts = {tp: max(0, end - 10) for tp, end in ends.items() if end > 0}
     if not starts:
         return {}
     settings = {**flow.target_consumer.settings(), "group.id": f"mm2py-failover-{flow.source}"}
-    stamps: dict[Partition, int] = {}
+    stamps: dict[TopicPartition, int] = {}
     with PartitionReader(flow.target, settings, starts, purpose="reading the newest replicated records") as reader:
         for msg in reader.records():
             tp = (msg.topic() or "", msg.partition() or 0)
@@ -189,7 +191,7 @@ def _group_test(flow: FlowConfig, pattern: re.Pattern[str] | None) -> Callable[[
     return load_group_filter(flow.group_filter_class, flow.plugin_config()).should_replicate_group
 
 
-def _positions(points: Iterable[RecoveryPoint], ends: Mapping[Partition, int]) -> list[CutPosition]:
+def _positions(points: Iterable[RecoveryPoint], ends: Mapping[TopicPartition, int]) -> list[CutPosition]:
     """Per source partition, the position the target holds it to and its remote partition's end: where a
     later failback finds the source's divergent tail."""
     return [

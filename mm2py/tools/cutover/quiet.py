@@ -12,8 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from mm2py.errors import CheckFailed
-
-Partition = tuple[str, int]
+from mm2py.mirror.topic_partition import TopicPartition
 
 
 class QuietWatch:
@@ -25,10 +24,10 @@ class QuietWatch:
 
     def __init__(self, quiet_s: float) -> None:
         self.quiet_s = quiet_s
-        self.ends: dict[Partition, int] = {}
-        self.changed_at: dict[Partition, float] = {}
+        self.ends: dict[TopicPartition, int] = {}
+        self.changed_at: dict[TopicPartition, float] = {}
 
-    def observe(self, ends: Mapping[Partition, int], now: float) -> None:
+    def observe(self, ends: Mapping[TopicPartition, int], now: float) -> None:
         for tp, end in ends.items():
             if self.ends.get(tp) != end:
                 self.changed_at[tp] = now
@@ -38,7 +37,7 @@ class QuietWatch:
         """Whether every partition seen has kept its end for the quiet time."""
         return bool(self.changed_at) and all(now - at >= self.quiet_s for at in self.changed_at.values())
 
-    def moving(self, now: float) -> list[Partition]:
+    def moving(self, now: float) -> list[TopicPartition]:
         """Partitions whose end changed within the last quiet time (after the first observation)."""
         first = min(self.changed_at.values(), default=now)
         return sorted(tp for tp, at in self.changed_at.items() if at > first and now - at < self.quiet_s)
@@ -49,11 +48,11 @@ class Quiet:
     """The outcome of a wait: how long it took and the ends the source settled at."""
 
     waited_s: float
-    ends: Mapping[Partition, int]
+    ends: Mapping[TopicPartition, int]
 
 
 def wait_for_quiet(
-    list_ends: Callable[[], Mapping[Partition, int]],
+    list_ends: Callable[[], Mapping[TopicPartition, int]],
     *,
     cluster: str,
     quiet_s: float,

@@ -24,9 +24,8 @@ from typing import Any
 from mm2py.control.cutover_mark import CutoverMark
 from mm2py.mirror.loss import LossState
 from mm2py.mirror.record_formats import Checkpoint
+from mm2py.mirror.topic_partition import TopicPartition
 from mm2py.mirror.translation import OffsetMap
-
-Partition = tuple[str, int]
 
 
 @dataclass(frozen=True)
@@ -66,11 +65,11 @@ class RecoveryPoint:
 
 def recovery_points(
     remote: Mapping[str, str],
-    progress: Mapping[Partition, int],
-    losses: Mapping[Partition, LossState],
-    newest_ms: Mapping[Partition, int],
+    progress: Mapping[TopicPartition, int],
+    losses: Mapping[TopicPartition, LossState],
+    newest_ms: Mapping[TopicPartition, int],
     now_ms: int,
-    beyond: Mapping[Partition, int] | None = None,
+    beyond: Mapping[TopicPartition, int] | None = None,
 ) -> list[RecoveryPoint]:
     """One row per source partition of the topics in ``remote`` (source topic -> remote topic) that the target
     has progress or a kept listing for. ``progress`` holds last replicated offsets (MM2's progress records),

@@ -15,8 +15,7 @@ from typing import Any
 
 from mm2py.control.cutover_mark import CutoverMark, CutPosition
 from mm2py.control.failback_record import FailbackRecord
-
-Partition = tuple[str, int]
+from mm2py.mirror.topic_partition import TopicPartition
 
 # Why "<remote topic>.failback-tail": under DefaultReplicationPolicy the remote topic already carries the
 # source's alias (``A.orders``), so the side topic does too (``A.orders.failback-tail``). MM2's policy then reads
@@ -66,8 +65,8 @@ class TailRange:
 
 def divergent_tail(
     positions: Iterable[CutPosition],
-    earliest: Mapping[Partition, int],
-    latest: Mapping[Partition, int],
+    earliest: Mapping[TopicPartition, int],
+    latest: Mapping[TopicPartition, int],
     side_topic: Mapping[str, str] | None = None,
 ) -> list[TailRange]:
     """Per position of the mark, the source's records from the mark's ``source_offset`` to its end now.
@@ -91,8 +90,8 @@ def divergent_tail(
 
 
 def side_starts(
-    recorded: FailbackRecord | None, mark: CutoverMark, ends_now: Mapping[Partition, int]
-) -> tuple[dict[Partition, int], bool]:
+    recorded: FailbackRecord | None, mark: CutoverMark, ends_now: Mapping[TopicPartition, int]
+) -> tuple[dict[TopicPartition, int], bool]:
     """Where this cut-over's tail begins in each side partition (``ends_now``: side partition -> end offset), and
     whether that must be recorded before copying. A record of this cut-over (the mark's time) holds: the side
     partition's records after its start are this tail's, kept by a failback that stopped half way. Without one,
@@ -151,10 +150,10 @@ class ReverseStart:
 
 
 def reverse_starts(
-    at_times: Mapping[Partition, int],
-    ends: Mapping[Partition, int],
-    progress: Mapping[Partition, int],
-    cut_ends: Mapping[Partition, int] | None = None,
+    at_times: Mapping[TopicPartition, int],
+    ends: Mapping[TopicPartition, int],
+    progress: Mapping[TopicPartition, int],
+    cut_ends: Mapping[TopicPartition, int] | None = None,
 ) -> list[ReverseStart]:
     """Per partition of the reverse flow, its first record at or after the cut-over time (``at_times``: what
     ListOffsets by timestamp answered, -1 where no record is that late, so the end).
@@ -186,7 +185,7 @@ def reverse_starts(
     return starts
 
 
-def progress_to_write(starts: Iterable[ReverseStart]) -> dict[Partition, int]:
+def progress_to_write(starts: Iterable[ReverseStart]) -> dict[TopicPartition, int]:
     """The progress records that make the next run start there (the last replicated offset: start - 1)."""
     return {(s.topic, s.partition): s.offset - 1 for s in starts if s.reason != KEPT}
 
@@ -216,7 +215,7 @@ class GroupReturn:
 
 
 def group_returns(
-    committed: Mapping[str, Mapping[Partition, int]], mark: CutoverMark, tails: Iterable[TailRange]
+    committed: Mapping[str, Mapping[TopicPartition, int]], mark: CutoverMark, tails: Iterable[TailRange]
 ) -> list[GroupReturn]:
     """Per group and remote partition of the mark: a group at (or past) the remote partition's end at the cut-over
     has read everything the source gave the target, so on the source it stands where the divergent tail begins

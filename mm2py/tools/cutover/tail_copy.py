@@ -31,7 +31,8 @@ from mm2py.errors import CheckFailed, KafkaOperationError
 from mm2py.librdkafka.admin import ClusterAdmin
 from mm2py.librdkafka.clients import new_producer
 from mm2py.librdkafka.partition_reader import PartitionReader
-from mm2py.tools.cutover.tail import Partition, TailCopy, TailRange, side_starts
+from mm2py.mirror.topic_partition import TopicPartition
+from mm2py.tools.cutover.tail import TailCopy, TailRange, side_starts
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +63,7 @@ def ensure_side_topics(
         _await_leaders(target, [(t.topic, p) for t in new for p in range(t.num_partitions)])
 
 
-def _await_leaders(target: ClusterAdmin, partitions: list[Partition], timeout_s: float = 30.0) -> None:
+def _await_leaders(target: ClusterAdmin, partitions: list[TopicPartition], timeout_s: float = 30.0) -> None:
     """A topic just created answers "not leader" until its leaders are known to every broker: poll its end
     offsets until each partition answers (the copy must not start half placed), naming it after ``timeout_s``."""
     deadline = time.monotonic() + timeout_s
@@ -94,7 +95,7 @@ def preserve_tail(
 
 
 def copy_tail(
-    flow: FlowConfig, target: ClusterAdmin, tails: list[TailRange], starts: Mapping[Partition, int]
+    flow: FlowConfig, target: ClusterAdmin, tails: list[TailRange], starts: Mapping[TopicPartition, int]
 ) -> list[TailCopy]:
     """Copy every tail into its side topic (key, value, headers, timestamp; partition for partition, in order)
     from its side partition's start (``starts``), skipping what an earlier failback kept; then verify."""
@@ -111,9 +112,9 @@ def copy_tail(
             )
     producer = new_producer({**flow.target_producer.settings(), "enable.idempotence": "true", "acks": "all"})
     failures: list[KafkaError] = []
-    records: dict[Partition, int] = {}
-    copied: dict[Partition, int] = {}
-    last: dict[Partition, Any] = {}
+    records: dict[TopicPartition, int] = {}
+    copied: dict[TopicPartition, int] = {}
+    last: dict[TopicPartition, Any] = {}
     for msg in _read_tails(flow, pending):
         tp = (msg.topic() or "", msg.partition() or 0)
         side = _side(pending, tp)
@@ -139,7 +140,7 @@ def copy_tail(
     return _verify(flow, target, pending, (starts, kept), records, copied, last)
 
 
-def _side(tails: list[TailRange], tp: Partition) -> TailRange:
+def _side(tails: list[TailRange], tp: TopicPartition) -> TailRange:
     return next(t for t in tails if (t.topic, t.partition) == tp)
 
 
@@ -170,10 +171,10 @@ def _verify(
     flow: FlowConfig,
     target: ClusterAdmin,
     tails: list[TailRange],
-    starts_kept: tuple[Mapping[Partition, int], Mapping[Partition, int]],
-    records: Mapping[Partition, int],
-    copied: Mapping[Partition, int],
-    last: Mapping[Partition, Any],
+    starts_kept: tuple[Mapping[TopicPartition, int], Mapping[TopicPartition, int]],
+    records: Mapping[TopicPartition, int],
+    copied: Mapping[TopicPartition, int],
+    last: Mapping[TopicPartition, Any],
 ) -> list[TailCopy]:
     """Per partition: the side partition must end at the tail's record count, and its last record must be the
     tail's last (key, value, headers, timestamp). A mismatch is refused, naming the side partition."""
