@@ -23,6 +23,7 @@ The modules, from the cluster up:
   fetcher); ``read_committed``: control batches and aborted transactions dropped;
 - ``sender`` and ``partition_queue``: the idempotent producer (Java's Sender, RecordAccumulator and
   TransactionManager): pipelined, resent in order with the same sequences, epochs bumped when a broker lost them;
+  ``produce_failures``: the table from a failed batch's error to what the sender does next;
   ``transactions``: the transactional producer's coordinator calls (Java's TransactionManager), for exactly-once.
 
 Nothing here raises for one partition's trouble: a partition that cannot go on says why, and the others go on.

@@ -49,18 +49,10 @@ from mm2py.mirror.topic_partition import TopicPartition
 from mm2py.wire.batch_codec import merge
 from mm2py.wire.batches import RecordBatch, RecordBatchError
 from mm2py.wire.cluster import Cluster, Pending, ProducedPartition, ProducerIds, RecordSetPieces
-from mm2py.wire.errors import (
-    DUPLICATE_SEQUENCE_NUMBER,
-    INVALID_PRODUCER_EPOCH,
-    MESSAGE_TOO_LARGE,
-    OUT_OF_ORDER_SEQUENCE_NUMBER,
-    RECORD_LIST_TOO_LARGE,
-    REQUEST_TIMED_OUT,
-    UNKNOWN_PRODUCER_ID,
-    WireError,
-)
+from mm2py.wire.errors import INVALID_PRODUCER_EPOCH, REQUEST_TIMED_OUT, WireError
 from mm2py.wire.metadata import Leaders
 from mm2py.wire.partition_queue import OFFSET_UNKNOWN, PartitionQueue, ProducerBatch, State
+from mm2py.wire.produce_failures import Action, failure_action
 
 log = logging.getLogger(__name__)
 
@@ -293,33 +285,27 @@ class Sender:
             q.measurer.acknowledged(latency_now, *batch_timestamps(done.batch))
 
     def _failed(self, q: PartitionQueue, batch: ProducerBatch, error: WireError, now: float, log_start: int) -> None:
+        """Carry out what :func:`failure_action` decides for a batch that failed."""
         if q.failure is not None or batch.state is not State.IN_FLIGHT:
             return
-        kind = error.kind
-        if kind is DUPLICATE_SEQUENCE_NUMBER:
-            self._acknowledged(q, batch, OFFSET_UNKNOWN)  # written before; the broker no longer knows where
+        action = failure_action(
+            error,
+            next_sequence=q.is_next_sequence(batch),
+            current_producer=batch.producer == q.producer,
+            transactional=self.settings.transactional_id is not None,
+        )
+        if action is Action.ACKNOWLEDGE:
+            self._acknowledged(q, batch, OFFSET_UNKNOWN)
             return
-        if kind is MESSAGE_TOO_LARGE or kind is RECORD_LIST_TOO_LARGE:
+        if action is Action.STOP_TOO_LARGE:
             q.stop(self._too_large(q, batch, error))
             return
-        lost_state = (kind is OUT_OF_ORDER_SEQUENCE_NUMBER and q.is_next_sequence(batch)) or (
-            kind is UNKNOWN_PRODUCER_ID or kind is INVALID_PRODUCER_EPOCH
-        )
-        if lost_state and self.settings.transactional_id is not None:
-            # A transactional producer cannot renumber inside its transaction: the error is abortable (Java:
-            # TransactionManager.maybeTransitionToErrorState), and the transaction is aborted by its owner.
+        if action is Action.STOP:
             q.stop(error)
             return
-        if lost_state and batch.producer == q.producer:
-            # OUT_OF_ORDER_SEQUENCE_NUMBER for the next sequence: a gap, the broker lacks what we count as
-            # acknowledged; UNKNOWN_PRODUCER_ID / INVALID_PRODUCER_EPOCH: it has no (or another) state for our epoch.
+        if action is Action.BUMP_EPOCH_AND_RESEND:
             q.bump_epoch = True
-        elif kind is OUT_OF_ORDER_SEQUENCE_NUMBER or lost_state:
-            pass  # the echo of an earlier failure, or a batch already renumbered: resent as it is
-        elif not error.retriable:
-            q.stop(error)
-            return
-        elif error.invalid_metadata:
+        elif action is Action.REFRESH_METADATA_AND_RESEND:
             self.leaders.request_update()
         if q.failing_since is None:
             log.warning(
