@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from mm2py.mirror.record_formats import OffsetSync
 
@@ -78,9 +79,16 @@ def offset_syncs_for_offsets(
     return offset_syncs_for_runs(topic, partition, runs_of(upstream, downstream), offset_lag_max, state, dense)
 
 
-# A run of copied records: (first upstream offset, its downstream offset, how many). Inside a run both offsets
-# advance by one from record to record; runs are maximal (the next run does not continue this one).
-Run = tuple[int, int, int]
+class Run(NamedTuple):
+    """Copied records whose upstream offsets [upstream, upstream + length) sit at downstream [downstream,
+    downstream + length): inside a run both offsets advance by one from record to record. The copy keeps its runs
+    maximal (the next run does not continue this one); ``verify`` reads them back from the dense syncs.
+
+    A named tuple: the copy builds one per batch in its hot loop, and code that unpacks it stays as it is."""
+
+    upstream: int
+    downstream: int
+    length: int
 
 
 def runs_of(upstream: Sequence[int], downstream: Sequence[int]) -> list[Run]:
@@ -91,7 +99,7 @@ def runs_of(upstream: Sequence[int], downstream: Sequence[int]) -> list[Run]:
     up, down = upstream, downstream
     starts = [0, *(i for i in range(1, n) if up[i] - up[i - 1] != 1 or down[i] - down[i - 1] != 1)]
     ends = [*starts[1:], n]
-    return [(up[first], down[first], end - first) for first, end in zip(starts, ends, strict=True)]
+    return [Run(up[first], down[first], end - first) for first, end in zip(starts, ends, strict=True)]
 
 
 def extend_runs(runs: list[Run], upstream: Sequence[int], downstream_start: int) -> None:
@@ -101,16 +109,16 @@ def extend_runs(runs: list[Run], upstream: Sequence[int], downstream_start: int)
     range), so a batch costs O(1) here instead of a look at each of its records when the syncs are computed."""
     count = len(upstream)
     if isinstance(upstream, range) and upstream.step == 1:
-        pieces = [(upstream.start, downstream_start, count)] if count else []
+        pieces = [Run(upstream.start, downstream_start, count)] if count else []
     else:
         pieces = runs_of(upstream, range(downstream_start, downstream_start + count))
     for first_up, first_down, length in pieces:
         if runs:
             last_up, last_down, last_length = runs[-1]
             if first_up == last_up + last_length and first_down == last_down + last_length:
-                runs[-1] = (last_up, last_down, last_length + length)
+                runs[-1] = Run(last_up, last_down, last_length + length)
                 continue
-        runs.append((first_up, first_down, length))
+        runs.append(Run(first_up, first_down, length))
 
 
 def runs_after(runs: Sequence[Run], skip: int) -> list[Run]:
@@ -120,7 +128,7 @@ def runs_after(runs: Sequence[Run], skip: int) -> list[Run]:
         if skip >= length:
             skip -= length
             continue
-        out.append((first_up + skip, first_down + skip, length - skip))
+        out.append(Run(first_up + skip, first_down + skip, length - skip))
         skip = 0
     return out
 

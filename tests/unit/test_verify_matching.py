@@ -8,14 +8,13 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from mm2py.mirror.offset_syncs import offset_syncs_for
+from mm2py.mirror.offset_syncs import Run, offset_syncs_for
 from mm2py.mirror.translation import OffsetMap, SyncPoint
 from mm2py.tools.verify import (
     Fingerprint,
     PartitionCheck,
     PartitionVerification,
     Reader,
-    Run,
     Window,
     check_partition,
     fingerprint,

@@ -31,7 +31,6 @@ from mm2py.tools.verify.matching import Reader as Reader
 from mm2py.tools.verify.matching import check_partition as check_partition
 from mm2py.tools.verify.matching import fingerprint as fingerprint
 from mm2py.tools.verify.windows import WINDOW_RECORDS as WINDOW_RECORDS
-from mm2py.tools.verify.windows import Run as Run
 from mm2py.tools.verify.windows import Window as Window
 from mm2py.tools.verify.windows import expected_downstream as expected_downstream
 from mm2py.tools.verify.windows import plan_windows as plan_windows

@@ -18,6 +18,7 @@ from mm2py.control.checkpoints import read_offset_maps
 from mm2py.control.plan import AdminPool, TopicPlan, build_plan
 from mm2py.control.progress_store import read_progress
 from mm2py.librdkafka.partition_reader import PartitionReader
+from mm2py.mirror.offset_syncs import Run
 from mm2py.tools.verify.matching import (
     MAX_PROBLEMS,
     Discrepancy,
@@ -26,7 +27,7 @@ from mm2py.tools.verify.matching import (
     check_partition,
     fingerprint,
 )
-from mm2py.tools.verify.windows import WINDOW_RECORDS, Run, Window, plan_windows, runs_from_points
+from mm2py.tools.verify.windows import WINDOW_RECORDS, Window, plan_windows, runs_from_points
 
 log = logging.getLogger("mm2py.tools.verify")  # the name log lines carried before verify became a package
 

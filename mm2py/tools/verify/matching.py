@@ -19,7 +19,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from mm2py.tools.verify.windows import WINDOW_RECORDS, Run, Window, expected_downstream
+from mm2py.mirror.offset_syncs import Run
+from mm2py.tools.verify.windows import WINDOW_RECORDS, Window, expected_downstream
 
 MAX_PROBLEMS = 100  # listed per partition; the counts are always complete
 

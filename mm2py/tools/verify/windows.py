@@ -12,18 +12,10 @@ import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from mm2py.mirror.offset_syncs import Run
 from mm2py.mirror.translation import SyncPoint
 
 WINDOW_RECORDS = 50_000
-
-
-@dataclass(frozen=True)
-class Run:
-    """Upstream offsets [upstream, upstream + length) sit at downstream [downstream, downstream + length)."""
-
-    upstream: int
-    downstream: int
-    length: int
 
 
 def runs_from_points(points: Sequence[SyncPoint]) -> list[Run]:
