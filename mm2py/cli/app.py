@@ -88,7 +88,7 @@ def plan_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print the plan as JSON")] = False,
 ) -> None:
     """Connect to the clusters; show what `run` would replicate, create or grow, and the features ACLs allow."""
-    from mm2py.control.plan import AdminPool
+    from mm2py.control.admin_pool import AdminPool
     from mm2py.control.rights import plan_rights
     from mm2py.control.topics import with_configs_not_synced
 
@@ -288,8 +288,8 @@ def translate_offsets_command(
     ] = False,
 ) -> None:
     """Translate a group's committed source offsets to the target: exact where possible (dry run by default)."""
+    from mm2py.control.admin_pool import AdminPool
     from mm2py.control.checkpoints import FlowTranslator, execute_translation
-    from mm2py.control.plan import AdminPool, build_plan
 
     if as_json and as_csv:
         raise UsageError("--json and --csv exclude each other")

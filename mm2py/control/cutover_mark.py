@@ -22,8 +22,8 @@ from typing import Any
 from confluent_kafka import KafkaError
 
 from mm2py.config.flow import FlowConfig
+from mm2py.control.admin_pool import AdminPool
 from mm2py.control.lease import this_process
-from mm2py.control.plan import AdminPool
 from mm2py.control.topics import LEASE_TOPIC, ensure_internal_topics, lease_topic
 from mm2py.errors import FlowCutOverError, KafkaOperationError
 from mm2py.librdkafka.admin import ClusterAdmin

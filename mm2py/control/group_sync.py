@@ -12,8 +12,8 @@ import time
 from collections.abc import Callable, Sequence
 
 from mm2py.config.flow import FlowConfig
+from mm2py.control.admin_pool import AdminPool
 from mm2py.control.checkpoints import REFUSED, GroupOffset, merged_group_offsets, sync_group_offsets
-from mm2py.control.plan import AdminPool
 
 log = logging.getLogger(__name__)
 

@@ -9,14 +9,14 @@ a merge that disagree on the partition count.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from mm2py.config.flow import FlowConfig
+from mm2py.control.admin_pool import AdminPool
 from mm2py.control.copy_path import choose_copy_path
 from mm2py.executor.contract import CopyPath
-from mm2py.librdkafka.admin import ClusterAdmin, TopicInfo
 from mm2py.mirror.filters import TopicFilter, load_topic_filter, should_replicate_topic
 from mm2py.mirror.policy import ReplicationPolicy, load_replication_policy
 
@@ -138,32 +138,6 @@ def select_topics(flow: FlowConfig, source_topics: Iterable[str]) -> list[str]:
             heartbeats_replication_enabled=flow.heartbeats_replication_enabled,
         )
     )
-
-
-class AdminPool:
-    """One admin client per cluster alias, shared by all flows of a command."""
-
-    def __init__(self, factory: Callable[[str, FlowConfig, str], ClusterAdmin] | None = None) -> None:
-        self._admins: dict[str, ClusterAdmin] = {}
-        self._topics: dict[str, dict[str, TopicInfo]] = {}
-        self._factory = factory or _default_admin
-
-    def admin(self, alias: str, flow: FlowConfig) -> ClusterAdmin:
-        if alias not in self._admins:
-            side = "source" if alias == flow.source else "target"
-            self._admins[alias] = self._factory(alias, flow, side)
-        return self._admins[alias]
-
-    def topics(self, alias: str, flow: FlowConfig, refresh: bool = False) -> dict[str, TopicInfo]:
-        if refresh or alias not in self._topics:
-            self._topics[alias] = self.admin(alias, flow).list_topics()
-        return self._topics[alias]
-
-
-def _default_admin(alias: str, flow: FlowConfig, side: str) -> ClusterAdmin:
-    client = flow.source_admin if side == "source" else flow.target_admin
-    assert client is not None
-    return ClusterAdmin(alias, client.settings(), flow.admin_timeout_ms / 1000)
 
 
 def build_plan(flows: list[FlowConfig], pool: AdminPool | None = None, refresh: bool = False) -> ReplicationPlan:

@@ -13,7 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from mm2py.config.flow import FlowConfig
-from mm2py.control.plan import AdminPool, FlowPlan, ReplicationPlan, flow_policy
+from mm2py.control.admin_pool import AdminPool
+from mm2py.control.plan import FlowPlan, ReplicationPlan, flow_policy
 from mm2py.control.topics import checkpoints_topic, dense_offset_syncs_topic, offset_syncs_topic
 from mm2py.librdkafka.admin import ClusterAdmin
 from mm2py.mirror.progress import progress_topic

@@ -16,8 +16,9 @@ from dataclasses import dataclass, field, replace
 from confluent_kafka.admin import NewTopic
 
 from mm2py.config.flow import FlowConfig
+from mm2py.control.admin_pool import AdminPool
 from mm2py.control.features import CHECKPOINTS, DENSE_OFFSET_SYNCS, HEARTBEATS, LEASE, OFFSET_SYNCS, Feature
-from mm2py.control.plan import AdminPool, FlowPlan, ReplicationPlan, flow_policy
+from mm2py.control.plan import FlowPlan, ReplicationPlan, flow_policy
 from mm2py.errors import KafkaOperationError
 from mm2py.librdkafka.admin import ClusterAdmin, TopicConfigValue
 from mm2py.mirror.filters import ConfigPropertyFilter, load_config_property_filter

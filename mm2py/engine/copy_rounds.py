@@ -1,11 +1,10 @@
 """One flow's copy jobs and where each of its partitions stands (driver side; never touches records).
 
-A job takes at most one offset range per source partition (so per-partition order holds and progress never
-goes backwards) of at most ``mm2py.batch.max.records`` records. Positions move only past ranges a task
-reported as copied; a source partition that shrank below its position (deleted, re-created, truncated), or
-whose records at the position are gone (a task says so), is placed again by the resume rule, and what it lost
-is counted (:mod:`mm2py.engine.losses`); a partition whose leader is away is left out, and named, until it is
-back.
+A job takes at most one offset range per source partition (so per-partition order holds and progress never goes
+backwards) of at most ``mm2py.batch.max.records`` records. Positions move only past ranges a task reported as
+copied; a source partition that shrank below its position (deleted, re-created, truncated), or whose records at the
+position are gone (a task says so), is placed again by the resume rule, and what it lost is counted
+(:mod:`mm2py.engine.losses`); a partition whose leader is away is left out, and named, until it is back.
 """
 
 from __future__ import annotations
@@ -17,8 +16,9 @@ from dataclasses import replace
 from typing import Any
 
 from mm2py.config.flow import FlowConfig
+from mm2py.control.admin_pool import AdminPool
 from mm2py.control.fencing import SlotEpochs
-from mm2py.control.plan import AdminPool, FlowPlan
+from mm2py.control.plan import FlowPlan
 from mm2py.control.progress_store import read_progress, write_progress
 from mm2py.engine.losses import FlowLosses
 from mm2py.engine.ranges import follow_ranges, round_ranges

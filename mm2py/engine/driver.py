@@ -19,9 +19,10 @@ import time
 from dataclasses import replace
 
 from mm2py.config.flow import FlowConfig
+from mm2py.control.admin_pool import AdminPool
 from mm2py.control.fencing import SlotEpochs, fence, target_connection
 from mm2py.control.group_sync import GroupSyncCoordinator
-from mm2py.control.plan import AdminPool, FlowPlan
+from mm2py.control.plan import FlowPlan
 from mm2py.control.progress_store import read_replication_state
 from mm2py.control.topics import ensure_remote_topics
 from mm2py.engine.copy_rounds import CopyRounds

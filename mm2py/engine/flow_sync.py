@@ -13,12 +13,13 @@ import logging
 
 from mm2py.config.flow import FlowConfig
 from mm2py.control.acls import sync_topic_acls
+from mm2py.control.admin_pool import AdminPool
 from mm2py.control.checkpoints import CheckpointWriter, FlowTranslator, GroupOffset, now_ms
 from mm2py.control.config_sync import TopicConfigSync
 from mm2py.control.features import ACL_SYNC, CONFIG_SYNC, Feature, SkippedFeature, without
 from mm2py.control.group_sync import GroupSyncCoordinator
 from mm2py.control.offset_sync_store import OffsetSyncStore
-from mm2py.control.plan import AdminPool, build_plan
+from mm2py.control.plan import build_plan
 from mm2py.control.topics import ensure_remote_topics
 from mm2py.engine.copy_rounds import CopyRounds
 from mm2py.engine.schedule import Periodic, Schedule

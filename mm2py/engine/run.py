@@ -18,13 +18,14 @@ from types import FrameType
 from mm2py.config import LoadedConfig
 from mm2py.config.flow import FlowConfig
 from mm2py.config.spark_security import SPARK_SECURITY_KEYS, warn_if_spark_unprotected
+from mm2py.control.admin_pool import AdminPool
 from mm2py.control.cutover_mark import refuse_cut_over_flows
 from mm2py.control.features import LEASE, SkippedFeature, topic_grant, without
 from mm2py.control.group_sync import GroupSyncCoordinator
 from mm2py.control.handover import FlowHandoverWatch
 from mm2py.control.heartbeats import HeartbeatEmitter, heartbeat_flows
 from mm2py.control.lease import FlowLease, lease_group
-from mm2py.control.plan import AdminPool, ReplicationPlan, build_plan
+from mm2py.control.plan import ReplicationPlan, build_plan
 from mm2py.control.topics import LEASE_TOPIC, InternalTopic, ensure_internal_topics, heartbeats_topics, internal_topics
 from mm2py.engine.driver import FlowRunner
 from mm2py.engine.flow_sync import say_skipped

@@ -23,7 +23,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, TypeVar
 
 from mm2py.config.flow import FlowConfig
-from mm2py.control.plan import AdminPool, ReplicationPlan, build_plan
+from mm2py.control.admin_pool import AdminPool
+from mm2py.control.plan import ReplicationPlan, build_plan
 from mm2py.control.progress_store import read_replication_state
 from mm2py.librdkafka.defaults import copy_consumer_settings
 from mm2py.librdkafka.partition_reader import PartitionReader

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from mm2py.config.flow import FlowConfig
-from mm2py.control.plan import AdminPool, flow_policy
+from mm2py.control.admin_pool import AdminPool
+from mm2py.control.plan import flow_policy
 from mm2py.control.topics import checkpoints_topic
 from mm2py.librdkafka.partition_reader import read_partitions
 from mm2py.mirror.record_formats import Checkpoint, Heartbeat, RecordFormatError

@@ -183,7 +183,8 @@ def test_tiered_storage_configs_are_left_out_so_a_plain_target_accepts_the_remot
     source topic's configs are the ones a tiered source reports, and the target is real: it rejects
     remote.storage.enable=true, and accepts the remote topic mm2py creates from those configs."""
     from mm2py.config import load
-    from mm2py.control.plan import AdminPool, build_plan
+    from mm2py.control.admin_pool import AdminPool
+    from mm2py.control.plan import build_plan
     from mm2py.control.topics import ensure_remote_topics, with_configs_not_synced
     from mm2py.errors import KafkaOperationError
     from mm2py.librdkafka.admin import ClusterAdmin, TopicConfigValue

@@ -17,8 +17,9 @@ from mm2py.config import MirrorMakerConfig
 from mm2py.config.flow import FlowConfig, build_flow_config
 from mm2py.config.mirror_maker import Flow
 from mm2py.config.properties import parse_properties
+from mm2py.control.admin_pool import AdminPool
 from mm2py.control.copy_path import choose_copy_path
-from mm2py.control.plan import AdminPool, FlowPlan, TopicPlan
+from mm2py.control.plan import FlowPlan, TopicPlan
 from mm2py.engine.driver import FlowRunner
 from mm2py.engine.retry import Retrier
 from mm2py.engine.stats import FlowStats

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from mm2py.control.plan import AdminPool
+from mm2py.control.admin_pool import AdminPool
 from mm2py.engine.run import ensure_heartbeats_topics
 from mm2py.errors import ClusterUnreachableError, KafkaOperationError
 from mm2py.librdkafka.admin import ClusterAdmin, TopicInfo

@@ -14,7 +14,7 @@ from rich.console import Console
 from mm2py.cli import lag_view
 from mm2py.config import load
 from mm2py.config.flow import FlowConfig
-from mm2py.control.plan import AdminPool
+from mm2py.control.admin_pool import AdminPool
 from mm2py.errors import UsageError
 from mm2py.librdkafka.admin import TopicInfo
 from mm2py.tools.lag import (

@@ -16,7 +16,8 @@ from mm2py.config import MirrorMakerConfig
 from mm2py.config.flow import FlowConfig, build_flow_config
 from mm2py.config.mirror_maker import Flow
 from mm2py.config.properties import parse_properties
-from mm2py.control.plan import AdminPool, build_plan
+from mm2py.control.admin_pool import AdminPool
+from mm2py.control.plan import build_plan
 from mm2py.control.topics import ensure_remote_topics
 from mm2py.librdkafka.admin import ClusterAdmin, TopicConfigValue, TopicInfo
 

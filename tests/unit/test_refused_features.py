@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from mm2py.control.admin_pool import AdminPool
 from mm2py.control.checkpoints import Commit, sync_group_offsets
-from mm2py.control.plan import AdminPool
 from mm2py.control.topics import internal_topics
 from mm2py.engine.retry import Retrier
 from mm2py.engine.run import ensure_flow_internal_topics

@@ -21,10 +21,11 @@ import re
 from dataclasses import dataclass
 
 from mm2py.config.flow import FlowConfig
+from mm2py.control.admin_pool import AdminPool
 from mm2py.control.cutover_mark import CutoverMark, read_mark, write_mark
 from mm2py.control.failback_record import write_failback_record
 from mm2py.control.handover import running_lease
-from mm2py.control.plan import AdminPool, build_plan, flow_policy
+from mm2py.control.plan import build_plan, flow_policy
 from mm2py.control.progress_store import read_progress, write_progress
 from mm2py.control.topics import ensure_internal_topics, internal_topics
 from mm2py.errors import CheckFailed, UsageError

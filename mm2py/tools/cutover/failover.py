@@ -18,10 +18,11 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from mm2py.config.flow import FlowConfig
+from mm2py.control.admin_pool import AdminPool
 from mm2py.control.checkpoints import read_offset_maps
 from mm2py.control.cutover_mark import CutPosition, new_mark, read_mark, write_mark
 from mm2py.control.handover import running_lease
-from mm2py.control.plan import AdminPool, flow_policy, flow_topic_filter
+from mm2py.control.plan import flow_policy, flow_topic_filter
 from mm2py.control.progress_store import ReplicationState, read_replication_state
 from mm2py.control.topics import checkpoints_topic
 from mm2py.errors import CheckFailed

@@ -19,8 +19,9 @@ import logging
 import re
 
 from mm2py.config.flow import FlowConfig
+from mm2py.control.admin_pool import AdminPool
 from mm2py.control.checkpoints import FlowTranslator, GroupOffset
-from mm2py.control.plan import AdminPool, build_plan
+from mm2py.control.plan import build_plan
 from mm2py.errors import Mm2pyError
 from mm2py.tools.cutover.groups import moving_groups
 from mm2py.tools.cutover.report import SourceRow

@@ -20,11 +20,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from mm2py.config.flow import FlowConfig
+from mm2py.control.admin_pool import AdminPool
 from mm2py.control.checkpoints import FlowTranslator, GroupOffset, execute_translation
 from mm2py.control.cutover_mark import CutoverMark, CutPosition, new_mark, read_marks, write_mark
 from mm2py.control.handover import clear_handover, read_claims, request_handover, running_lease
 from mm2py.control.lease import lease_group
-from mm2py.control.plan import AdminPool, FlowPlan, ReplicationPlan, build_plan, flow_policy
+from mm2py.control.plan import FlowPlan, ReplicationPlan, build_plan, flow_policy
 from mm2py.control.topics import LEASE_TOPIC
 from mm2py.errors import CheckFailed, KafkaOperationError, UsageError
 from mm2py.librdkafka.admin import ClusterAdmin

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from mm2py.config.flow import FlowConfig
+from mm2py.control.admin_pool import AdminPool
 from mm2py.control.checkpoints import read_offset_maps
-from mm2py.control.plan import AdminPool, TopicPlan, build_plan
+from mm2py.control.plan import TopicPlan, build_plan
 from mm2py.control.progress_store import read_progress
 from mm2py.librdkafka.partition_reader import PartitionReader
 from mm2py.mirror.offset_syncs import Run
