@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 from mm2py.config.flow import FlowConfig
 from mm2py.control.admin_pool import AdminPool
@@ -21,12 +21,18 @@ log = logging.getLogger(__name__)
 class GroupSyncCoordinator:
     """Commits translated group offsets per target cluster, from the flows' latest translations."""
 
-    def __init__(self, flows: Sequence[tuple[FlowConfig, Callable[[], list[GroupOffset]]]], pool: AdminPool) -> None:
-        self.flows = [(f, rows) for f, rows in flows if f.sync_group_offsets_enabled]
+    def __init__(self, pool: AdminPool) -> None:
+        self.flows: list[tuple[FlowConfig, Callable[[], list[GroupOffset]]]] = []
         self.pool = pool
         self._lock = threading.Lock()
         self._next: dict[str, float] = {}
         self._refused: set[tuple[str, str]] = set()  # (target, group) whose refusal was said
+
+    def add(self, flow: FlowConfig, latest: Callable[[], list[GroupOffset]]) -> None:
+        """A flow of the run and how to ask for its latest translations (each flow's sync adds itself)."""
+        if flow.sync_group_offsets_enabled:
+            with self._lock:
+                self.flows.append((flow, latest))
 
     def maybe_sync(self, target: str, force: bool = False) -> None:
         flows = [(f, rows) for f, rows in self.flows if f.target == target]

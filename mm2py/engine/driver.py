@@ -24,7 +24,6 @@ from mm2py.control.fencing import SlotEpochs, fence, target_connection
 from mm2py.control.group_sync import GroupSyncCoordinator
 from mm2py.control.plan import FlowPlan
 from mm2py.control.progress_store import read_replication_state
-from mm2py.control.topics import ensure_remote_topics
 from mm2py.engine.copy_rounds import CopyRounds
 from mm2py.engine.flow_sync import FlowSync
 from mm2py.engine.retry import Retrier
@@ -42,7 +41,10 @@ log = logging.getLogger(__name__)
 
 
 class FlowRunner:
-    """Replicates one flow ``source->target`` through a shared SparkRunner."""
+    """Replicates one flow ``source->target`` through a shared SparkRunner.
+
+    Built once the run holds the flow and Spark is up (:func:`mm2py.engine.run.run_flows`), with everything it
+    works with: nothing is handed to it afterwards."""
 
     def __init__(
         self,
@@ -52,25 +54,20 @@ class FlowRunner:
         pool: AdminPool,
         coordinator: GroupSyncCoordinator | None = None,
         metrics: RunMetrics | None = None,
+        *,
+        control: TaskControl | None = None,
+        stats: FlowStats | None = None,
     ) -> None:
         self.flow = flow
         self.pool = pool
         self.metrics = metrics
-        self.stats = FlowStats(flow.name, path=plan.copy_path)
+        self.stats = stats or FlowStats(flow.name, path=plan.copy_path)
         self.spec = copy_spec(flow, plan.copy_path)
         self.rounds = CopyRounds(flow, plan, self.spec, pool, self.stats, metrics)
         self.rounds.spark = spark
         self.sync = FlowSync(flow, self.rounds, pool, coordinator, metrics)
         self.retrying = Retrier(flow, self.stats, metrics)
-        self.control: TaskControl | None = None  # the run's endpoint for following tasks, once Spark is up
-        if metrics is not None:
-            metrics.set_metric_names_formats(flow.source, flow.target, flow.metric_names_formats)
-
-    def ensure_topics(self) -> None:
-        """Create or grow the flow's remote topics on the target (driver, admin calls only; its internal topics
-        are made before the flow is planned: :func:`mm2py.engine.run.ensure_flow_internal_topics`)."""
-        f = self.flow
-        ensure_remote_topics(f, self.rounds.plan, self.pool.admin(f.source, f), self.pool.admin(f.target, f))
+        self.control = control  # the run's endpoint for following tasks (none for --once)
 
     def prepare(self) -> None:
         """Once this run holds the flow: sync configs, fence earlier exactly-once producers, and resume every

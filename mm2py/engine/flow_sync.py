@@ -54,6 +54,8 @@ class FlowSync:
         self.rounds = rounds
         self.pool = pool
         self.coordinator = coordinator
+        if coordinator is not None:
+            coordinator.add(flow, self.latest_group_offsets)
         self.metrics = metrics
         self._checkpoints: CheckpointWriter | None = None
         self._syncs: OffsetSyncStore | None = None  # tailed, not re-read, at every checkpoint

@@ -20,15 +20,20 @@ from mm2py.config.flow import FlowConfig
 from mm2py.config.spark_security import SPARK_SECURITY_KEYS, warn_if_spark_unprotected
 from mm2py.control.admin_pool import AdminPool
 from mm2py.control.cutover_mark import refuse_cut_over_flows
-from mm2py.control.features import LEASE, SkippedFeature, topic_grant, without
+from mm2py.control.features import SkippedFeature, topic_grant, without
 from mm2py.control.group_sync import GroupSyncCoordinator
-from mm2py.control.handover import FlowHandoverWatch
 from mm2py.control.heartbeats import HeartbeatEmitter, heartbeat_flows
-from mm2py.control.lease import FlowLease, lease_group
-from mm2py.control.plan import ReplicationPlan, build_plan
-from mm2py.control.topics import LEASE_TOPIC, InternalTopic, ensure_internal_topics, heartbeats_topics, internal_topics
+from mm2py.control.plan import FlowPlan, build_plan
+from mm2py.control.topics import (
+    InternalTopic,
+    ensure_internal_topics,
+    ensure_remote_topics,
+    heartbeats_topics,
+    internal_topics,
+)
 from mm2py.engine.driver import FlowRunner
 from mm2py.engine.flow_sync import say_skipped
+from mm2py.engine.flow_thread import flow_lease, skip_held, work
 from mm2py.engine.retry import Retrier
 from mm2py.engine.spark import SparkRunner
 from mm2py.engine.stats import FlowStats
@@ -37,7 +42,6 @@ from mm2py.errors import ClusterUnreachableError, KafkaOperationError
 from mm2py.metrics.registry import RunMetrics
 
 log = logging.getLogger(__name__)
-HANDOVER_POLL_S = 2.0  # how often a flow handed over to a cut-over reads whether it has ended
 
 
 def run(
@@ -103,127 +107,6 @@ def copy_once(loaded: LoadedConfig) -> list[str]:
     return [f"{s.flow}: held by {s.held_by}" for s in stats if s.held_by]
 
 
-def _lease(flow: FlowConfig) -> FlowLease | None:
-    if not flow.lease_enabled:
-        return None
-    return FlowLease(
-        flow.source,
-        flow.target,
-        flow.target_consumer.settings(),
-        flow.target_producer.settings(),
-        flow.lease_session_timeout_ms,
-        FlowHandoverWatch(flow),
-    )
-
-
-def _work(
-    runner: FlowRunner, lease: FlowLease | None, once: bool, stop: threading.Event, active: threading.Event
-) -> None:
-    """One flow's thread: take the lease (or stand by for it), then copy; back to standby if it is lost, and out
-    of the lease group while a cut-over has the flow (to the end of this run if it cut the flow over)."""
-    never_lost = threading.Event()
-    health = runner.metrics.health if runner.metrics is not None else None
-    on_standby = functools.partial(health.standing_by, runner.flow.name) if health is not None else None
-    while not stop.is_set():
-        if health is not None:
-            health.starting(runner.flow.name)
-        if lease is not None:
-            if not _take(runner, lease, stop, wait=not once, on_standby=on_standby):
-                if lease.handed_over.is_set() and not once and not _wait_out_handover(runner, lease, stop):
-                    continue  # given back: take the lease again
-                return
-            lease = lease if lease.held.is_set() else None  # refused by an ACL: the flow runs without it
-        active.set()
-        if health is not None:
-            health.starting(runner.flow.name)  # holding the lease now: placing its partitions
-        runner.retrying(runner.prepare, stop)
-        if health is not None:
-            health.copying(runner.flow.name)
-        try:
-            if once:
-                runner.run_once(stop)
-                return
-            runner.run_continuous(stop, lease.lost if lease is not None else never_lost)
-        finally:
-            runner.save_tails()
-        if lease is not None and lease.handed_over.is_set():
-            if _wait_out_handover(runner, lease, stop):
-                return
-        elif lease is not None and lease.lost.is_set():
-            log.warning("flow=%s: lease lost; standing by until it can be taken again", runner.flow.name)
-
-
-def _wait_out_handover(runner: FlowRunner, lease: FlowLease, stop: threading.Event) -> bool:
-    """Out of the lease group until the cut-over that asked for the flow ends: True once it cut the flow over
-    (this run copies nothing more for it) or the run stops, False when it gave the flow back."""
-    flow, by = runner.flow, lease.requested_by or "`mm2py cutover`"
-    lease.release()
-    log.warning("flow=%s: handed over to %s; standing by until it cuts the flow over or gives it back", flow.name, by)
-    if runner.metrics is not None:
-        runner.metrics.health.handed_over(flow.name, by)
-    claims = FlowHandoverWatch(flow).wait_for_end(stop, HANDOVER_POLL_S)
-    if claims is None:  # the run stops
-        return True
-    if claims.mark is None:
-        log.warning("flow=%s: %s gave the flow back; taking the lease again", flow.name, by)
-        return False
-    log.warning("flow=%s was %s; this run copies nothing more for it", flow.name, claims.mark.describe())
-    if runner.metrics is not None:
-        runner.metrics.health.cut_over(flow.name, claims.mark.describe())
-    return True
-
-
-def _skip_held(
-    runners: list[FlowRunner], leases: dict[str, FlowLease | None], stop: threading.Event
-) -> list[FlowRunner]:
-    """``--once``: take each flow's lease before Spark starts; a flow another run holds is reported, not copied."""
-    for lease in leases.values():
-        if lease is not None:
-            lease.join()
-    free = []
-    for runner in runners:
-        lease = leases[runner.flow.name]
-        if lease is None or _take(runner, lease, stop, wait=False):
-            if lease is not None and not lease.held.is_set():
-                leases[runner.flow.name] = None  # refused by an ACL: the flow runs without it
-            free.append(runner)
-            continue
-        if lease.handed_over.is_set():  # a cut-over has the flow
-            runner.stats.held_by = str(lease.requested_by)
-        else:
-            holder = lease.current_holder()
-            runner.stats.held_by = holder.describe() if holder else "another run"
-        if runner.metrics is not None:
-            runner.metrics.health.standing_by(runner.flow.name, runner.stats.held_by)
-        log.warning(
-            "flow=%s is being replicated by %s; this run copies nothing for it", runner.flow.name, runner.stats.held_by
-        )
-        lease.release()
-    return free
-
-
-def _take(
-    runner: FlowRunner,
-    lease: FlowLease,
-    stop: threading.Event,
-    *,
-    wait: bool,
-    on_standby: Callable[[str], None] | None = None,
-) -> bool:
-    """Take the flow's lease (``FlowLease.acquire``); when an ACL refuses the lease group or topic the flow runs
-    without a lease, said once, as with ``mm2py.lease.enabled = false`` (True, and the lease not held)."""
-    try:
-        return lease.acquire(stop, wait=wait, on_standby=on_standby)
-    except KafkaOperationError as exc:
-        if not exc.refused:
-            raise
-        lease.release()
-        f = runner.flow
-        grant = f"Read on group {lease_group(f.source, f.target)} and {topic_grant(f.target, LEASE_TOPIC)}"
-        say_skipped(SkippedFeature(f.source, f.target, LEASE, grant, exc), runner.metrics)
-        return True
-
-
 def _heartbeats(
     flows: list[FlowConfig], heartbeat_pairs: Sequence[FlowConfig], once: bool, metrics: RunMetrics | None
 ) -> HeartbeatEmitter:
@@ -240,6 +123,7 @@ def _expect(metrics: RunMetrics, flows: Sequence[FlowConfig], heartbeat_pairs: S
     """What /health and /ready wait for: every flow of the run, and every heartbeat pair on its interval."""
     for flow in flows:
         metrics.health.starting(flow.name)
+        metrics.set_metric_names_formats(flow.source, flow.target, flow.metric_names_formats)
     for pair in heartbeat_pairs:
         metrics.health.heartbeats_expected(pair.source, pair.target, pair.emit_heartbeats_interval_seconds)
 
@@ -303,6 +187,11 @@ def _skipped(flow: FlowConfig, topic: InternalTopic, error: KafkaOperationError)
     return SkippedFeature(flow.source, flow.target, topic.feature, topic_grant(topic.cluster, topic.name), error)
 
 
+def _ensure_remote_topics(flow: FlowConfig, plan: FlowPlan, pool: AdminPool) -> None:
+    """Create or grow the flow's remote topics on the target (its internal topics are made before the plan)."""
+    ensure_remote_topics(flow, plan, pool.admin(flow.source, flow), pool.admin(flow.target, flow))
+
+
 def _internal_topics(
     flows: list[FlowConfig],
     pairs: Sequence[FlowConfig],
@@ -339,41 +228,42 @@ def run_flows(
         _expect(metrics, flows, ())
     refuse_cut_over_flows(flows, pool)  # before anything is created on a target that applications may use now
     flows, heartbeat_pairs = _internal_topics(flows, heartbeat_pairs, pool, stop, metrics)
-    plan: ReplicationPlan = build_plan(flows, pool)
-    runners = [FlowRunner(f, p, None, pool, metrics=metrics) for f, p in zip(flows, plan.flows, strict=True)]
-    coordinator = GroupSyncCoordinator([(r.flow, r.sync.latest_group_offsets) for r in runners], pool)
-    leases = {r.flow.name: _lease(r.flow) for r in runners}
+    plans = {f.name: p for f, p in zip(flows, build_plan(flows, pool).flows, strict=True)}
+    stats = {f.name: FlowStats(f.name, path=plans[f.name].copy_path) for f in flows}
+    leases = {f.name: flow_lease(f) for f in flows}
     heartbeats = _heartbeats(flows, heartbeat_pairs, once, metrics)
     active = threading.Event()  # some flow of this run holds its lease: heartbeats are this run's to write
     errors: list[BaseException] = []
     spark: SparkRunner | None = None
     control: TaskControl | None = None
+    coordinator = GroupSyncCoordinator(pool)  # each flow's sync adds itself
     try:
-        for runner in runners:
-            runner.sync.coordinator = coordinator
-            runner.retrying(runner.ensure_topics, stop)  # a node down at start-up must not end the run
-        working = _skip_held(runners, leases, stop) if once else runners
+        for f in flows:  # a node down at start-up must not end the run
+            Retrier(f, stats[f.name], metrics)(functools.partial(_ensure_remote_topics, f, plans[f.name], pool), stop)
+        working = skip_held(flows, stats, leases, stop, metrics) if once else flows
         if not working:
-            return [r.stats for r in runners]
+            return list(stats.values())
         if once:
             heartbeats.start()  # this run holds a lease: its heartbeats are due now, before any end offset
         spark = spark_factory()
-        # Following tasks report there.
-        control = None if once else TaskControl(spark.driver_host, spark.driver_bind_address)
+        control = None if once else TaskControl(spark.driver_host, spark.driver_bind_address)  # tasks report there
         if control is not None and metrics is not None:
             metrics.health.task_control_at(control.url)
-        for runner in working:
-            runner.rounds.spark = spark
-            runner.control = control
+        runners = [
+            FlowRunner(f, plans[f.name], spark, pool, coordinator, metrics, control=control, stats=stats[f.name])
+            for f in working
+        ]
 
-        def work(runner: FlowRunner) -> None:
+        def copy_flow(runner: FlowRunner) -> None:
             try:
-                _work(runner, leases[runner.flow.name], once, stop, active)
+                work(runner, leases[runner.flow.name], once, stop, active)
             except BaseException as exc:  # reported by the main thread; other flows stop too
                 errors.append(exc)
                 stop.set()
 
-        threads = [threading.Thread(target=work, args=(r,), name=f"flow {r.flow.name}", daemon=True) for r in working]
+        threads = [
+            threading.Thread(target=copy_flow, args=(r,), name=f"flow {r.flow.name}", daemon=True) for r in runners
+        ]
         for thread in threads:
             thread.start()
         while any(t.is_alive() for t in threads):
@@ -382,7 +272,7 @@ def run_flows(
             if active.is_set() and not heartbeats.started:
                 heartbeats.start()
             if on_progress is not None:
-                on_progress([r.stats for r in runners])
+                on_progress(list(stats.values()))
         if once and not errors:
             coordinator.sync_all()
     finally:
@@ -397,4 +287,4 @@ def run_flows(
             control.close()
     if errors:
         raise errors[0]
-    return [r.stats for r in runners]
+    return list(stats.values())
