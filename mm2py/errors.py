@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from mm2py.kafka_errors import client_error_name
+
 EXIT_OK = 0
 EXIT_CHECK_FAILED = 1
 EXIT_USAGE = 2
@@ -116,18 +118,19 @@ class ClusterUnreachableError(KafkaOperationError):
 class KafkaErrorLike(Protocol):
     """What mm2py reads from a confluent-kafka ``KafkaError``; a Protocol, so this module needs no client."""
 
+    def code(self) -> int: ...
     def name(self) -> str: ...
     def str(self) -> str: ...
     def retriable(self) -> bool: ...
     def fatal(self) -> bool: ...
 
 
-# Kafka error codes that waiting cannot fix, by name: the record is larger than the target accepts, access is
-# denied, the topic or partition is not there (deleted, or never created). librdkafka flags only some
+# Kafka errors that waiting cannot fix, by name (mm2py.kafka_errors): the record is larger than the target accepts,
+# access is denied, the topic or partition is not there (deleted, or never created). librdkafka flags only some
 # errors (those of its transactional API) as retriable, so this set, not the flag, decides the rest.
 PERMANENT_KAFKA_ERRORS = frozenset(
     {
-        "MSG_SIZE_TOO_LARGE",
+        "MESSAGE_TOO_LARGE",
         "RECORD_LIST_TOO_LARGE",
         "INVALID_RECORD",
         "INVALID_TOPIC_EXCEPTION",
@@ -135,16 +138,18 @@ PERMANENT_KAFKA_ERRORS = frozenset(
         "CLUSTER_AUTHORIZATION_FAILED",
         "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
         "GROUP_AUTHORIZATION_FAILED",
+        # A refused login (librdkafka's _AUTHENTICATION too) and a failed TLS handshake (a certificate for another
+        # host, no shared TLS version): waiting does not change the answer.
         "SASL_AUTHENTICATION_FAILED",
-        # librdkafka's own codes for a refused login and a failed TLS handshake (wrong password, a certificate
-        # for another host, no shared TLS version): waiting does not change the answer.
-        "_AUTHENTICATION",
         "_SSL",
-        "UNKNOWN_TOPIC_OR_PART",
-        "_UNKNOWN_TOPIC",
-        "_UNKNOWN_PARTITION",
+        "UNKNOWN_TOPIC_OR_PARTITION",
     }
 )
+
+
+def error_name(error: KafkaErrorLike) -> str:
+    """A client error's name in mm2py's one vocabulary, Kafka's (:func:`mm2py.kafka_errors.client_error_name`)."""
+    return client_error_name(error.code(), error.name())
 
 
 def is_retriable(error: KafkaErrorLike) -> bool:
@@ -156,7 +161,7 @@ def is_retriable(error: KafkaErrorLike) -> bool:
     """
     if error.retriable():
         return True
-    return error.name() not in PERMANENT_KAFKA_ERRORS
+    return error_name(error) not in PERMANENT_KAFKA_ERRORS
 
 
 # A copy task's failure meaning "the records at this position are gone" (Kafka's OFFSET_OUT_OF_RANGE: deleted by
@@ -169,7 +174,8 @@ class Failure:
     """A copy failure as plain data: what a Spark task returns instead of raising, so the driver learns
     whether to retry from a field, never from the text of an exception that crossed the JVM.
 
-    ``code`` is the Kafka error's name (``MSG_SIZE_TOO_LARGE``) when a Kafka error caused it, else None.
+    ``code`` is the Kafka error's name (``MESSAGE_TOO_LARGE``, :mod:`mm2py.kafka_errors`) when a Kafka error caused
+    it, else None.
     ``message`` names flow, topic, partition and offset, and never holds a secret (no client settings).
     """
 
@@ -179,7 +185,7 @@ class Failure:
 
     @classmethod
     def of_kafka(cls, message: str, error: KafkaErrorLike) -> Failure:
-        return cls(message, error.name(), is_retriable(error))
+        return cls(message, error_name(error), is_retriable(error))
 
     @property
     def records_gone(self) -> bool:

@@ -22,7 +22,8 @@ MAX_FUNCTION_LINES = 80
 # From the bottom up; a unit is a package (or a module) of mm2py, the longest matching name wins ("mm2py" is the
 # package's face alone, its __version__).
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("mm2py", "mm2py.backoff", "mm2py.errors", "mm2py.secrets"),
+    ("mm2py", "mm2py.backoff", "mm2py.kafka_errors"),
+    ("mm2py.errors", "mm2py.secrets"),
     ("mm2py.mirror", "mm2py.metrics.measurement"),
     ("mm2py.librdkafka",),
     ("mm2py.config", "mm2py.wire"),

@@ -29,7 +29,7 @@ from typing import Any, Protocol
 from confluent_kafka import KafkaError, KafkaException
 
 from mm2py.control.topics import LEASE_TOPIC
-from mm2py.errors import KafkaOperationError
+from mm2py.errors import KafkaOperationError, error_name
 from mm2py.librdkafka.clients import new_consumer, new_producer
 from mm2py.librdkafka.error_mapping import principal_of, wrap_kafka_error
 from mm2py.librdkafka.partition_reader import read_topic
@@ -161,7 +161,7 @@ class FlowLease:
                     self.target,
                     f"joining lease group {lease_group(self.source, self.target)}",
                     self._error.str(),
-                    code=self._error.name(),
+                    code=error_name(self._error),
                     principal=principal_of(self._consumer_settings),
                 )
             if not wait and self._decided.is_set():

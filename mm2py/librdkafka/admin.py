@@ -16,7 +16,7 @@ from typing import Any
 from confluent_kafka import ConsumerGroupTopicPartitions, IsolationLevel, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewPartitions, NewTopic, OffsetSpec
 
-from mm2py.errors import KafkaOperationError
+from mm2py.errors import KafkaOperationError, error_name
 from mm2py.librdkafka.admin_acls import TopicAclAdmin
 from mm2py.librdkafka.admin_groups import GroupAdmin
 from mm2py.librdkafka.error_mapping import (
@@ -378,7 +378,7 @@ class ClusterAdmin(TopicAclAdmin, GroupAdmin):
                 self.alias,
                 f"committing offsets of group {group}",
                 f"{failed[0].topic}-{failed[0].partition}: {failed[0].error.str()}",
-                code=failed[0].error.name(),
+                code=error_name(failed[0].error),
                 principal=self.principal,
             )
 

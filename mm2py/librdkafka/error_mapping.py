@@ -9,7 +9,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
 
-from mm2py.errors import ClusterUnreachableError, KafkaOperationError
+from mm2py.errors import ClusterUnreachableError, KafkaOperationError, error_name
 
 UNREACHABLE = {KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN, KafkaError._RESOLVE}
 AUTH_ERRORS = {KafkaError.SASL_AUTHENTICATION_FAILED, KafkaError._AUTHENTICATION, KafkaError._SSL}
@@ -93,4 +93,4 @@ def wrap_kafka_error(
         return KafkaOperationError(alias, operation, f"authentication failed ({err.str()})")
     if err is None:
         return KafkaOperationError(alias, operation, str(exc))
-    return KafkaOperationError(alias, operation, err.str(), code=err.name(), principal=principal)
+    return KafkaOperationError(alias, operation, err.str(), code=error_name(err), principal=principal)

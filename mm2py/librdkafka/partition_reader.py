@@ -17,7 +17,7 @@ from typing import Any
 import confluent_kafka
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException
 
-from mm2py.errors import KafkaOperationError
+from mm2py.errors import KafkaOperationError, error_name
 from mm2py.librdkafka.clients import new_consumer
 from mm2py.librdkafka.error_mapping import principal_of, wrap_kafka_error
 from mm2py.mirror.topic_partition import TopicPartition
@@ -126,7 +126,7 @@ class PartitionReader:
                     continue
                 else:
                     raise KafkaOperationError(
-                        self.alias, self.operation, err.str(), code=err.name(), principal=self.principal
+                        self.alias, self.operation, err.str(), code=error_name(err), principal=self.principal
                     )
             if batch:
                 return batch

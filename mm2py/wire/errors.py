@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 import kafka.errors as kafka_errors  # type: ignore[import-untyped]
 
+from mm2py.kafka_errors import kafka_error_name
+
 ErrorKind = type  # one of kafka.errors' classes
 
 NONE_CODE = 0
@@ -72,7 +74,9 @@ class WireError:
 
     @property
     def name(self) -> str:
-        return str(getattr(self.kind, "message", self.kind.__name__))
+        """Kafka's name for the code (``mm2py.kafka_errors``), not kafka-python's (``MESSAGE_SIZE_TOO_LARGE``)."""
+        code = self.code
+        return kafka_error_name(code) if code >= 0 else str(getattr(self.kind, "message", self.kind.__name__))
 
     @property
     def retriable(self) -> bool:

@@ -233,7 +233,7 @@ def test_tiered_storage_configs_are_left_out_so_a_plain_target_accepts_the_remot
         try:
             return target.describe_topic_configs([remote])[remote]
         except KafkaOperationError as exc:
-            if exc.code != "UNKNOWN_TOPIC_OR_PART":  # librdkafka's name for it
+            if exc.code != "UNKNOWN_TOPIC_OR_PARTITION":
                 raise
             return None
 

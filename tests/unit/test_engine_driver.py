@@ -169,7 +169,7 @@ def test_transient_failures_are_retried_with_growing_backoff_and_positions_stay_
 def test_a_permanent_failure_stops_at_once_without_retrying(recorded: list[Mapping[tuple[str, int], int]]) -> None:
     source = FakeSource({("orders", 0): 0}, {("orders", 0): 50})
     spark = FakeSpark()
-    spark.failures = [ReplicationError("record too large", code="MSG_SIZE_TOO_LARGE", retriable=False)]
+    spark.failures = [ReplicationError("record too large", code="MESSAGE_TOO_LARGE", retriable=False)]
     r = runner(source, spark, partitions=1)
     r.rounds.place({})
     stop = InstantStop()

@@ -42,6 +42,7 @@ RANGE = PartitionRange("orders", 3, "dc1.orders", 40, 90)
         KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
         KafkaError._AUTHENTICATION,  # librdkafka's refused login (a wrong password)
         KafkaError._SSL,  # a failed TLS handshake (a certificate for another host)
+        KafkaError.TOPIC_EXCEPTION,  # Kafka's INVALID_TOPIC_EXCEPTION: an invalid name stays invalid
     ],
 )
 def test_errors_that_waiting_cannot_fix_are_permanent(code: int) -> None:
@@ -75,7 +76,8 @@ def test_a_failure_keeps_the_kafka_error_name_and_says_whether_to_retry() -> Non
     failure = Failure.of_kafka(
         "flow=dc1->target topic=orders partition=3: too large", KafkaError(KafkaError.MSG_SIZE_TOO_LARGE)
     )
-    assert failure == Failure("flow=dc1->target topic=orders partition=3: too large", "MSG_SIZE_TOO_LARGE", False)
+    # Kafka's name (librdkafka calls it MSG_SIZE_TOO_LARGE; the wire path, through kafka-python, the same code too).
+    assert failure == Failure("flow=dc1->target topic=orders partition=3: too large", "MESSAGE_TOO_LARGE", False)
 
 
 def test_replication_error_carries_its_failure_and_no_text_protocol() -> None:
@@ -89,11 +91,11 @@ def test_replication_error_carries_its_failure_and_no_text_protocol() -> None:
 
 
 def test_failures_survive_pickling_as_they_cross_the_spark_boundary() -> None:
-    failure = Failure("flow=dc1->target topic=orders partition=3: gone", "UNKNOWN_TOPIC_OR_PART", False)
+    failure = Failure("flow=dc1->target topic=orders partition=3: gone", "UNKNOWN_TOPIC_OR_PARTITION", False)
     result = CopyResult("orders", 3, 40, 40, -1, 0, 0, 0, 0.0, failure)
     assert pickle.loads(pickle.dumps(result)) == result
     again = pickle.loads(pickle.dumps(ReplicationError.of_failure(failure)))
-    assert (again.retriable, again.code) == (False, "UNKNOWN_TOPIC_OR_PART")
+    assert (again.retriable, again.code) == (False, "UNKNOWN_TOPIC_OR_PARTITION")
 
 
 def _copy_raising(monkeypatch: pytest.MonkeyPatch, exc: BaseException) -> None:
@@ -111,10 +113,10 @@ def _results(last_attempt: bool) -> list[CopyResult]:
 
 def test_a_permanent_failure_is_returned_as_data_at_the_first_attempt(monkeypatch: pytest.MonkeyPatch) -> None:
     _copy_raising(
-        monkeypatch, ReplicationError("record at offset 41 too large", code="MSG_SIZE_TOO_LARGE", retriable=False)
+        monkeypatch, ReplicationError("record at offset 41 too large", code="MESSAGE_TOO_LARGE", retriable=False)
     )
     [result] = _results(last_attempt=False)
-    assert result.error == Failure("record at offset 41 too large", "MSG_SIZE_TOO_LARGE", False)
+    assert result.error == Failure("record at offset 41 too large", "MESSAGE_TOO_LARGE", False)
     assert (result.next_offset, result.records) == (RANGE.start, 0)  # nothing of the range counts as copied
 
 
@@ -134,7 +136,7 @@ def test_a_client_exception_outside_the_worded_paths_becomes_a_classified_failur
     _copy_raising(monkeypatch, KafkaException(KafkaError(KafkaError._UNKNOWN_PARTITION)))
     [result] = _results(last_attempt=False)
     assert result.error is not None
-    assert (result.error.code, result.error.retriable) == ("_UNKNOWN_PARTITION", False)
+    assert (result.error.code, result.error.retriable) == ("UNKNOWN_TOPIC_OR_PARTITION", False)
     assert "topic=orders partition=3" in result.error.message and "offset 40" in result.error.message
 
 
@@ -142,7 +144,7 @@ def test_the_driver_raises_the_permanent_failure_first() -> None:
     ok = CopyResult("orders", 0, 0, 10, 9, 10, 100, 2, 0.1)
     transient = CopyResult("orders", 1, 0, 0, -1, 0, 0, 0, 0.0, Failure("stalled"))
     permanent = CopyResult(
-        "orders", 2, 5, 5, -1, 0, 0, 0, 0.0, Failure("offset 5 too large", "MSG_SIZE_TOO_LARGE", False)
+        "orders", 2, 5, 5, -1, 0, 0, 0, 0.0, Failure("offset 5 too large", "MESSAGE_TOO_LARGE", False)
     )
     raise_failure("dc1->target", [ok])  # nothing failed: no error
     with pytest.raises(ReplicationError) as caught:

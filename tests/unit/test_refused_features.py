@@ -122,7 +122,7 @@ def test_the_retrier_never_retries_an_authorization_refusal_but_retries_a_timeou
     def slow_then_fine() -> str:
         attempts.append(1)
         if len(attempts) < 3:
-            raise KafkaOperationError("dc1", "listing topics", "timed out", code="_TIMED_OUT")
+            raise KafkaOperationError("dc1", "listing topics", "timed out", code="REQUEST_TIMED_OUT")
         return "done"
 
     assert Retrier(flow(), FlowStats("dc1->target"))(slow_then_fine, stop) == "done" and len(attempts) == 3
