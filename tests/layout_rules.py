@@ -5,7 +5,8 @@
 - no module over 400 lines and no function over 80.
 
 Why a script and not a linter rule: ruff and mypy know neither the package layers nor a module's length, and
-these are the rules that keep the architecture readable from the folders (README, *Layout*).
+these are the rules that keep the architecture readable from the folders (docs/architecture.md, *The modules,
+folder by folder*).
 """
 
 from __future__ import annotations

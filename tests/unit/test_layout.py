@@ -84,9 +84,9 @@ def test_a_copy_task_loads_neither_the_prometheus_client_nor_an_http_server(modu
     assert not {"prometheus_client", "http.server", "pyspark"} & loaded
 
 
-def layout_bullets(readme: str) -> dict[str, str]:
-    """README's *Layout* list: each bullet that starts with a path of the package, and its whole text."""
-    section = readme.split("\nLayout (how", 1)[1].split("\n### ", 1)[0]
+def layout_bullets(architecture: str) -> dict[str, str]:
+    """docs/architecture.md's module list: each bullet that starts with a path of the package, and its whole text."""
+    section = architecture.split("\n## The modules, folder by folder", 1)[1].split("\n## ", 1)[0]
     bullets: dict[str, str] = {}
     for item in re.split(r"\n- ", section)[1:]:
         head = re.match(r"`(mm2py/[\w/.]*)`", item)
@@ -95,11 +95,12 @@ def layout_bullets(readme: str) -> dict[str, str]:
     return bullets
 
 
-def test_readme_layout_names_every_module_of_the_package_and_no_other() -> None:
-    """The folder listing is where a newcomer learns the tree, so it may neither miss a module nor name one that
-    was moved or renamed: each folder's bullet names the modules in it (and in its sub-folders) by file name."""
+def test_the_module_list_names_every_module_of_the_package_and_no_other() -> None:
+    """The module list (docs/architecture.md) is where a newcomer learns the tree, so it may neither miss a module
+    nor name one that was moved or renamed: each folder's bullet names the modules in it (and in its sub-folders)
+    by file name."""
     package = REPO / "mm2py"
-    bullets = layout_bullets((REPO / "README.md").read_text())
+    bullets = layout_bullets((REPO / "docs" / "architecture.md").read_text())
     folders = sorted(p for p in package.iterdir() if (p / "__init__.py").is_file())
     assert sorted(bullets) == sorted([f"mm2py/{f.name}" for f in folders] + ["mm2py/errors.py"])
     for folder in folders:
