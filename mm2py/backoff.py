@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 # CommonClientConfigs.RETRY_BACKOFF_EXP_BASE and RETRY_BACKOFF_JITTER.
@@ -45,3 +45,16 @@ class ExponentialBackoff:
         term: float = initial * self.multiplier ** min(attempts, exp_max)
         factor = 1.0 if self.jitter <= 0 else self.uniform(1 - self.jitter, 1 + self.jitter)
         return min(factor * term, self.max_s)
+
+
+def client_backoff(settings: Mapping[str, object]) -> ExponentialBackoff:
+    """The backoff a client's own ``retry.backoff.ms`` and ``retry.backoff.max.ms`` ask for (the Java clients and
+    librdkafka use the same two keys), each at its default when unset or not a whole number of milliseconds."""
+
+    def seconds(key: str, default_s: float) -> float:
+        value = str(settings.get(key, "")).strip()
+        return int(value) / 1000 if value.isdigit() else default_s
+
+    return ExponentialBackoff(
+        seconds("retry.backoff.ms", RETRY_BACKOFF_S), seconds("retry.backoff.max.ms", RETRY_BACKOFF_MAX_S)
+    )

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from mm2py.backoff import client_backoff
 from mm2py.executor.contract import CopySpec
 from mm2py.wire.cluster import FetchedPartition
 from mm2py.wire.connection import KafkaConnection
@@ -66,10 +67,16 @@ class FetchThread:
             source.bootstrap(self.spec.stall_timeout_s)
             # A following task waits for a partition's leader as long as it follows: a stall is not a failure.
             stall_s = self.spec.stall_timeout_s if self.spec.control is None else float("inf")
+            backoff = client_backoff(self.spec.consumer_settings)  # the source consumer's retry.backoff.ms keys
             fetcher = Fetcher(
                 source,
                 [r.fetch for r in self.ranges.values()],
-                FetcherSettings(self.read_committed, stall_timeout_s=stall_s),
+                FetcherSettings(
+                    self.read_committed,
+                    stall_timeout_s=stall_s,
+                    retry_backoff_s=backoff.initial_s,
+                    retry_backoff_max_s=backoff.max_s,
+                ),
             )
             while not self.stop.is_set() and fetcher.active():
                 self._forward(fetcher.step())

@@ -11,7 +11,7 @@ import logging
 import time
 from collections.abc import Iterator
 
-from mm2py.backoff import RETRY_BACKOFF_MAX_S, RETRY_BACKOFF_S
+from mm2py.backoff import client_backoff
 from mm2py.errors import Failure, ReplicationError
 from mm2py.executor.contract import CopySpec
 from mm2py.executor.transactional_copy import TransactionalCopy
@@ -40,13 +40,14 @@ def sender_settings(spec: CopySpec, max_batch_bytes: int, transactional_id: str 
                 return int(value) / 1000
         return default_ms / 1000
 
+    backoff = client_backoff(settings)
     return SenderSettings(
         spec.flow,
         spec.target,
         request_timeout_s=seconds(30_000, "request.timeout.ms", "socket.timeout.ms"),
         delivery_timeout_s=seconds(120_000, "delivery.timeout.ms", "message.timeout.ms"),
-        retry_backoff_s=seconds(round(RETRY_BACKOFF_S * 1000), "retry.backoff.ms"),
-        retry_backoff_max_s=seconds(round(RETRY_BACKOFF_MAX_S * 1000), "retry.backoff.max.ms"),
+        retry_backoff_s=backoff.initial_s,
+        retry_backoff_max_s=backoff.max_s,
         merge_below=MERGE_BELOW,
         merge_up_to=min(MERGE_UP_TO, max_batch_bytes // 2),
         transactional_id=transactional_id,

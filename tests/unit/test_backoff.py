@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from mm2py.backoff import ExponentialBackoff
+from mm2py.backoff import ExponentialBackoff, client_backoff
 
 
 def exact(initial_s: float, max_s: float) -> ExponentialBackoff:
@@ -47,3 +47,11 @@ def test_random_jitter_stays_in_its_band(attempts: int) -> None:
     values = [b.backoff(attempts) for _ in range(200)]
     assert all(0.8 * nominal <= v <= min(1.2 * nominal, 1.0) for v in values)
     assert len(set(values)) > 1  # the factor is drawn each time: tasks failing together come back apart
+
+
+def test_a_clients_own_retry_backoff_keys_set_its_backoff_and_unset_ones_keep_the_defaults() -> None:
+    """Both copy paths read the same two keys, as the Java clients and librdkafka name them (the batch path's
+    fetcher from the source consumer's settings, its sender from the target producer's)."""
+    assert client_backoff({"retry.backoff.ms": "250", "retry.backoff.max.ms": "5000"}) == ExponentialBackoff(0.25, 5.0)
+    assert client_backoff({"retry.backoff.ms": "250"}) == ExponentialBackoff(0.25, 1.0)
+    assert client_backoff({"retry.backoff.max.ms": "not a number"}) == ExponentialBackoff(0.1, 1.0)
