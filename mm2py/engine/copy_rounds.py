@@ -19,14 +19,14 @@ from mm2py.config.flow import FlowConfig
 from mm2py.control.admin_pool import AdminPool
 from mm2py.control.fencing import SlotEpochs
 from mm2py.control.plan import FlowPlan
-from mm2py.control.progress_store import read_progress, write_progress
+from mm2py.control.progress_store import ReplicationState, read_progress, write_progress
 from mm2py.engine.losses import FlowLosses
 from mm2py.engine.ranges import follow_ranges, round_ranges
 from mm2py.engine.report_bounds import ReportBounds, report_row
+from mm2py.engine.source_ends import SourceEnds
 from mm2py.engine.spark import SparkRunner, raise_failure
 from mm2py.engine.stats import FlowStats
 from mm2py.engine.task_control import FlowChannel
-from mm2py.engine.unavailable import UnavailablePartitions
 from mm2py.errors import KafkaOperationError, ReplicationError
 from mm2py.executor.contract import CopyResult, CopySpec, PartitionRange
 from mm2py.metrics.registry import RunMetrics
@@ -47,26 +47,29 @@ class CopyRounds:
         pool: AdminPool,
         stats: FlowStats,
         metrics: RunMetrics | None = None,
+        spark: SparkRunner | None = None,
     ) -> None:
         self.flow = flow
         self.spec = spec
         self.pool = pool
         self.stats = stats
         self.metrics = metrics
-        self.spark: SparkRunner | None = None  # given once the run holds a lease and Spark is up
+        self.spark = spark  # None only where no job runs (tests of placement)
         self.plan = plan
         self.remote: dict[str, str] = {t.topic: t.remote_topic for t in plan.topics}
         self.positions: dict[TopicPartition, int] = {}  # where the next range of each partition starts
         self.stored_progress: dict[TopicPartition, int] = {}  # as read when the flow was prepared
         self.ends: dict[TopicPartition, int] = {}  # the source end offsets the last copy round saw
-        self.away = UnavailablePartitions(flow.name)
+        read_committed = spec.consumer_settings.get("isolation.level") == "read_committed"
+        self.source_ends = SourceEnds(flow, pool, read_committed=read_committed)
+        self.away = self.source_ends.away
         self.losses = FlowLosses(flow, stats, metrics)
         # The flow's thread, the periodic jobs' thread and the task-control endpoint all read and move positions.
         self.lock = threading.RLock()
         self.placing = threading.RLock()  # one placing at a time: a gap must be counted once
         self.channel: FlowChannel | None = None  # continuous mode on the batch path: the following generations
         self.epochs: SlotEpochs | None = None  # exactly-once on the batch path: the task slots' producer epochs
-        self.bounds = ReportBounds(flow.name, self._listed_ends)  # what a following task's report may move
+        self.bounds = ReportBounds(flow.name, self.source_ends.listed)  # what a following task's report may move
         self._said_rounds = False  # follows() logged that the flow copies in rounds (too few task slots)
 
     # -- positions -------------------------------------------------------------------------------------------
@@ -74,8 +77,20 @@ class CopyRounds:
     def partitions(self) -> list[TopicPartition]:
         return [(t.topic, p) for t in self.plan.topics for p in range(t.partitions)]
 
-    def _read_committed(self) -> bool:
-        return self.spec.consumer_settings.get("isolation.level") == "read_committed"
+    def fenced(self, epochs: SlotEpochs, slots: int) -> CopySpec:
+        """Exactly-once on the batch path, once every earlier producer of the flow's ``slots`` transactional ids
+        is fenced: each job's tasks get epochs the driver initialized for it. Returns the tasks' spec now."""
+        self.epochs = epochs
+        self.spec = replace(self.spec, exactly_once_slots=slots)
+        return self.spec
+
+    def resume(self, state: ReplicationState) -> None:
+        """Start the flow again from what the target stores (a run that takes the flow, or takes it back after a
+        lost lease): positions forgotten, stored losses and progress taken in, every partition placed."""
+        self.positions = {}
+        self.losses.load(state.losses)
+        self.stored_progress = state.progress
+        self.place(state.progress)
 
     def place(self, progress: dict[TopicPartition, int]) -> None:
         """Where each partition not placed yet resumes (``mm2py.mirror.resume``), from ``progress`` (the last
@@ -92,7 +107,7 @@ class CopyRounds:
         # A partition whose leader is away stays unplaced (no range is made for it) while the others are placed
         # and copied; place_pending() places it once it is back.
         earliest, away = admin.list_offsets_of_available(asked, "earliest")
-        latest, away_now = admin.list_offsets_of_available(list(earliest), "latest", self._read_committed())
+        latest, away_now = admin.list_offsets_of_available(list(earliest), "latest", self.source_ends.read_committed)
         self.away.update(asked, away | away_now)
         partitions = [tp for tp in asked if tp in latest]
         starts = self._timestamp_starts([tp for tp in partitions if progress.get(tp) is None])
@@ -165,35 +180,11 @@ class CopyRounds:
         return self.away.reasons
 
     def end_offsets(self) -> dict[TopicPartition, int]:
-        """The source's end offsets. A partition whose leader is away is left out, and named, until it is back:
-        one offline partition must not stop the others (in MM2 each partition is consumed on its own)."""
-        return self._available_ends(self.partitions())
-
-    def _available_ends(self, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
-        admin = self.pool.admin(self.flow.source, self.flow)
-        ends, away = admin.list_offsets_of_available(partitions, "latest", self._read_committed())
-        self.away.update(partitions, away)
-        return ends
-
-    def _listed_ends(self, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
-        """The source's high watermarks of ``partitions`` now (a report's position is checked against them)."""
-        admin = self.pool.admin(self.flow.source, self.flow)
-        return admin.list_offsets_of_available(partitions, "latest")[0]
+        """The source's end offsets, without the partitions whose leader is away (:mod:`mm2py.engine.source_ends`)."""
+        return self.source_ends.available(self.partitions())
 
     def ends_of_unavailable(self, late: list[TopicPartition]) -> dict[TopicPartition, int]:
-        """``--once``: the end offsets of the partitions ``late`` left out at the start (their leader was away),
-        once their leaders are back. Fails (retriably) while one is still away, so the run waits for it up to
-        ``mm2py.retry.timeout.seconds`` and then exits 3 naming it; nothing is skipped in silence."""
-        ends = self._available_ends(sorted(late))
-        missing = sorted(tp for tp in late if tp not in ends)
-        if missing:
-            topic, partition = missing[0]
-            raise KafkaOperationError(
-                self.flow.source,
-                f"listing latest offsets of {topic}-{partition}",
-                f"{self.unavailable.get(missing[0], 'no leader')} ({len(missing)} partition(s) not copied by this run)",
-            )
-        return ends
+        return self.source_ends.of_unavailable(late)
 
     # -- copy jobs -----------------------------------------------------------------------------------------------
 

@@ -16,7 +16,6 @@ import functools
 import logging
 import threading
 import time
-from dataclasses import replace
 
 from mm2py.config.flow import FlowConfig
 from mm2py.control.admin_pool import AdminPool
@@ -63,8 +62,7 @@ class FlowRunner:
         self.metrics = metrics
         self.stats = stats or FlowStats(flow.name, path=plan.copy_path)
         self.spec = copy_spec(flow, plan.copy_path)
-        self.rounds = CopyRounds(flow, plan, self.spec, pool, self.stats, metrics)
-        self.rounds.spark = spark
+        self.rounds = CopyRounds(flow, plan, self.spec, pool, self.stats, metrics, spark)
         self.sync = FlowSync(flow, self.rounds, pool, coordinator, metrics)
         self.retrying = Retrier(flow, self.stats, metrics)
         self.control = control  # the run's endpoint for following tasks (none for --once)
@@ -75,11 +73,7 @@ class FlowRunner:
         f = self.flow
         self.sync.start()
         self._fence_earlier_transactions()
-        self.rounds.positions = {}
-        state = read_replication_state(f.target, f.target_consumer.settings(), f.source)
-        self.rounds.losses.load(state.losses)
-        self.rounds.stored_progress = state.progress
-        self.rounds.place(state.progress)
+        self.rounds.resume(read_replication_state(f.target, f.target_consumer.settings(), f.source))
         if self.metrics is not None:
             self.metrics.set_copy_path(f.source, f.target, self.spec.copy_path)
 
@@ -107,8 +101,7 @@ class FlowRunner:
             slots,
             tasks_max=f.tasks_max,
         )
-        self.rounds.epochs = epochs  # every job's tasks get epochs the driver initialized for it
-        self.spec = self.rounds.spec = replace(self.spec, exactly_once_slots=slots)
+        self.spec = self.rounds.fenced(epochs, slots)
 
     def save_tails(self) -> None:
         """When the flow's work ends, however it ends: keep the source ends this run saw beyond what it copied
