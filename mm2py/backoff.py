@@ -47,14 +47,20 @@ class ExponentialBackoff:
         return min(factor * term, self.max_s)
 
 
+def client_seconds(settings: Mapping[str, object], default_s: float, *keys: str) -> float:
+    """A client's millisecond setting in seconds: the first of ``keys`` set to a whole number of milliseconds (a
+    Java key and its librdkafka alias, say), else ``default_s``."""
+    for key in keys:
+        value = str(settings.get(key, "")).strip()
+        if value.isdigit():
+            return int(value) / 1000
+    return default_s
+
+
 def client_backoff(settings: Mapping[str, object]) -> ExponentialBackoff:
     """The backoff a client's own ``retry.backoff.ms`` and ``retry.backoff.max.ms`` ask for (the Java clients and
     librdkafka use the same two keys), each at its default when unset or not a whole number of milliseconds."""
-
-    def seconds(key: str, default_s: float) -> float:
-        value = str(settings.get(key, "")).strip()
-        return int(value) / 1000 if value.isdigit() else default_s
-
     return ExponentialBackoff(
-        seconds("retry.backoff.ms", RETRY_BACKOFF_S), seconds("retry.backoff.max.ms", RETRY_BACKOFF_MAX_S)
+        client_seconds(settings, RETRY_BACKOFF_S, "retry.backoff.ms"),
+        client_seconds(settings, RETRY_BACKOFF_MAX_S, "retry.backoff.max.ms"),
     )

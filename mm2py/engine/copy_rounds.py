@@ -62,7 +62,6 @@ class CopyRounds:
         self.ends: dict[TopicPartition, int] = {}  # the source end offsets the last copy round saw
         read_committed = spec.consumer_settings.get("isolation.level") == "read_committed"
         self.source_ends = SourceEnds(flow, pool, read_committed=read_committed)
-        self.away = self.source_ends.away
         self.losses = FlowLosses(flow, stats, metrics)
         # The flow's thread, the periodic jobs' thread and the task-control endpoint all read and move positions.
         self.lock = threading.RLock()
@@ -108,7 +107,7 @@ class CopyRounds:
         # and copied; place_pending() places it once it is back.
         earliest, away = admin.list_offsets_of_available(asked, "earliest")
         latest, away_now = admin.list_offsets_of_available(list(earliest), "latest", self.source_ends.read_committed)
-        self.away.update(asked, away | away_now)
+        self.source_ends.away.update(asked, away | away_now)
         partitions = [tp for tp in asked if tp in latest]
         starts = self._timestamp_starts([tp for tp in partitions if progress.get(tp) is None])
         reset = self.flow.source_consumer.settings().get("auto.offset.reset", "earliest")
@@ -177,7 +176,7 @@ class CopyRounds:
     @property
     def unavailable(self) -> dict[TopicPartition, str]:
         """The partitions whose leader is away, and why."""
-        return self.away.reasons
+        return self.source_ends.away.reasons
 
     def end_offsets(self) -> dict[TopicPartition, int]:
         """The source's end offsets, without the partitions whose leader is away (:mod:`mm2py.engine.source_ends`)."""

@@ -11,7 +11,7 @@ import logging
 import time
 from collections.abc import Iterator
 
-from mm2py.backoff import client_backoff
+from mm2py.backoff import client_backoff, client_seconds
 from mm2py.errors import Failure, ReplicationError
 from mm2py.executor.contract import CopySpec
 from mm2py.executor.transactional_copy import TransactionalCopy
@@ -32,20 +32,12 @@ MERGE_UP_TO = 512 * 1024
 def sender_settings(spec: CopySpec, max_batch_bytes: int, transactional_id: str | None = None) -> SenderSettings:
     """The target producer's settings the sender honours, with the Java producer's defaults."""
     settings = spec.producer_settings
-
-    def seconds(default_ms: int, *keys: str) -> float:
-        for key in keys:
-            value = str(settings.get(key, "")).strip()
-            if value.isdigit():
-                return int(value) / 1000
-        return default_ms / 1000
-
     backoff = client_backoff(settings)
     return SenderSettings(
         spec.flow,
         spec.target,
-        request_timeout_s=seconds(30_000, "request.timeout.ms", "socket.timeout.ms"),
-        delivery_timeout_s=seconds(120_000, "delivery.timeout.ms", "message.timeout.ms"),
+        request_timeout_s=client_seconds(settings, 30.0, "request.timeout.ms", "socket.timeout.ms"),
+        delivery_timeout_s=client_seconds(settings, 120.0, "delivery.timeout.ms", "message.timeout.ms"),
         retry_backoff_s=backoff.initial_s,
         retry_backoff_max_s=backoff.max_s,
         merge_below=MERGE_BELOW,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from mm2py.backoff import ExponentialBackoff, client_backoff
+from mm2py.backoff import ExponentialBackoff, client_backoff, client_seconds
 
 
 def exact(initial_s: float, max_s: float) -> ExponentialBackoff:
@@ -55,3 +55,9 @@ def test_a_clients_own_retry_backoff_keys_set_its_backoff_and_unset_ones_keep_th
     assert client_backoff({"retry.backoff.ms": "250", "retry.backoff.max.ms": "5000"}) == ExponentialBackoff(0.25, 5.0)
     assert client_backoff({"retry.backoff.ms": "250"}) == ExponentialBackoff(0.25, 1.0)
     assert client_backoff({"retry.backoff.max.ms": "not a number"}) == ExponentialBackoff(0.1, 1.0)
+
+
+def test_a_client_setting_in_milliseconds_is_read_from_the_first_of_its_keys_that_is_set() -> None:
+    settings = {"socket.timeout.ms": "7000", "message.timeout.ms": "soon"}
+    assert client_seconds(settings, 30.0, "request.timeout.ms", "socket.timeout.ms") == 7.0
+    assert client_seconds(settings, 120.0, "delivery.timeout.ms", "message.timeout.ms") == 120.0
