@@ -203,18 +203,11 @@ def _pump(spec: CopySpec, rng: PartitionRange, consumer: Any, producer: Any, bat
         if not messages:
             poll(0)  # delivery reports go on while the source is slow: a failure voids the producer at once
             _stop_if_failed(spec, rng, batch, where)
-            refused = login_error(spec.consumer_settings)
-            if refused is not None:  # a wrong password or a certificate for another host: no record will come
-                batch.login_refused = True
-                raise _login_refused(spec, refused, where)
-            if time.monotonic() - last_progress > spec.stall_timeout_s:
-                raise ReplicationError(
-                    f"{where}: no records from the source for {spec.stall_timeout_s:.0f} s "
-                    f"at offset {batch.position} (range ends at {end})"
-                )
+            _stop_if_refused(spec, batch, where)
+            _stop_if_stalled(spec, batch, end, last_progress, where)
             continue
-        last_progress = time.monotonic()
         stamps: list[int] = []
+        position_before = batch.position
         bytes_before = batch.bytes
         for msg in messages:
             err = msg.error()
@@ -259,6 +252,10 @@ def _pump(spec: CopySpec, rng: PartitionRange, consumer: Any, producer: Any, bat
         poll(0)
         if batch.gone is not None:
             return
+        if batch.position != position_before:
+            last_progress = time.monotonic()
+        else:  # only events that did not move the position (a login cut short): the source is still silent
+            _stop_if_stalled(spec, batch, end, last_progress, where)
         _stop_if_failed(spec, rng, batch, where)
 
 
@@ -268,12 +265,36 @@ def _stop_if_failed(spec: CopySpec, rng: PartitionRange, batch: RangeBatch, wher
         raise_delivery_failure(spec, _producer_settings(spec, rng), batch.failures, where)
 
 
+def _stop_if_refused(spec: CopySpec, batch: RangeBatch, where: str) -> None:
+    """Stops the range if the consumer's login was refused (a wrong password, a certificate for another host): no
+    record will come."""
+    refused = login_error(spec.consumer_settings)
+    if refused is not None:
+        batch.login_refused = True
+        raise _login_refused(spec, refused, where)
+
+
+def _stop_if_stalled(spec: CopySpec, batch: RangeBatch, end: int, last_progress: float, where: str) -> None:
+    if time.monotonic() - last_progress > spec.stall_timeout_s:
+        raise ReplicationError(
+            f"{where}: no records from the source for {spec.stall_timeout_s:.0f} s "
+            f"at offset {batch.position} (range ends at {end})"
+        )
+
+
 def _range_ends_at(spec: CopySpec, batch: RangeBatch, msg: Any, err: KafkaError, where: str) -> bool:
     """A consumer event: partition EOF moves the position (False: go on); records gone at the position end the
     range there (True: what came before it is acknowledged and recorded as usual, and the driver counts the gap,
-    which retrying cannot bring back); anything else raises."""
+    which retrying cannot bring back); a failed login stops the range only if it was refused; anything else
+    raises."""
     if err.code() == KafkaError._PARTITION_EOF:
         batch.position = max(batch.position, msg.offset())
+        return False
+    if err.code() == KafkaError._AUTHENTICATION:
+        # A request the consumer made on a connection whose login failed ("FindCoordinator response error: Local:
+        # Authentication failure"). The consumer's error_cb saw the login itself and tells a refusal from a login
+        # cut short (librdkafka.clients._CUT_SHORT), after which the client logs in again by itself.
+        _stop_if_refused(spec, batch, where)
         return False
     if err.code() == KafkaError.GROUP_AUTHORIZATION_FAILED:
         return False  # librdkafka looks the group.id's coordinator up, but a consumer that never commits needs none
