@@ -31,8 +31,9 @@ from confluent_kafka import KafkaError, KafkaException
 from mm2py.control.topics import LEASE_TOPIC
 from mm2py.errors import KafkaOperationError, error_name
 from mm2py.librdkafka.clients import new_consumer, new_producer
-from mm2py.librdkafka.error_mapping import principal_of, wrap_kafka_error
+from mm2py.librdkafka.error_mapping import wrap_kafka_error
 from mm2py.librdkafka.partition_reader import read_topic
+from mm2py.librdkafka.principals import principal_of
 
 log = logging.getLogger(__name__)
 _REFUSED = (KafkaError.GROUP_AUTHORIZATION_FAILED, KafkaError.TOPIC_AUTHORIZATION_FAILED)

@@ -17,16 +17,15 @@ import sys
 import tempfile
 import threading
 import zipfile
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from mm2py.engine import class_data
 from mm2py.errors import AUTHORIZATION_ERRORS, Failure, ReplicationError, UsageError
-from mm2py.executor import batch_copy, record_copy
 from mm2py.executor.contract import CopyResult, CopySpec, PartitionRange
-from mm2py.librdkafka.error_mapping import principal_of
+from mm2py.librdkafka.principals import principal_of
 
 log = logging.getLogger(__name__)
 
@@ -205,10 +204,9 @@ class SparkRunner:
         self.sc.setLocalProperty(
             "spark.job.description", f"mm2py {spec.flow}: {len(ranges)} partition ranges in {len(groups)} tasks"
         )
-        copier = batch_copy.copy_partitions if spec.copy_path.batch else record_copy.copy_partitions
         rdd = self.sc.parallelize(groups, len(groups))
         try:
-            task = functools.partial(_copy_task, copier, spec, self.task_attempts)
+            task = functools.partial(_copy_task, spec, self.task_attempts)
             results: list[CopyResult] = rdd.mapPartitions(task).collect()
         except Exception as exc:  # only a task that died without reporting (see died_task_failure)
             raise ReplicationError.of_failure(died_task_failure(exc), f"flow {spec.flow}: copy job failed: ") from None
@@ -304,20 +302,24 @@ def _relay_jvm_output(stream: Any) -> None:
             jvm_log.warning("%s", line)
 
 
-def _copy_task(
-    copier: Callable[..., Iterator[CopyResult]], spec: CopySpec, attempts: int, groups: Iterator[list[PartitionRange]]
-) -> Iterator[CopyResult]:
+def _copy_task(spec: CopySpec, attempts: int, groups: Iterator[list[PartitionRange]]) -> Iterator[CopyResult]:
     """The Spark task (executor side): its groups of ranges copied together, the copier told which attempt this is
-    (a later one resumes from what the earlier one recorded) and whether Spark will run it again if it raises."""
+    (a later one resumes from what the earlier one recorded) and whether Spark will run it again if it raises.
+
+    The copy path's module is imported here, on the executor, and only the one the flow takes: a batch-path
+    worker loads no librdkafka (this module imports neither copy path at its top)."""
     from pyspark import TaskContext
 
     context = TaskContext.get()
     attempt = context.attemptNumber() if context is not None else 0
-    last_attempt = context is None or attempt + 1 >= attempts
     ranges = (rng for group in groups for rng in group)
     if spec.copy_path.batch:
-        return copier(spec, ranges, last_attempt=last_attempt, attempt=attempt)
-    return copier(spec, ranges, last_attempt=last_attempt)
+        from mm2py.executor import batch_copy
+
+        return batch_copy.copy_partitions(spec, ranges, attempt=attempt)
+    from mm2py.executor import record_copy
+
+    return record_copy.copy_partitions(spec, ranges, last_attempt=context is None or attempt + 1 >= attempts)
 
 
 def raise_failure(flow: str, results: list[CopyResult], spec: CopySpec | None = None) -> None:

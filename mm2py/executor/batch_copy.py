@@ -35,37 +35,33 @@ from collections.abc import Iterator
 from typing import Any
 
 from mm2py.errors import Failure, ReplicationError
-from mm2py.executor import record_copy
 from mm2py.executor.allocator import tune_for_large_buffers
 from mm2py.executor.batch_fetching import FetchThread
 from mm2py.executor.batch_producer import (
     MESSAGE_MAX_BYTES,
-    abort_quietly,
     producer_ids,
     sender_settings,
     transaction_failure,
 )
 from mm2py.executor.batch_results import BatchRange, Counted, ProgressRecorder, finish
 from mm2py.executor.contract import CopyResult, CopySpec, PartitionRange
+from mm2py.executor.control_writes import ControlWrites, ProgressLayout, SourceSyncs
 from mm2py.executor.driver_link import REPORT_INTERVAL_S, DriverLink, report_row
 from mm2py.executor.task_logging import executor_logging
 from mm2py.executor.transactional_copy import TransactionalCopy
-from mm2py.librdkafka.clients import cached_producer
-from mm2py.librdkafka.partition_reader import read_topic
 from mm2py.metrics.measurement import RangeMeasurer
 from mm2py.mirror.progress import progress_of
 from mm2py.wire.connection import KafkaConnection
 from mm2py.wire.fetcher import FetchPartition
 from mm2py.wire.partition_queue import PartitionQueue, ProducerBatch
 from mm2py.wire.sender import Sender
+from mm2py.wire.topic_reader import read_topic
 from mm2py.wire.transactions import FENCED, TransactionError
 
 log = logging.getLogger(__name__)
 
 
-def copy_partitions(
-    spec: CopySpec, ranges: Iterator[PartitionRange], last_attempt: bool = False, attempt: int = 0
-) -> Iterator[CopyResult]:
+def copy_partitions(spec: CopySpec, ranges: Iterator[PartitionRange], attempt: int = 0) -> Iterator[CopyResult]:
     """Spark ``mapPartitions`` body (executor side): copy all ``ranges`` together, batch by batch.
 
     Failures travel as data, per range (``CopyResult.error``, with what was copied before it); the task itself
@@ -73,9 +69,6 @@ def copy_partitions(
     progress its predecessor recorded.
     """
     todo = [rng for rng in ranges if rng.start < rng.end]
-    if spec.provenance:
-        yield from record_copy.copy_partitions(spec, iter(todo), last_attempt=last_attempt)
-        return
     executor_logging(spec)
     if todo:
         tune_for_large_buffers()
@@ -122,47 +115,53 @@ class _BatchCopier:
                 retriable=True,
             )
             nothing = {id(r): Counted() for r in self.ranges.values()}
-            results = finish(self.spec, self.recorder, not_again, 0.0, nothing)
+            results = finish(self.spec, self.recorder, None, not_again, 0.0, nothing)
             self._final_report(nothing, not_again)
             return results
-        # The producers of progress and offset syncs are created now: a new idempotent producer first waits for
-        # its producer id (about 0.5 s on a real broker), which then overlaps the copy instead of delaying it.
-        cached_producer(self.spec.producer_settings)
-        if self.spec.syncs_producer_settings is not None:
-            cached_producer(self.spec.syncs_producer_settings)
         failure: Failure | None = None
         target = KafkaConnection(self.spec.target, self.spec.producer_settings)
+        source_syncs = SourceSyncs(self.spec)
         eos: TransactionalCopy | None = None
         sender: Sender | None = None
+        writes: ControlWrites | None = None
         try:
-            target.bootstrap(self.spec.stall_timeout_s)
-            queues = [r.queue for r in self.ranges.values()]
-            if self.spec.exactly_once:
-                eos = TransactionalCopy(self.spec, target, self.ranges.values())
-                producer = eos.initialize(self.spec.stall_timeout_s)  # fences the predecessor first
-                queues += eos.queues()
-            else:
-                producer = producer_ids(self.spec, target)
-            if self.retried:
-                self._resume_from_recorded_progress()
-            settings = sender_settings(self.spec, self.max_batch_bytes, eos.transactional_id if eos else None)
-            sender = Sender(target, queues, settings, producer)
-            self.fetch.start()
-            self._copy(sender, eos)
-        except TransactionError as exc:
-            failure = transaction_failure(self.spec, exc, eos.transactional_id if eos else "")
-        except ReplicationError as exc:
-            failure = exc.failure
-        except Exception as exc:  # a bug or the library's: what was copied still counts
-            log.exception("flow=%s: the batch copy task failed", self.spec.flow)
-            failure = Failure(f"flow={self.spec.flow}: copying failed: {type(exc).__name__}: {exc}")
+            try:
+                target.bootstrap(self.spec.stall_timeout_s)
+                rngs = [r.rng for r in self.ranges.values()]
+                layout = ProgressLayout(self.spec, target, rngs, self.spec.stall_timeout_s)
+                queues = [r.queue for r in self.ranges.values()]
+                if self.spec.exactly_once:
+                    eos = TransactionalCopy(self.spec, target, self.ranges.values(), layout)
+                    producer = eos.initialize()  # the epoch the driver fenced every predecessor with
+                    queues += eos.queues()
+                    writes = ControlWrites(self.spec, layout, source_syncs)
+                else:
+                    producer = producer_ids(self.spec, target)
+                    writes = ControlWrites(self.spec, layout, source_syncs, target, producer)
+                if self.retried:
+                    self._resume_from_recorded_progress()
+                settings = sender_settings(
+                    self.spec, self.spec.producer_settings, self.spec.target, eos.transactional_id if eos else None
+                )
+                sender = Sender(target, queues, settings, producer)
+                self.fetch.start()
+                self._copy(sender, eos, writes)
+            except TransactionError as exc:
+                failure = transaction_failure(self.spec, exc, eos.transactional_id if eos else "")
+            except ReplicationError as exc:
+                failure = exc.failure
+            except Exception as exc:  # a bug or the library's: what was copied still counts
+                log.exception("flow=%s: the batch copy task failed", self.spec.flow)
+                failure = Failure(f"flow={self.spec.flow}: copying failed: {type(exc).__name__}: {exc}")
+            finally:
+                self.fetch.join(self.spec.stall_timeout_s)
+                if eos is not None and eos.txn.in_transaction:
+                    eos.abort_quietly(sender)
+            committed = eos.committed if eos is not None else None
+            results = finish(self.spec, self.recorder, writes, failure, time.monotonic() - self.started, committed)
         finally:
-            self.fetch.join(self.spec.stall_timeout_s)
-            if eos is not None and eos.txn.in_transaction:
-                abort_quietly(eos, sender, self.spec)
+            source_syncs.close()
             target.close()
-        committed = eos.committed if eos is not None else None
-        results = finish(self.spec, self.recorder, failure, time.monotonic() - self.started, committed)
         self._final_report(committed, failure)
         return results
 
@@ -173,7 +172,7 @@ class _BatchCopier:
             return
         self.link.report(with_task_failure(self._rows(committed), failure), final=True)
 
-    def _copy(self, sender: Sender, eos: TransactionalCopy | None) -> None:
+    def _copy(self, sender: Sender, eos: TransactionalCopy | None, writes: ControlWrites) -> None:
         """Hand fetched batches to the sender until the fetcher is done (or the driver says stop) and everything
         is acknowledged; exactly-once, commit a transaction whenever one is due, once the sender is drained;
         following, report every second and record progress every ``progress_interval_s``."""
@@ -196,7 +195,7 @@ class _BatchCopier:
                     fetching = False
             if eos is None and now >= next_record:
                 next_record = now + self.spec.progress_interval_s
-                self.recorder.record({id(r): r.acknowledged() for r in self.ranges.values()})
+                self.recorder.record({id(r): r.acknowledged() for r in self.ranges.values()}, writes)
 
     def _transaction_step(self, sender: Sender, eos: TransactionalCopy, copying_done: bool) -> bool:
         """Exactly-once: abort on a stopped partition, add partitions, commit when due; True if it committed."""
@@ -233,14 +232,22 @@ class _BatchCopier:
     def _resume_from_recorded_progress(self) -> None:
         """Spark's next attempt of a task whose process died: its predecessor recorded progress (every few
         seconds, or in committed transactions) that the driver's range does not know; start after it. A range
-        its predecessor copied to the end is done: nothing would ever be fetched below its end again."""
-        messages = read_topic(
-            self.spec.target,
-            self.spec.target_consumer_settings,
-            self.spec.progress_topic,
-            purpose="resuming a copy task",
-        )
-        stored = progress_of(((m.key(), m.value()) for m in messages), self.spec.source)
+        its predecessor copied to the end is done: nothing would ever be fetched below its end again. Read as the
+        target consumer (MM2 reads its offsets topic with that client), read_committed: exactly-once progress
+        counts once its transaction committed."""
+        reader = KafkaConnection(self.spec.target, self.spec.target_consumer_settings)
+        try:
+            reader.bootstrap(self.spec.stall_timeout_s)
+            records = read_topic(
+                reader,
+                self.spec.progress_topic,
+                read_committed=True,
+                timeout_s=self.spec.stall_timeout_s,
+                purpose=f"flow={self.spec.flow}: resuming a copy task",
+            )
+        finally:
+            reader.close()
+        stored = progress_of(records, self.spec.source)
         for key, state in self.ranges.items():
             start = stored.get(key, -1) + 1
             if start > state.fetch.position:

@@ -9,15 +9,14 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 from mm2py.backoff import client_backoff, client_seconds
 from mm2py.errors import Failure, ReplicationError
 from mm2py.executor.contract import CopySpec
-from mm2py.executor.transactional_copy import TransactionalCopy
 from mm2py.wire.cluster import Cluster, ProducerIds
 from mm2py.wire.errors import WireError
-from mm2py.wire.sender import Sender, SenderSettings
+from mm2py.wire.sender import SenderSettings
 from mm2py.wire.transactions import TransactionError
 
 log = logging.getLogger(__name__)
@@ -29,13 +28,15 @@ MERGE_BELOW = 16 * 1024
 MERGE_UP_TO = 512 * 1024
 
 
-def sender_settings(spec: CopySpec, max_batch_bytes: int, transactional_id: str | None = None) -> SenderSettings:
-    """The target producer's settings the sender honours, with the Java producer's defaults."""
-    settings = spec.producer_settings
+def sender_settings(
+    spec: CopySpec, settings: Mapping[str, str], cluster: str, transactional_id: str | None = None
+) -> SenderSettings:
+    """A producer's ``settings`` that the sender honours, with the Java producer's defaults."""
     backoff = client_backoff(settings)
+    max_batch_bytes = int(settings.get("message.max.bytes", MESSAGE_MAX_BYTES))
     return SenderSettings(
         spec.flow,
-        spec.target,
+        cluster,
         request_timeout_s=client_seconds(settings, 30.0, "request.timeout.ms", "socket.timeout.ms"),
         delivery_timeout_s=client_seconds(settings, 120.0, "delivery.timeout.ms", "message.timeout.ms"),
         retry_backoff_s=backoff.initial_s,
@@ -46,24 +47,24 @@ def sender_settings(spec: CopySpec, max_batch_bytes: int, transactional_id: str 
     )
 
 
-def producer_ids(spec: CopySpec, target: Cluster) -> ProducerIds:
+def producer_ids(spec: CopySpec, cluster: Cluster) -> ProducerIds:
     """InitProducerId (idempotent), from any broker, retried until the stall timeout."""
     deadline = time.monotonic() + spec.stall_timeout_s
     answer: ProducerIds | WireError | None = None
-    for node in _cycle(target, deadline):
-        pending = target.init_producer_id(node)
+    for node in _cycle(cluster, deadline):
+        pending = cluster.init_producer_id(node)
         while not pending.done and time.monotonic() < deadline:
-            target.poll(0.05)
+            cluster.poll(0.05)
         answer = pending.result() if pending.done else None
         if isinstance(answer, ProducerIds):
             return answer
         if isinstance(answer, WireError) and not answer.retriable:
             raise ReplicationError(
-                f"flow={spec.flow}: InitProducerId on {spec.target} failed: {answer}",
+                f"flow={spec.flow}: InitProducerId on {cluster.alias} failed: {answer}",
                 code=answer.name,
                 retriable=False,
             )
-    raise ReplicationError(f"flow={spec.flow}: InitProducerId on {spec.target} failed: {answer}")
+    raise ReplicationError(f"flow={spec.flow}: InitProducerId on {cluster.alias} failed: {answer}")
 
 
 def transaction_failure(spec: CopySpec, exc: TransactionError, transactional_id: str) -> Failure:
@@ -77,18 +78,6 @@ def transaction_failure(spec: CopySpec, exc: TransactionError, transactional_id:
     return Failure(
         f"flow={spec.flow}: the transaction on {spec.target} failed: {exc.error}", exc.error.name, exc.retriable
     )
-
-
-def abort_quietly(eos: TransactionalCopy, sender: Sender | None, spec: CopySpec) -> None:
-    """Abort the task's open transaction on the way out; if that fails too, the transaction timeout or the next
-    task's InitProducerId aborts it (nothing of it is ever read as committed)."""
-    try:
-        if sender is not None:
-            eos.abort(sender, min(spec.stall_timeout_s, 30.0))
-        else:
-            eos.txn.abort(min(spec.stall_timeout_s, 30.0))
-    except (TransactionError, ReplicationError) as exc:
-        log.warning("flow=%s: aborting the open transaction failed (%s); it ends with its timeout", spec.flow, exc)
 
 
 def _cycle(cluster: Cluster, deadline: float) -> Iterator[int]:

@@ -13,19 +13,21 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from confluent_kafka import KafkaError
-
-from mm2py.errors import Failure
+from mm2py.errors import Failure, ReplicationError
 from mm2py.executor.contract import CopyResult, CopySpec, PartitionRange
-from mm2py.executor.delivery import flush_offset_syncs, flush_producer, queue_offset_syncs
-from mm2py.librdkafka.clients import cached_producer
+from mm2py.executor.sync_records import offset_sync_records
 from mm2py.mirror.offset_syncs import PartitionOffsetSyncState, Run, runs_after
 from mm2py.mirror.progress import progress_record
+from mm2py.mirror.topic_partition import TopicPartition
 from mm2py.wire.errors import WireError
 from mm2py.wire.fetcher import FetchPartition
 from mm2py.wire.partition_queue import PartitionQueue
 from mm2py.wire.transactions import FENCED
+
+if TYPE_CHECKING:
+    from mm2py.executor.control_writes import ControlRecord, ControlWrites
 
 
 @dataclass
@@ -104,48 +106,54 @@ class ProgressRecorder:
         self.syncs = {id(r): 0 for r in self.ranges}
         self.states: dict[int, dict[bool, PartitionOffsetSyncState]] = {id(r): {} for r in self.ranges}
 
-    def record(self, counted: Mapping[int, Counted]) -> None:
-        """Write and wait for the acknowledgement of what is new in ``counted`` (by ``id`` of the range)."""
+    def record(self, counted: Mapping[int, Counted], writes: ControlWrites | None) -> None:
+        """Write, and wait for the acknowledgement of, what is new in ``counted`` (by ``id`` of the range);
+        ``writes`` is None only when the task never reached the target (then nothing can be new)."""
         spec = self.spec
         # The syncs of the new records are acknowledged before their progress is written, as MM2 emits a sync
         # when a record is acknowledged and commits source offsets later. A task that dies in between leaves
         # syncs beyond the progress, which `failover` counts exactly (records the target holds past the
         # progress); progress beyond the syncs would make its recovery point short by the unsynced records.
-        sync_failures: list[KafkaError] = []
+        syncs: dict[TopicPartition, list[ControlRecord]] = {}
         queued: dict[int, int] = {}
+        synced = dict(self.synced)
         outside_transactions = self.progress or not spec.syncs_on_target
         for r in self.ranges:
             runs = counted[id(r)].runs
             total = sum(length for _u, _d, length in runs)
-            if spec.syncs_topic is not None and outside_transactions and total > self.synced[id(r)]:
-                new = runs_after(runs, self.synced[id(r)])
-                queued[id(r)] = queue_offset_syncs(spec, r.rng, new, sync_failures, self.states[id(r)])
-                self.synced[id(r)] = total
-        if queued:
-            flush_offset_syncs(spec, sync_failures, f"flow={spec.flow} ({len(queued)} partitions)")
-        producer = cached_producer(spec.producer_settings)
-        failures: list[KafkaError] = []
+            if spec.syncs_topic is not None and outside_transactions and total > synced[id(r)]:
+                new = runs_after(runs, synced[id(r)])
+                records = offset_sync_records(spec, r.rng, new, self.states[id(r)])
+                for topic, key, value, headers in records:
+                    syncs.setdefault((topic, 0), []).append((key, value, headers))
+                queued[id(r)] = len(records)
+                synced[id(r)] = total
+        progress: dict[PartitionRange, ControlRecord] = {}
         progressed = {}
         for r in self.ranges:
             done = counted[id(r)]
             if self.progress and done.records and done.upstream > self.upstream[id(r)]:
                 record = progress_record(spec.source, r.rng.topic, r.rng.partition, done.upstream)
-                producer.produce(
-                    spec.progress_topic,
-                    record.value,
-                    record.key,
-                    on_delivery=lambda err, _m: failures.append(err) if err else None,
-                )
+                progress[r.rng] = (record.key, record.value, None)
                 progressed[id(r)] = done.upstream
-        flush_producer(spec, producer, spec.producer_settings, failures, f"flow={spec.flow} (progress)")
+        if not (syncs or progress):
+            return
+        if writes is None:
+            raise ReplicationError(f"flow={spec.flow}: progress to record, but {spec.target} was never reached")
+        if syncs:
+            writes.syncs(syncs, f"flow={spec.flow} ({len(queued)} partitions)")
+        self.synced = synced
+        for range_id, count in queued.items():
+            self.syncs[range_id] += count
+        if progress:
+            writes.progress(progress, f"flow={spec.flow} ({len(progress)} partitions)")
         self.upstream.update(progressed)
-        for key, count in queued.items():
-            self.syncs[key] += count
 
 
 def finish(
     spec: CopySpec,
     recorder: ProgressRecorder,
+    writes: ControlWrites | None,
     task_failure: Failure | None,
     seconds: float,
     committed: Mapping[int, Counted] | None = None,
@@ -154,7 +162,7 @@ def finish(
     ``committed`` (exactly-once: by ``id`` of the range) is what committed transactions hold."""
     ranges = recorder.ranges
     counted = {id(r): committed[id(r)] if committed is not None else r.acknowledged() for r in ranges}
-    recorder.record(counted)
+    recorder.record(counted, writes)
     return [_result(spec, r, counted[id(r)], recorder.syncs[id(r)], task_failure, seconds) for r in ranges]
 
 

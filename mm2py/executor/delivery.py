@@ -1,5 +1,6 @@
-"""Waiting for the target's acknowledgement, on both copy paths: flushes with a deadline, delivery failures as
-errors (a producer that timed out is replaced), and the offset syncs written once a range is acknowledged."""
+"""Waiting for the target's acknowledgement on the record path (confluent-kafka): flushes with a deadline, delivery
+failures as errors (a producer that timed out is replaced), and the offset syncs written once a range is
+acknowledged. The batch path writes its own through its client (:mod:`mm2py.executor.control_writes`)."""
 
 from __future__ import annotations
 
@@ -11,15 +12,9 @@ from confluent_kafka import KafkaError
 
 from mm2py.errors import ReplicationError
 from mm2py.executor.contract import CopySpec, PartitionRange
+from mm2py.executor.sync_records import offset_sync_records
 from mm2py.librdkafka.clients import cached_producer, drop_producer
-from mm2py.mirror.offset_syncs import (
-    DENSE_SYNC_HEADER,
-    DENSE_SYNC_VALUE,
-    PartitionOffsetSyncState,
-    Run,
-    offset_syncs_for_runs,
-    runs_of,
-)
+from mm2py.mirror.offset_syncs import PartitionOffsetSyncState, Run, runs_of
 
 # What the producer withdrew itself once a record before them had failed (``drop_producer``): not failures of
 # their own, so the failure is named by the records that did fail.
@@ -68,33 +63,6 @@ def write_offset_syncs(
     written = queue_offset_syncs(spec, rng, runs_of(upstream, downstream), failures)
     flush_offset_syncs(spec, failures, where)
     return written
-
-
-SyncRecord = tuple[str, bytes, bytes, list[tuple[str, str | bytes | None]] | None]  # topic, key, value, headers
-
-
-def offset_sync_records(
-    spec: CopySpec,
-    rng: PartitionRange,
-    runs: list[Run],
-    states: dict[bool, PartitionOffsetSyncState] | None = None,
-) -> list[SyncRecord]:
-    """One range's offset syncs (its copied records as runs, ``mm2py.mirror.offset_syncs``) as records: MM2's
-    syncs topic gets exactly what MM2's rule makes due; mm2py's dense topic those plus the run boundaries.
-    ``states`` (per topic: dense or not) carries MM2's rule across calls for the same partition."""
-    assert spec.syncs_topic is not None
-    targets: list[tuple[str, bool]] = [(spec.syncs_topic, False)]
-    if spec.dense_syncs_topic is not None:
-        targets.append((spec.dense_syncs_topic, True))
-    records: list[SyncRecord] = []
-    for topic, dense in targets:
-        headers: list[tuple[str, str | bytes | None]] | None = (
-            [(DENSE_SYNC_HEADER, DENSE_SYNC_VALUE)] if dense else None
-        )
-        state = states.setdefault(dense, PartitionOffsetSyncState()) if states is not None else None
-        for sync in offset_syncs_for_runs(rng.topic, rng.partition, runs, spec.offset_lag_max, state, dense=dense):
-            records.append((topic, sync.record_key(), sync.record_value(), headers))
-    return records
 
 
 def queue_offset_syncs(

@@ -25,19 +25,16 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 
-from kafka.partitioner.default import murmur2  # type: ignore[import-untyped]
-
+from mm2py.errors import ReplicationError
 from mm2py.executor.batch_results import BatchRange, Counted
 from mm2py.executor.contract import CopySpec
-from mm2py.executor.delivery import offset_sync_records
+from mm2py.executor.control_writes import ProgressLayout, control_batches
+from mm2py.executor.sync_records import offset_sync_records
 from mm2py.mirror.offset_syncs import PartitionOffsetSyncState, runs_after
 from mm2py.mirror.progress import progress_record
 from mm2py.mirror.topic_partition import TopicPartition
-from mm2py.wire.batch_codec import Record, encode_batch
-from mm2py.wire.batches import RecordBatch
 from mm2py.wire.cluster import Cluster, ProducerIds
 from mm2py.wire.errors import INVALID_PRODUCER_EPOCH, WireError
-from mm2py.wire.metadata import partition_count
 from mm2py.wire.partition_queue import PartitionQueue, ProducerBatch
 from mm2py.wire.sender import Sender
 from mm2py.wire.transactions import TransactionError, TransactionManager
@@ -51,11 +48,17 @@ class TransactionalCopy:
     """The transactions of one batch copy task (its thread only)."""
 
     def __init__(
-        self, spec: CopySpec, target: Cluster, ranges: Iterable[BatchRange], clock: Callable[[], float] = time.monotonic
+        self,
+        spec: CopySpec,
+        target: Cluster,
+        ranges: Iterable[BatchRange],
+        layout: ProgressLayout,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.spec = spec
         self.target = target
         self.ranges = list(ranges)
+        self.layout = layout
         self.clock = clock
         slots = {spec.slot_of(r.rng.topic, r.rng.partition) for r in self.ranges}
         assert len(slots) == 1, f"one task copies one slot's partitions, not {sorted(slots)}"
@@ -66,13 +69,14 @@ class TransactionalCopy:
         )
         self.committed = {id(r): Counted() for r in self.ranges}
         self.sync_states: dict[int, dict[bool, PartitionOffsetSyncState]] = {}  # MM2's rule across commits
-        self.control_queues: dict[TopicPartition, PartitionQueue] = {}  # progress and offset-sync partitions
+        # progress and offset-sync partitions
+        self.control_queues: dict[TopicPartition, PartitionQueue] = layout.queues()
         self.committing = False
         self.opened_at: float | None = None
 
-    def initialize(self, timeout_s: float) -> ProducerIds:
+    def initialize(self) -> ProducerIds:
         """Write with the producer id and epoch the driver initialized for this job's slot (it fenced every
-        predecessor, and checked that nobody else took the id); learn where progress goes."""
+        predecessor, and checked that nobody else took the id)."""
         held = self.spec.slot_producers.get(self.slot)
         if held is None:
             raise TransactionError(
@@ -80,24 +84,11 @@ class TransactionalCopy:
             )
         producer = ProducerIds(*held)
         self.txn.adopt(producer)
-        self._progress_partitions = partition_count(self.target, self.spec.progress_topic, timeout_s)
         return producer
 
     def queues(self) -> list[PartitionQueue]:
         """The partitions a transaction writes besides the copied ones: progress (and syncs on the target)."""
-        keys = {(self.spec.progress_topic, self._progress_partition(r)) for r in self.ranges}
-        if self.spec.syncs_on_target and self.spec.syncs_topic is not None:
-            keys.add((self.spec.syncs_topic, 0))
-            if self.spec.dense_syncs_topic is not None:
-                keys.add((self.spec.dense_syncs_topic, 0))
-        for topic, partition in sorted(keys):
-            self.control_queues[(topic, partition)] = PartitionQueue(topic, partition, f"topic={topic} (progress)")
         return list(self.control_queues.values())
-
-    def _progress_partition(self, r: BatchRange) -> int:
-        """Where Connect (and librdkafka's murmur2_random) puts the range's progress key: Java's murmur2."""
-        key = progress_record(self.spec.source, r.rng.topic, r.rng.partition, 0).key
-        return int((murmur2(key) & 0x7FFFFFFF) % self._progress_partitions)
 
     # -- the copy loop's hooks -----------------------------------------------------------------------------
 
@@ -124,13 +115,13 @@ class TransactionalCopy:
             q = r.queue
             if q.acked_upstream > done.upstream:
                 record = progress_record(self.spec.source, r.rng.topic, r.rng.partition, q.acked_upstream)
-                key = (self.spec.progress_topic, self._progress_partition(r))
-                batches.setdefault(key, []).append(_batch([(record.key, record.value, None)]))
+                key = self.layout.progress_key(r.rng)
+                batches.setdefault(key, []).extend(control_batches([(record.key, record.value, None)]))
                 if self.spec.syncs_on_target and self.spec.syncs_topic is not None:
                     new_runs = runs_after(q.runs, sum(length for _u, _d, length in done.runs))
                     states = self.sync_states.setdefault(id(r), {})
                     for topic, sync_key, value, headers in offset_sync_records(self.spec, r.rng, new_runs, states):
-                        batches.setdefault((topic, 0), []).append(_batch([(sync_key, value, headers)]))
+                        batches.setdefault((topic, 0), []).extend(control_batches([(sync_key, value, headers)]))
         for key, items in batches.items():
             sender.add(key, items)
         self.txn.add(batches, timeout_s)
@@ -149,6 +140,20 @@ class TransactionalCopy:
         self.opened_at = None
         self.committing = False
 
+    def abort_quietly(self, sender: Sender | None) -> None:
+        """Abort the task's open transaction on the way out; if that fails too, the transaction timeout or the
+        next task's InitProducerId aborts it (nothing of it is ever read as committed)."""
+        timeout_s = min(self.spec.stall_timeout_s, 30.0)
+        try:
+            if sender is not None:
+                self.abort(sender, timeout_s)
+            else:
+                self.txn.abort(timeout_s)
+        except (TransactionError, ReplicationError) as exc:
+            log.warning(
+                "flow=%s: aborting the open transaction failed (%s); it ends with its timeout", self.spec.flow, exc
+            )
+
     def abort(self, sender: Sender, timeout_s: float) -> None:
         """Abort the open transaction once no request of it is in flight any more (a late append after the
         abort marker would open a transaction nobody ends)."""
@@ -164,14 +169,3 @@ class _ControlWriteFailed(Exception):
     def __init__(self, queue: PartitionQueue) -> None:
         self.queue = queue
         super().__init__(f"writing {queue.topic}-{queue.partition} in the transaction failed: {queue.failure}")
-
-
-def _batch(records: list[tuple[bytes, bytes, list[tuple[str, str | bytes | None]] | None]]) -> ProducerBatch:
-    now = int(time.time() * 1000)
-    encoded = encode_batch(
-        [
-            Record(i, now, key, value, tuple((h, v.encode() if isinstance(v, str) else v) for h, v in headers or ()))
-            for i, (key, value, headers) in enumerate(records)
-        ]
-    )
-    return ProducerBatch(RecordBatch(memoryview(encoded)), [])

@@ -24,10 +24,10 @@ from mm2py.librdkafka.error_mapping import (
     UNREACHABLE,
     error_of,
     leader_away,
-    principal_of,
     reason_of,
     wrap_kafka_error,
 )
+from mm2py.librdkafka.principals import principal_of
 from mm2py.librdkafka.tls_diagnosis import certificate_problem
 from mm2py.librdkafka.tls_versions import VersionRefused, check_brokers_offer, without_pin
 

@@ -19,7 +19,8 @@ from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException
 
 from mm2py.errors import KafkaOperationError, error_name
 from mm2py.librdkafka.clients import new_consumer
-from mm2py.librdkafka.error_mapping import principal_of, wrap_kafka_error
+from mm2py.librdkafka.error_mapping import wrap_kafka_error
+from mm2py.librdkafka.principals import principal_of
 from mm2py.mirror.topic_partition import TopicPartition
 
 _BATCH = 10_000

@@ -14,7 +14,6 @@ from confluent_kafka import Producer
 
 from mm2py.executor.batch_copy import copy_partitions
 from mm2py.executor.contract import CopyResult, CopySpec, PartitionRange
-from mm2py.librdkafka.clients import drop_producer
 from mm2py.mirror.record_formats import OffsetSync
 from tests.harness.kafka_harness import (
     ClusterFactory,
@@ -81,12 +80,7 @@ def produce_batched(bootstrap: str, topic: str, records: list[Record], **setting
 
 def run_task(spec: CopySpec, ranges: list[PartitionRange]) -> list[CopyResult]:
     """The batch copy task over ``ranges``, as an executor runs it; every range must have been copied."""
-    try:
-        results = list(copy_partitions(spec, iter(ranges)))
-    finally:  # the cached librdkafka producers must not outlive this test's brokers
-        drop_producer(spec.producer_settings)
-        if spec.syncs_producer_settings is not None:
-            drop_producer(spec.syncs_producer_settings)
+    results = list(copy_partitions(spec, iter(ranges)))
     assert all(r.error is None for r in results), results
     return results
 

@@ -18,7 +18,6 @@ from mm2py.engine.ranges import FOLLOW_END
 from mm2py.engine.task_control import TaskControl
 from mm2py.executor.batch_copy import copy_partitions
 from mm2py.executor.contract import CopyResult, PartitionRange
-from mm2py.librdkafka.clients import drop_producer
 from tests.harness.kafka_harness import ClusterFactory, TansuBroker, end_offsets, make_records, produce, read_all
 from tests.harness.polling import poll_until
 
@@ -93,12 +92,7 @@ def test_a_retried_attempt_resumes_after_the_progress_its_predecessor_recorded(
     # The first attempt copied 0..59 and recorded it, then its executor was lost.
     run_task(spec, [PartitionRange(topic, 0, topic, 0, 60)])
     write_progress("dst", {"bootstrap.servers": dst}, "src", {(topic, 0): 59})
-    try:
-        results = list(copy_partitions(spec, iter([PartitionRange(topic, 0, topic, 0, 100)]), attempt=1))
-    finally:
-        drop_producer(spec.producer_settings)
-        if spec.syncs_producer_settings is not None:
-            drop_producer(spec.syncs_producer_settings)
+    results = list(copy_partitions(spec, iter([PartitionRange(topic, 0, topic, 0, 100)]), attempt=1))
     assert [(r.next_offset, r.records) for r in results] == [(100, 40)]
     assert [r.offset for r in read_all(dst, topic)] == list(range(100))  # nothing copied twice
 
@@ -119,12 +113,7 @@ def test_a_retried_attempt_whose_predecessor_copied_a_range_to_its_end_finishes_
     ranges = [PartitionRange(topic, 0, topic, 0, 50), PartitionRange(topic, 1, topic, 0, 50)]
 
     def retried() -> None:
-        try:
-            results.extend(copy_partitions(spec, iter(ranges), attempt=1))
-        finally:
-            drop_producer(spec.producer_settings)
-            if spec.syncs_producer_settings is not None:
-                drop_producer(spec.syncs_producer_settings)
+        results.extend(copy_partitions(spec, iter(ranges), attempt=1))
 
     task = threading.Thread(target=retried, daemon=True)
     task.start()

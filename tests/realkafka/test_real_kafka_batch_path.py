@@ -97,10 +97,7 @@ def copy(source: KafkaCluster, spec: CopySpec, topic: str, remote: str, partitio
 
     ends = end_offsets(source.bootstrap, topic)
     ranges = [PartitionRange(topic, p, remote, 0, ends[p]) for p in range(partitions)]
-    try:
-        return list(copy_partitions(spec, iter(ranges)))
-    finally:
-        drop_producer(spec.producer_settings)
+    return list(copy_partitions(spec, iter(ranges)))
 
 
 def fields(r: Record) -> tuple[Any, ...]:
@@ -228,9 +225,12 @@ def test_a_range_whose_records_were_deleted_stops_at_them_with_records_gone(
         future.result(timeout=30)
     consumer = copy_consumer_settings({"bootstrap.servers": source.bootstrap}, "unused", exactly_once=False)
     spec = replace(spec_for(source, target, progress), consumer_settings=consumer, copy_path=CopyPath(path))  # type: ignore[arg-type]
-    copier = copy_partitions if path == "batch" else record_copy.copy_partitions
     try:
-        [result] = list(copier(spec, iter([PartitionRange(topic, 0, remote, 200, 1000)]), last_attempt=True))
+        rng = PartitionRange(topic, 0, remote, 200, 1000)
+        if path == "batch":
+            [result] = list(copy_partitions(spec, iter([rng])))
+        else:
+            [result] = list(record_copy.copy_partitions(spec, iter([rng]), last_attempt=True))
     finally:
         drop_producer(spec.producer_settings)
         drop_consumer(spec.consumer_settings)  # not left for the interpreter's exit, after the broker stopped

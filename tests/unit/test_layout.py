@@ -84,6 +84,17 @@ def test_a_copy_task_loads_neither_the_prometheus_client_nor_an_http_server(modu
     assert not {"prometheus_client", "http.server", "pyspark"} & loaded
 
 
+def test_a_batch_path_copy_task_loads_no_librdkafka() -> None:
+    """A batch-path Spark worker imports the task's entry (engine/spark.py's ``_copy_task``, which Spark pickles by
+    reference) and the batch path: records, progress, offset syncs, resume and transactions all go through
+    ``mm2py.wire``, so neither confluent-kafka nor the record path is loaded."""
+    probe = "import sys, json, mm2py.engine.spark, mm2py.executor.batch_copy; print(json.dumps(sorted(sys.modules)))"
+    loaded = set(json.loads(subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True).stdout))
+    assert {"mm2py.engine.spark", "mm2py.executor.batch_copy", "mm2py.wire.sender"} <= loaded
+    assert not {m for m in loaded if m.split(".")[0] == "confluent_kafka"}
+    assert "mm2py.executor.record_copy" not in loaded and "mm2py.librdkafka.clients" not in loaded
+
+
 def layout_bullets(architecture: str) -> dict[str, str]:
     """docs/architecture.md's module list: each bullet that starts with a path of the package, and its whole text."""
     section = architecture.split("\n## The modules, folder by folder", 1)[1].split("\n## ", 1)[0]

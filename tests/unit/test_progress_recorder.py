@@ -1,25 +1,40 @@
-"""The batch path's at-least-once recording (executor/batch_results.py ProgressRecorder): the offset syncs of the
-new records are acknowledged before the progress that covers them is written, and a failed sync write leaves the
-progress unwritten. ``failover`` counts the records B holds past the progress from the syncs; progress past the
-syncs would make its recovery point short (the unplanned-failover test caught that once, only when a kill landed
-between the two writes: this pins the order without the kill)."""
+"""The batch path's at-least-once recording (executor/batch_results.py ProgressRecorder, through
+executor/control_writes.py) against fake clusters (tests/harness/fake_cluster.py): progress and offset syncs go
+through the batch path's own client, the syncs of the new records are acknowledged before the progress that covers
+them is written, and a failed sync write leaves the progress unwritten. ``failover`` counts the records B holds
+past the progress from the syncs; progress past the syncs would make its recovery point short (the unplanned-
+failover test caught that once, only when a kill landed between the two writes: this pins the order without the
+kill)."""
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+import time
 
 import pytest
 
 from mm2py.errors import ReplicationError
-from mm2py.executor import batch_results
+from mm2py.executor.batch_producer import producer_ids
 from mm2py.executor.batch_results import BatchRange, Counted, ProgressRecorder
 from mm2py.executor.contract import CopySpec, PartitionRange
+from mm2py.executor.control_writes import ControlWrites, ProgressLayout, SourceSyncs
+from mm2py.mirror.progress import progress_of
+from mm2py.mirror.record_formats import OffsetSync
+from mm2py.mirror.topic_partition import TopicPartition
+from mm2py.wire.batch_codec import decode_records
+from mm2py.wire.batches import split_batches
+from mm2py.wire.errors import TOPIC_AUTHORIZATION_FAILED, WireError
 from mm2py.wire.fetcher import FetchPartition
 from mm2py.wire.partition_queue import PartitionQueue
+from tests.harness.fake_cluster import FakeCluster
+from tests.unit.test_sender import source_batches
+
+SYNCS = "mm2-offset-syncs.target.internal"
+PROGRESS = "mm2-offsets.dc1.internal"
 
 
-def spec() -> CopySpec:
-    return CopySpec(
+def spec(**changes: object) -> CopySpec:
+    base = CopySpec(
         flow="dc1->target",
         source="dc1",
         target="target",
@@ -27,66 +42,128 @@ def spec() -> CopySpec:
         producer_settings={},
         syncs_producer_settings={},
         target_consumer_settings={},
-        syncs_topic="mm2-offset-syncs.target.internal",
-        progress_topic="mm2-offsets.dc1.internal",
+        syncs_topic=SYNCS,
+        progress_topic=PROGRESS,
         offset_lag_max=100,
+        dense_offset_syncs=False,
+        flush_timeout_s=60.0,
     )
+    return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
 
 
-class Calls:
-    def __init__(self, monkeypatch: pytest.MonkeyPatch, *, syncs_fail: bool = False) -> None:
-        self.order: list[str] = []
-        self.syncs_fail = syncs_fail
-        monkeypatch.setattr(batch_results, "queue_offset_syncs", self.queue_syncs)
-        monkeypatch.setattr(batch_results, "flush_offset_syncs", self.flush_syncs)
-        monkeypatch.setattr(batch_results, "cached_producer", lambda _s: self)
-        monkeypatch.setattr(batch_results, "flush_producer", self.flush_progress)
+class Task:
+    """A task's two clusters and its recorder, wired as batch_copy wires them."""
 
-    def queue_syncs(self, _spec: Any, rng: PartitionRange, runs: Any, _failures: Any, _state: Any) -> int:
-        self.order.append(f"queue syncs {rng.partition}")
-        return len(runs)
+    def __init__(self, spec: CopySpec, partitions: int = 2) -> None:
+        self.spec = spec
+        self.source, self.target = FakeCluster(alias="dc1"), FakeCluster(alias="target")
+        self.source.create(SYNCS, 1)
+        self.target.create(SYNCS, 1)
+        self.target.create(PROGRESS, 5)
+        self.target.create("dc1.orders", partitions)
+        self.ranges = [
+            BatchRange(PartitionRange("orders", p, "dc1.orders", 0, 300), FetchPartition("orders", p, 0, 300),
+                       PartitionQueue("dc1.orders", p, f"partition={p}"))
+            for p in range(partitions)
+        ]  # fmt: skip
+        layout = ProgressLayout(spec, self.target, [r.rng for r in self.ranges], 10)
+        self.source_syncs = SourceSyncs(spec, connect=lambda: self.source)
+        self.producer = producer_ids(spec, self.target)
+        self.writes = ControlWrites(spec, layout, self.source_syncs, self.target, self.producer)
+        self.recorder = ProgressRecorder(spec, self.ranges, progress=True)
 
-    def flush_syncs(self, _spec: Any, _failures: Any, _where: str) -> None:
-        self.order.append("syncs acknowledged")
-        if self.syncs_fail:
-            raise ReplicationError("offset syncs not acknowledged")
-
-    def produce(self, _topic: str, _value: bytes, _key: bytes, on_delivery: Any) -> None:
-        self.order.append("queue progress")
-
-    def flush_progress(self, *_args: Any) -> None:
-        self.order.append("progress acknowledged")
+    def record(self, upstream: int) -> None:
+        counted = {
+            id(r): Counted(upstream=upstream, records=upstream + 1, runs=[(0, 0, upstream + 1)]) for r in self.ranges
+        }
+        self.recorder.record(counted, self.writes)
 
 
-def ranges() -> list[BatchRange]:
+def records(cluster: FakeCluster, topic: str) -> list[tuple[bytes | None, bytes | None]]:
+    out = []
+    for key in sorted(k for k in cluster.partitions if k[0] == topic):
+        for _base, raw in cluster.partitions[key].records():
+            for batch in split_batches(raw).batches:
+                out.extend((r.key, r.value) for r in decode_records(batch))
+    return out
+
+
+def produced(cluster: FakeCluster, topic: str) -> list[int]:
+    """The indexes in ``cluster.requests`` of the Produce requests that carried ``topic``."""
     return [
-        BatchRange(PartitionRange("orders", p, "dc1.orders", 0, 300), FetchPartition("orders", p, 0, 300),
-                   PartitionQueue("dc1.orders", p, f"partition={p}"))
-        for p in range(2)
-    ]  # fmt: skip
-
-
-def counted(rs: list[BatchRange]) -> dict[int, Counted]:
-    return {id(r): Counted(upstream=99, records=100, runs=[(0, 0, 100)]) for r in rs}
-
-
-def test_the_syncs_are_acknowledged_before_the_progress_they_cover_is_written(monkeypatch: pytest.MonkeyPatch) -> None:
-    calls = Calls(monkeypatch)
-    rs = ranges()
-    ProgressRecorder(spec(), rs, progress=True).record(counted(rs))
-    assert calls.order == [
-        "queue syncs 0",
-        "queue syncs 1",
-        "syncs acknowledged",
-        "queue progress",
-        "queue progress",
-        "progress acknowledged",
+        i
+        for i, (_t, kind, _n, keys) in enumerate(cluster.requests)
+        if kind == "produce" and any(k[0] == topic for k in keys)
     ]
 
 
-def test_syncs_not_acknowledged_leave_the_progress_unwritten(monkeypatch: pytest.MonkeyPatch) -> None:
-    calls = Calls(monkeypatch, syncs_fail=True)
-    rs = ranges()
-    with pytest.raises(ReplicationError):
-        ProgressRecorder(spec(), rs, progress=True).record(counted(rs))
-    assert "queue progress" not in calls.order
+def test_syncs_on_the_target_are_acknowledged_before_the_progress_they_cover_is_written() -> None:
+    task = Task(spec(syncs_on_target=True))
+    task.record(99)
+
+    syncs, progress = produced(task.target, SYNCS), produced(task.target, PROGRESS)
+    assert syncs and progress and max(syncs) < min(progress)
+    assert progress_of(records(task.target, PROGRESS), "dc1") == {("orders", 0): 99, ("orders", 1): 99}
+    syncs_written = [OffsetSync.from_record(k, v) for k, v in records(task.target, SYNCS)]
+    for r in task.ranges:
+        mine = [(s.upstream_offset, s.downstream_offset) for s in syncs_written if s.partition == r.rng.partition]
+        assert mine[0] == (0, 0) and mine[-1] == (99, 99) and task.recorder.syncs[id(r)] == len(mine)
+
+
+def test_syncs_go_to_the_source_through_a_producer_of_their_own_and_only_what_is_new_is_written_again() -> None:
+    task = Task(spec())
+    task.record(99)
+    task.record(99)  # nothing new: nothing written
+    task.record(199)
+
+    assert [k for k, _v in records(task.source, SYNCS)] and not records(task.target, SYNCS)
+    assert len(records(task.target, PROGRESS)) == 4  # two partitions, two recordings with something new
+    assert progress_of(records(task.target, PROGRESS), "dc1") == {("orders", 0): 199, ("orders", 1): 199}
+
+
+def test_syncs_the_source_refuses_leave_the_progress_unwritten_and_name_the_refusal() -> None:
+    task = Task(spec())
+    task.source.inject = lambda kind, node, key: WireError(TOPIC_AUTHORIZATION_FAILED) if kind == "produce" else None
+
+    with pytest.raises(
+        ReplicationError, match=rf"offset syncs.*{SYNCS}-0 on dc1 failed.*TOPIC_AUTHORIZATION"
+    ) as refused:
+        task.record(99)
+
+    assert refused.value.failure.code == "TOPIC_AUTHORIZATION_FAILED" and not refused.value.failure.retriable
+    assert not produced(task.target, PROGRESS)
+
+
+def test_recording_at_the_end_of_a_failed_task_sends_none_of_the_copied_records_still_queued() -> None:
+    """What counts as copied is counted before the recording: a copied record sent while progress is written
+    would land on the target uncounted, and the retried range would copy it twice."""
+    task = Task(spec(syncs_on_target=True), partitions=1)
+    queued: TopicPartition = ("dc1.orders", 0)
+    batches = source_batches(3)
+    for batch in batches:
+        batch.created = time.monotonic()  # as Sender.add stamps it (ControlWrites' senders keep real time)
+    task.ranges[0].queue.unsent.extend(batches)
+
+    task.record(99)
+
+    assert not produced(task.target, queued[0]) and len(task.ranges[0].queue.unsent) == 3
+
+
+def test_a_failed_progress_write_is_written_again_at_the_next_recording_under_a_new_producer_id() -> None:
+    """The sender of a failed write is dropped (its partition stopped), as the record path replaces a producer
+    that failed a delivery: the next recording writes the same progress again, and the task goes on."""
+    task = Task(spec())
+    task.target.inject = lambda kind, node, key: (
+        WireError(TOPIC_AUTHORIZATION_FAILED) if kind == "produce" and key[0] == PROGRESS else None
+    )
+    with pytest.raises(ReplicationError, match="progress"):
+        task.record(99)
+    assert not records(task.target, PROGRESS)
+
+    task.target.inject = lambda kind, node, key: None
+    task.record(99)
+
+    assert progress_of(records(task.target, PROGRESS), "dc1") == {("orders", 0): 99, ("orders", 1): 99}
+    writers = {pid for key, pid, _epoch, _seq in task.target.produced_batches if key[0] == PROGRESS}
+    assert writers and task.producer.producer_id not in writers
+    assert len(records(task.source, SYNCS)) == sum(task.recorder.syncs.values())  # the syncs were not written twice

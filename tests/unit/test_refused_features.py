@@ -19,7 +19,7 @@ from mm2py.engine.run import ensure_flow_internal_topics
 from mm2py.engine.stats import FlowStats
 from mm2py.errors import KafkaOperationError
 from mm2py.librdkafka.admin import ClusterAdmin, TopicInfo
-from mm2py.librdkafka.error_mapping import principal_of
+from mm2py.librdkafka.principals import principal_of
 from mm2py.metrics.registry import RunMetrics
 from tests.unit.test_engine_driver import InstantStop, flow
 

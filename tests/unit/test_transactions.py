@@ -12,6 +12,7 @@ from mm2py.control.fencing import SlotEpochs
 from mm2py.errors import Failure
 from mm2py.executor.batch_results import BatchRange, Counted
 from mm2py.executor.contract import CopySpec, PartitionRange
+from mm2py.executor.control_writes import ProgressLayout
 from mm2py.executor.transactional_copy import TransactionalCopy
 from mm2py.mirror.progress import progress_record
 from mm2py.mirror.topic_partition import TopicPartition
@@ -199,10 +200,15 @@ def copy_ranges(partitions: int) -> list[BatchRange]:
     ]
 
 
+def eos_task(spec: CopySpec, c: FakeCluster, ranges: list[BatchRange]) -> TransactionalCopy:
+    layout = ProgressLayout(spec, c, [r.rng for r in ranges], 10)
+    return TransactionalCopy(spec, c, ranges, layout, clock=c.clock)
+
+
 def test_each_commit_holds_the_ranges_records_and_their_progress_together() -> None:
     c = cluster()
-    task = TransactionalCopy(job_spec(c), c, copy_ranges(2), clock=c.clock)
-    producer = task.initialize(10)
+    task = eos_task(job_spec(c), c, copy_ranges(2))
+    producer = task.initialize()
     ranges = task.ranges
     sender = Sender(
         c,
@@ -240,8 +246,8 @@ def test_a_task_killed_mid_transaction_counts_only_what_it_committed() -> None:
     c = cluster()
     epochs = SlotEpochs("dc1->target", "dc1", lambda: c)
     epochs.take_over(1)
-    task = TransactionalCopy(job_spec(c, epochs), c, copy_ranges(1), clock=c.clock)
-    producer = task.initialize(10)
+    task = eos_task(job_spec(c, epochs), c, copy_ranges(1))
+    producer = task.initialize()
     (r,) = task.ranges
     sender = Sender(
         c,
@@ -258,8 +264,8 @@ def test_a_task_killed_mid_transaction_counts_only_what_it_committed() -> None:
     sender.add(r.queue.key, source_batches(10, first=100))
     task.before_step(sender, 10)
     drain(sender)  # acknowledged, then the task is killed before its commit
-    successor = TransactionalCopy(job_spec(c, epochs), c, copy_ranges(1), clock=c.clock)  # the next job
-    successor.initialize(10)
+    successor = eos_task(job_spec(c, epochs), c, copy_ranges(1))  # the next job
+    successor.initialize()
     assert visible(c, r.queue.key) == list(range(100))
     assert task.committed[id(r)].upstream == 99 and r.queue.acked_upstream == 199
 
