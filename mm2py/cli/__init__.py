@@ -2,7 +2,8 @@
 
 ``app`` (the Typer app and its one error boundary: every ``Mm2pyError`` becomes one line and its exit code),
 ``render``, ``lag_view``, ``verify_view``, ``cutover`` and ``failover`` (tables for people, JSON for scripts),
-``options`` (option values several commands parse), ``live`` (a run's progress display) and ``endpoint``
+``cutover_commands`` (the cut-over commands: ``cutover``, ``failover``, ``failback``), ``options`` (the file
+argument and option values several commands parse), ``live`` (a run's progress display) and ``endpoint``
 (the metrics port as the options and the file ask for it).
 
 May import every package below it: ``mm2py.engine`` for ``run`` only (``app`` imports it, and ``live`` its

@@ -10,15 +10,15 @@ from __future__ import annotations
 import logging
 import sys
 import traceback
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from mm2py import __version__
-from mm2py.cli import cutover, failback, failover, render
+from mm2py.cli import cutover_commands, render
 from mm2py.cli.loading import learn_secrets as _learn_secrets
 from mm2py.cli.loading import load_config as _load
+from mm2py.cli.options import ConfigFile
 from mm2py.cli.options import regex as _regex
 from mm2py.cli.options import timestamp as _timestamp
 from mm2py.config import MirrorMakerConfig, validate
@@ -41,9 +41,6 @@ log = logging.getLogger("mm2py")
 # Set by --verbose: an internal error (a bug) then shows its traceback, redacted, above the one line.
 _show_traceback = False
 
-ConfigFile = Annotated[
-    Path, typer.Argument(help="MM2 properties file (connect-mirror-maker.properties)", show_default=False)
-]
 FlowsOption = Annotated[str | None, typer.Option("--flows", help="Comma-separated flows, e.g. dc1->target,dc2->target")]
 
 
@@ -314,61 +311,9 @@ def translate_offsets_command(
         render.err.print(f"committed {committed} offset(s) for group {group} on {flow.target}", markup=False)
 
 
-@app.command("cutover")
-def cutover_command(
-    file: ConfigFile,
-    flow: cutover.FlowsOption,
-    groups: cutover.GroupsOption = None,
-    quiet_seconds: cutover.QuietOption = 10.0,
-    quiet_timeout: cutover.QuietTimeoutOption = 300.0,
-    allow_members: cutover.AllowMembersOption = False,
-    dry_run: cutover.DryRunOption = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the report as one JSON document")] = False,
-    reset: cutover.ResetOption = False,
-    handover_timeout: cutover.HandoverTimeoutOption = 60.0,
-    deny_writes: cutover.DenyWritesOption = False,
-) -> None:
-    """Switch a flow's groups from its source to its target: a run holding the flow hands it over, producers quiet,
-    copy to lag 0, offsets translated exactly and committed on the target, the flow marked (exit 1: refused)."""
-    options = cutover.options(
-        _regex("--groups", groups), quiet_seconds, quiet_timeout, allow_members, dry_run, handover_timeout, deny_writes
-    )
-    if not cutover.command(_load(file, flow), str(file), options, reset=reset, as_json=as_json):
-        raise typer.Exit(EXIT_CHECK_FAILED)
-
-
-@app.command("failover")
-def failover_command(
-    file: ConfigFile,
-    flow: cutover.FlowOption,
-    groups: cutover.GroupsOption = None,
-    allow_members: cutover.AllowMembersOption = False,
-    dry_run: cutover.DryRunOption = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the report as one JSON document")] = False,
-    reset: cutover.ResetOption = False,
-) -> None:
-    """When the source is lost: move the flow's groups to the target from what it holds alone, report its lack."""
-    from mm2py.tools.cutover.failover import FailoverOptions
-
-    options = FailoverOptions(_regex("--groups", groups), allow_members, dry_run)
-    if not failover.command(_load(file, flow), str(file), options, reset=reset, as_json=as_json):
-        raise typer.Exit(EXIT_CHECK_FAILED)
-
-
-@app.command("failback")
-def failback_command(
-    file: ConfigFile,
-    flow: failback.FlowOption,
-    groups: cutover.GroupsOption = None,
-    tail_topic: failback.TailTopicOption = None,
-    leave_tail: failback.LeaveTailOption = False,
-    dry_run: cutover.DryRunOption = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the report as one JSON document")] = False,
-) -> None:
-    """After a cutover or failover of A->B, A back: keep A's tail on B, start B->A, clear the mark (exit 1: refused)."""
-    options = failback.options(_regex("--groups", groups), tail_topic, leave_tail, dry_run)
-    if not failback.command(_load(file, None, select=False), flow, options, as_json=as_json):
-        raise typer.Exit(EXIT_CHECK_FAILED)
+app.command("cutover")(cutover_commands.cutover_command)
+app.command("failover")(cutover_commands.failover_command)
+app.command("failback")(cutover_commands.failback_command)
 
 
 def main(argv: list[str] | None = None) -> None:

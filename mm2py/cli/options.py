@@ -1,13 +1,21 @@
-"""Option values the commands share, parsed once: a regular expression, a timestamp. A bad value is a usage
-error naming the option, the value and what is allowed."""
+"""What the commands share: the properties file argument, and option values parsed once (a regular expression, a
+timestamp). A bad value is a usage error naming the option, the value and what is allowed."""
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
+from typing import Annotated
+
+import typer
 
 from mm2py.config.values import ValueProblem, parse_timestamp
 from mm2py.errors import UsageError
 from mm2py.mirror.filters import PatternError, compile_pattern_list, parse_list
+
+ConfigFile = Annotated[
+    Path, typer.Argument(help="MM2 properties file (connect-mirror-maker.properties)", show_default=False)
+]
 
 
 def regex(option: str, text: str | None) -> re.Pattern[str] | None:

@@ -107,7 +107,7 @@ class SparkRunner:
         if deploy_mode == "cluster":
             raise UsageError(
                 "--deploy-mode cluster runs the driver inside the cluster, so mm2py must be started there by "
-                "spark-submit (see README, 'Running on YARN or Kubernetes'); from this process use client mode"
+                "spark-submit (see docs/operations.md, 'Running on a Spark cluster'); from this process use client mode"
             )
         # Executors and the driver use this interpreter unless the user chose one: local mode then works
         # from any virtualenv without PYSPARK_PYTHON.
