@@ -330,7 +330,7 @@ def main(argv: list[str] | None = None) -> None:
         # Standalone mode: Typer prints usage errors itself (exit 2) and turns typer.Exit into SystemExit.
         app(args=argv)
     except Mm2pyError as exc:
-        _fail(str(exc))
+        _fail(exc.exit_line())
         sys.exit(exc.exit_code)
     except Exception as exc:  # a bug: still one line, still no secrets; the traceback only when asked
         if _show_traceback:

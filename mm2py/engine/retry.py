@@ -67,7 +67,7 @@ class Retrier:
                     raise
                 self.stats.retries += 1
                 if self.metrics is not None:
-                    self.metrics.retried(self.flow.source, self.flow.target)
+                    self.metrics.retried(self.flow.source, self.flow.target, exc.code or "")
                     self.metrics.health.failing(self.flow.name, str(exc))
                 log.warning("flow=%s will retry in %.1f s: %s", self.flow.name, backoff, exc)
                 stop.wait(backoff)

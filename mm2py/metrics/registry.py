@@ -119,7 +119,7 @@ class RunMetrics(Collector):
         self._lost: dict[tuple[str, str], dict[tuple[str, str], int]] = {}
         self._heartbeats: dict[tuple[str, str], float] = {}
         self._jobs: dict[tuple[str, str], _Jobs] = {}
-        self._retries: dict[tuple[str, str], int] = {}
+        self._retries: dict[tuple[str, str, str], int] = {}  # by source, target, error name
         self._paths: dict[tuple[str, str], str] = {}
         self._skipped: set[tuple[str, str, str]] = set()  # (source, target, feature) an ACL refused
         self._formats: dict[tuple[str, str], tuple[MetricNamesFormat, ...]] = {}
@@ -190,9 +190,11 @@ class RunMetrics(Collector):
                 if seconds <= bound:
                     jobs.buckets[i] += 1
 
-    def retried(self, source: str, target: str, count: int = 1) -> None:
+    def retried(self, source: str, target: str, error: str = "", count: int = 1) -> None:
+        """``error``: Kafka's name of what failed (``mm2py.kafka_errors``; the same on both copy paths), empty when
+        no Kafka error caused it (a stalled source, a lost Spark task)."""
         with self._lock:
-            self._retries[(source, target)] = self._retries.get((source, target), 0) + count
+            self._retries[(source, target, error)] = self._retries.get((source, target, error), 0) + count
 
     def set_copy_path(self, source: str, target: str, path: CopyPath) -> None:
         with self._lock:
@@ -309,10 +311,12 @@ class RunMetrics(Collector):
             bounds = ["+Inf" if math.isinf(b) else str(b) for b in JOB_SECONDS_BUCKETS]
             jobs.add_metric(list(flow), list(zip(bounds, j.buckets, strict=True)), j.seconds)
         retries = CounterMetricFamily(
-            "mm2py_retries", "Transient failures retried (copy jobs, admin steps)", labels=FLOW_LABELS
+            "mm2py_retries",
+            "Transient failures retried (copy jobs, admin steps), by Kafka's name of the error",
+            labels=(*FLOW_LABELS, "error"),
         )
-        for flow, count in sorted(self._retries.items()):
-            retries.add_metric(list(flow), count)
+        for key, count in sorted(self._retries.items()):
+            retries.add_metric(list(key), count)
         path = GaugeMetricFamily(
             "mm2py_copy_path", "1 for the copy path the flow uses (batch or record)", labels=(*FLOW_LABELS, "path")
         )

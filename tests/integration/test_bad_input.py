@@ -313,12 +313,16 @@ def test_record_larger_than_the_target_producer_accepts_stops_the_run_before_it(
 
 
 @pytest.mark.spark
-def test_record_too_large_is_one_clean_line_naming_its_size_and_the_limit(
-    big_record: tuple[dict[str, TansuBroker], Path],
+@pytest.mark.parametrize("path", ["batch", "record"])
+def test_record_too_large_is_one_clean_line_naming_its_size_the_limit_and_kafkas_error_name_on_each_path(
+    big_record: tuple[dict[str, TansuBroker], Path], path: str
 ) -> None:
-    _brokers, path = big_record
-    line = the_error_line(mm2py("run", str(path), "--once"), EXIT_RUNTIME)
+    _brokers, config = big_record
+    with config.open("a") as file:
+        file.write(f"mm2py.copy.mode = {path}\n")
+    line = the_error_line(mm2py("run", str(config), "--once"), EXIT_RUNTIME)
     assert "message.max.bytes" in line and "1000000" in line and str(TWO_MB) in line, line
+    assert line.endswith(" [MESSAGE_TOO_LARGE]"), line  # one name for the fault, whichever path met it
     assert "[permanent]" not in line, line
 
 

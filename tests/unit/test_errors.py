@@ -209,3 +209,22 @@ def test_an_internal_error_is_one_line_without_v_and_a_redacted_traceback_with_i
     assert "Traceback (most recent call last)" in err and "in broken" in err
     assert err.strip().splitlines()[-1] == "mm2py: error: internal error: RuntimeError: the validator broke on [hidden]"
     assert PASSWORD not in err
+
+
+def test_the_exit_line_ends_with_the_kafka_errors_name_the_same_on_both_copy_paths() -> None:
+    """An oversized record: librdkafka says MSG_SIZE_TOO_LARGE, the wire client MESSAGE_TOO_LARGE; the line ends
+    with Kafka's name for both, and a failure no Kafka error caused keeps its message as it is."""
+    from mm2py.errors import KafkaOperationError
+    from mm2py.wire.errors import MESSAGE_TOO_LARGE, WireError
+
+    record_path = ReplicationError.of_kafka("too large", KafkaError(KafkaError.MSG_SIZE_TOO_LARGE))
+    wire = WireError(MESSAGE_TOO_LARGE)
+    batch_path = ReplicationError("too large", code=wire.name, retriable=wire.retriable)
+    assert record_path.exit_line() == batch_path.exit_line() == "too large [MESSAGE_TOO_LARGE]"
+    assert (
+        ReplicationError("no records from the source for 120 s").exit_line() == "no records from the source for 120 s"
+    )
+    named = ReplicationError("producing failed: MESSAGE_TOO_LARGE (10)", code="MESSAGE_TOO_LARGE")
+    assert named.exit_line() == "producing failed: MESSAGE_TOO_LARGE (10) [MESSAGE_TOO_LARGE]"  # always last
+    refused = KafkaOperationError("dc1", "listing topics", "denied", code="TOPIC_AUTHORIZATION_FAILED")
+    assert refused.exit_line().endswith("denied [TOPIC_AUTHORIZATION_FAILED]")

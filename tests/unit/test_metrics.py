@@ -212,8 +212,9 @@ def test_jobs_retries_and_copy_path(served: tuple[RunMetrics, int]) -> None:
     metrics, port = served
     for seconds in (0.2, 3.0, 700.0):
         metrics.copy_job_finished("dc1", "target", seconds)
-    metrics.retried("dc1", "target")
-    metrics.retried("dc1", "target", 2)
+    metrics.retried("dc1", "target", "REQUEST_TIMED_OUT")
+    metrics.retried("dc1", "target", "REQUEST_TIMED_OUT", 2)
+    metrics.retried("dc1", "target")  # not a Kafka error: a stalled source, a lost Spark task
     metrics.set_copy_path("dc1", "target", CopyPath("batch"))
     samples = scrape(port)
     flow = {"source": "dc1", "target": "target"}
@@ -223,7 +224,8 @@ def test_jobs_retries_and_copy_path(served: tuple[RunMetrics, int]) -> None:
     assert value(samples, "mm2py_copy_job_duration_seconds_bucket", le="5.0", **flow) == 2
     assert value(samples, "mm2py_copy_job_duration_seconds_bucket", le="600.0", **flow) == 2
     assert value(samples, "mm2py_copy_job_duration_seconds_bucket", le="+Inf", **flow) == 3
-    assert value(samples, "mm2py_retries_total", **flow) == 3
+    assert value(samples, "mm2py_retries_total", error="REQUEST_TIMED_OUT", **flow) == 3
+    assert value(samples, "mm2py_retries_total", error="", **flow) == 1
     assert value(samples, "mm2py_copy_path", path="batch", **flow) == 1
 
 
