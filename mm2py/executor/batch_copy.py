@@ -195,7 +195,7 @@ class _BatchCopier:
                     fetching = False
             if eos is None and now >= next_record:
                 next_record = now + self.spec.progress_interval_s
-                self.recorder.record({id(r): r.acknowledged() for r in self.ranges.values()}, writes)
+                self.recorder.record_meanwhile({id(r): r.acknowledged() for r in self.ranges.values()}, writes)
 
     def _transaction_step(self, sender: Sender, eos: TransactionalCopy, copying_done: bool) -> bool:
         """Exactly-once: abort on a stopped partition, add partitions, commit when due; True if it committed."""

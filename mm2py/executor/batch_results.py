@@ -11,6 +11,8 @@ was written inside them.
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -28,6 +30,9 @@ from mm2py.wire.transactions import FENCED
 
 if TYPE_CHECKING:
     from mm2py.executor.control_writes import ControlRecord, ControlWrites
+
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -117,13 +122,18 @@ class ProgressRecorder:
         syncs: dict[TopicPartition, list[ControlRecord]] = {}
         queued: dict[int, int] = {}
         synced = dict(self.synced)
+        # MM2's emission rule moves on with each sync it makes due: on copies, kept once the syncs are
+        # acknowledged, so a recording made again after a failed one makes the same syncs due again.
+        states = {
+            key: {dense: dataclasses.replace(state) for dense, state in st.items()} for key, st in self.states.items()
+        }
         outside_transactions = self.progress or not spec.syncs_on_target
         for r in self.ranges:
             runs = counted[id(r)].runs
             total = sum(length for _u, _d, length in runs)
             if spec.syncs_topic is not None and outside_transactions and total > synced[id(r)]:
                 new = runs_after(runs, synced[id(r)])
-                records = offset_sync_records(spec, r.rng, new, self.states[id(r)])
+                records = offset_sync_records(spec, r.rng, new, states[id(r)])
                 for topic, key, value, headers in records:
                     syncs.setdefault((topic, 0), []).append((key, value, headers))
                 queued[id(r)] = len(records)
@@ -142,12 +152,30 @@ class ProgressRecorder:
             raise ReplicationError(f"flow={spec.flow}: progress to record, but {spec.target} was never reached")
         if syncs:
             writes.syncs(syncs, f"flow={spec.flow} ({len(queued)} partitions)")
-        self.synced = synced
+        self.synced, self.states = synced, states
         for range_id, count in queued.items():
             self.syncs[range_id] += count
         if progress:
             writes.progress(progress, f"flow={spec.flow} ({len(progress)} partitions)")
         self.upstream.update(progressed)
+
+    def record_meanwhile(self, counted: Mapping[int, Counted], writes: ControlWrites | None) -> None:
+        """A recording while the task copies on: one that fails for a reason that may pass (the target stalled
+        past ``delivery.timeout.ms``) is logged and made again at the next interval, with what is new by then,
+        while copying goes on, as Connect's source task does when its offsets fail to flush
+        (``WorkerSourceTask``: "Failed to flush offsets to storage"). Only the recording at the end of the task
+        must succeed, or the task fails. A refusal (an ACL) stops the task at once."""
+        try:
+            self.record(counted, writes)
+        except ReplicationError as exc:
+            if not exc.retriable:
+                raise
+            log.warning(
+                "flow=%s: recording progress failed, recorded again in %.0f s: %s",
+                self.spec.flow,
+                self.spec.progress_interval_s,
+                exc,
+            )
 
 
 def finish(

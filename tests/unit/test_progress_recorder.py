@@ -18,12 +18,13 @@ from mm2py.executor.batch_producer import producer_ids
 from mm2py.executor.batch_results import BatchRange, Counted, ProgressRecorder
 from mm2py.executor.contract import CopySpec, PartitionRange
 from mm2py.executor.control_writes import ControlWrites, ProgressLayout, SourceSyncs
+from mm2py.mirror.offset_syncs import Run
 from mm2py.mirror.progress import progress_of
 from mm2py.mirror.record_formats import OffsetSync
 from mm2py.mirror.topic_partition import TopicPartition
 from mm2py.wire.batch_codec import decode_records
 from mm2py.wire.batches import split_batches
-from mm2py.wire.errors import TOPIC_AUTHORIZATION_FAILED, WireError
+from mm2py.wire.errors import NOT_ENOUGH_REPLICAS, TOPIC_AUTHORIZATION_FAILED, WireError
 from mm2py.wire.fetcher import FetchPartition
 from mm2py.wire.partition_queue import PartitionQueue
 from tests.harness.fake_cluster import FakeCluster
@@ -72,11 +73,14 @@ class Task:
         self.writes = ControlWrites(spec, layout, self.source_syncs, self.target, self.producer)
         self.recorder = ProgressRecorder(spec, self.ranges, progress=True)
 
-    def record(self, upstream: int) -> None:
-        counted = {
-            id(r): Counted(upstream=upstream, records=upstream + 1, runs=[(0, 0, upstream + 1)]) for r in self.ranges
+    def counted(self, upstream: int) -> dict[int, Counted]:
+        """Every range's records 0..upstream acknowledged at the same offsets."""
+        return {
+            id(r): Counted(upstream=upstream, records=upstream + 1, runs=[Run(0, 0, upstream + 1)]) for r in self.ranges
         }
-        self.recorder.record(counted, self.writes)
+
+    def record(self, upstream: int) -> None:
+        self.recorder.record(self.counted(upstream), self.writes)
 
 
 def records(cluster: FakeCluster, topic: str) -> list[tuple[bytes | None, bytes | None]]:
@@ -167,3 +171,31 @@ def test_a_failed_progress_write_is_written_again_at_the_next_recording_under_a_
     writers = {pid for key, pid, _epoch, _seq in task.target.produced_batches if key[0] == PROGRESS}
     assert writers and task.producer.producer_id not in writers
     assert len(records(task.source, SYNCS)) == sum(task.recorder.syncs.values())  # the syncs were not written twice
+
+
+def test_a_recording_that_fails_while_copying_goes_on_is_made_again_with_the_same_syncs_due(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The source stalls past the syncs producer's delivery.timeout.ms: the recording made while the task copies
+    is logged and given up (Connect's source task goes on when its offsets fail to flush), and the next one
+    writes the syncs MM2's rule made due the first time, then the progress; a refusal still stops the task."""
+    quick = spec(syncs_producer_settings={"delivery.timeout.ms": "300"})
+    task = Task(quick)
+    task.record(99)
+    task.source.inject = lambda kind, node, key: WireError(NOT_ENOUGH_REPLICAS) if kind == "produce" else None
+
+    task.recorder.record_meanwhile(task.counted(199), task.writes)
+
+    assert "recording progress failed" in caplog.text
+    assert progress_of(records(task.target, PROGRESS), "dc1") == {("orders", 0): 99, ("orders", 1): 99}
+    task.source.inject = lambda kind, node, key: None
+    task.recorder.record_meanwhile(task.counted(199), task.writes)
+    undisturbed = Task(quick)
+    undisturbed.record(99)
+    undisturbed.record(199)
+    assert records(task.source, SYNCS) == records(undisturbed.source, SYNCS)
+    assert progress_of(records(task.target, PROGRESS), "dc1") == {("orders", 0): 199, ("orders", 1): 199}
+
+    task.target.inject = lambda kind, node, key: WireError(TOPIC_AUTHORIZATION_FAILED) if kind == "produce" else None
+    with pytest.raises(ReplicationError, match="TOPIC_AUTHORIZATION_FAILED"):
+        task.recorder.record_meanwhile(task.counted(299), task.writes)
