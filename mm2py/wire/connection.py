@@ -37,6 +37,7 @@ from kafka.protocol.consumer import FetchRequest  # type: ignore[import-untyped]
 from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest  # type: ignore[import-untyped]
 from kafka.protocol.producer import AddPartitionsToTxnRequest, EndTxnRequest, InitProducerIdRequest  # type: ignore[import-untyped]
 
+from mm2py.backoff import client_backoff
 from mm2py.errors import ReplicationError
 from mm2py.mirror.topic_partition import TopicPartition
 from mm2py.wire import library_patches
@@ -148,6 +149,7 @@ class KafkaConnection:
             **config,
         )
         self._login = LoginFailures(alias, self._mechanism, self._client._manager)
+        self._backoff = client_backoff(settings)
 
     def close(self) -> None:
         self._client.close()
@@ -169,13 +171,24 @@ class KafkaConnection:
                 if time.monotonic() >= deadline:
                     raise ReplicationError(f"no broker of {self.alias} answers: {type(exc).__name__}: {exc}") from None
             slice_s *= 2
-        node = self._client.least_loaded_node(bootstrap_fallback=True)
-        pending = self.metadata(node, ())
-        while not pending.done and time.monotonic() < deadline:
-            self.poll(min(0.1, max(0.0, deadline - time.monotonic())))
-        answer = pending.result() if pending.done else WireError(REQUEST_TIMED_OUT, "first metadata request")
-        if isinstance(answer, WireError):
-            raise ReplicationError(f"no broker of {self.alias} answers: {answer}")
+        # The first Metadata request goes to the least loaded broker, and again, after the retry backoff, to the
+        # least loaded one then while the answer is an error that waiting can fix (Java's
+        # NetworkClient.DefaultMetadataUpdater: leastLoadedNode, a disconnect requests another update): a broker
+        # the library knew from an earlier answer may just have died, and another one answers.
+        attempts = 0
+        while True:
+            node = self._client.least_loaded_node(bootstrap_fallback=True)
+            pending = self.metadata(node, ())
+            while not pending.done and time.monotonic() < deadline:
+                self.poll(min(0.1, max(0.0, deadline - time.monotonic())))
+            answer = pending.result() if pending.done else WireError(REQUEST_TIMED_OUT, "first metadata request")
+            if not isinstance(answer, WireError):
+                return
+            if not answer.retriable or time.monotonic() >= deadline:
+                raise ReplicationError(f"no broker of {self.alias} answers: {answer}")
+            self._login.raise_if_any()
+            self.poll(min(self._backoff.backoff(attempts), max(0.0, deadline - time.monotonic())))
+            attempts += 1
 
     def brokers(self) -> frozenset[int]:
         return frozenset(b.node_id for b in self._client.cluster.brokers() if isinstance(b.node_id, int))
