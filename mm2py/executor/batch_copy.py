@@ -12,8 +12,9 @@ assigns offsets), serving all of a task's ranges at once with the batch path's o
   moves, lost brokers and stalls, as Kafka's Java producer does — or, exactly-once, inside transactions
   (:mod:`mm2py.executor.transactional_copy`);
 * every copied record's upstream->downstream offset is known (record i of a contiguous batch lands at the
-  acknowledged base offset + i): progress and offset syncs as the record path writes them
-  (:mod:`mm2py.executor.batch_results`), every ``CopySpec.progress_interval_s`` and at the end.
+  acknowledged base offset + i): progress and offset syncs in the record path's formats, through the same client
+  (:mod:`mm2py.executor.batch_results`, :mod:`mm2py.executor.control_writes`), every
+  ``CopySpec.progress_interval_s`` and at the end.
 
 A partition that cannot go on (its leader away longer than the stall timeout, a batch not acknowledged within
 ``delivery.timeout.ms``, a record too large, its records deleted before they were copied) stops alone: its

@@ -2,14 +2,17 @@
 batch path's client (:mod:`mm2py.wire`) like the records, so a task speaks one client to each cluster.
 
 - Progress goes to the target, to the partition Connect's producer chooses for its key (Java's murmur2, which
-  librdkafka's ``murmur2_random`` matches for a keyed record), through the task's sender: under its idempotent
-  producer id at-least-once, inside its transactions exactly-once (:mod:`mm2py.executor.transactional_copy`).
-- Offset syncs go to partition 0 of the syncs topics, as MM2's ``OffsetSyncWriter`` sends them: on the target
-  through the task's sender; on the source (MM2's default ``offset-syncs.topic.location``) through a sender of
-  their own, with the producer settings MM2 gives its offset-syncs producer, connected at their first write.
+  librdkafka's ``murmur2_random`` matches for a keyed record): at-least-once through a sender of its own over the
+  task's connection and producer id; exactly-once inside the task's transactions
+  (:mod:`mm2py.executor.transactional_copy`, which takes its partitions from :class:`ProgressLayout` too).
+- Offset syncs go to partition 0 of the syncs topics, as MM2's ``OffsetSyncWriter`` sends them: on the target with
+  the progress (or in the transactions); on the source (MM2's default ``offset-syncs.topic.location``) through a
+  sender of their own, with the producer settings MM2 gives its offset-syncs producer, connected at their first
+  write.
 
-:meth:`ControlWrites.write` waits until what it was given is acknowledged, or raises: the caller orders the syncs
-before the progress that covers them (:class:`mm2py.executor.batch_results.ProgressRecorder`).
+:meth:`ControlWrites.syncs` and :meth:`ControlWrites.progress` wait until what they were given is acknowledged, or
+raise: the caller orders the syncs before the progress that covers them
+(:class:`mm2py.executor.batch_results.ProgressRecorder`).
 """
 
 from __future__ import annotations

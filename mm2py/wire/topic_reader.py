@@ -3,9 +3,9 @@ predecessor's progress with, so the batch path needs no second client for it.
 
 Every partition is fetched from offset 0 until the fetch position reaches the end its own Fetch answer reports
 (the high watermark, or the last stable offset under read_committed): the end Connect's ``KafkaBasedLog`` reads
-to, with no separate ListOffsets answer to trust. Records come as a consumer delivers them (control batches and,
-under read_committed, aborted transactions left out: :mod:`mm2py.wire.read_committed`), in offset order per
-partition. Leader moves, lost brokers and retries are the fetcher's (:mod:`mm2py.wire.fetcher`).
+to, which it asks ListOffsets for and the Fetch answers say here. Records come as a consumer delivers them
+(control batches and, under read_committed, aborted transactions left out: :mod:`mm2py.wire.read_committed`), in
+offset order per partition. Leader moves, lost brokers and retries are the fetcher's (:mod:`mm2py.wire.fetcher`).
 
 A partition whose first records were deleted (DeleteRecords: mm2py never deletes from its internal topics, nor
 does MirrorMaker 2) answers OFFSET_OUT_OF_RANGE at offset 0, and the read fails naming it.
