@@ -134,13 +134,7 @@ def target_connection(target: str, producer_settings: Mapping[str, str], timeout
     """How :class:`SlotEpochs` opens the target: the batch path's own client, with the copy's producer settings."""
 
     def connect() -> Cluster:
-        connection = KafkaConnection(target, producer_settings)
-        try:
-            connection.bootstrap(timeout_s)
-        except BaseException:
-            connection.close()
-            raise
-        return connection
+        return KafkaConnection.connected(target, producer_settings, timeout_s)
 
     return connect
 

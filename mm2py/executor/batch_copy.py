@@ -39,7 +39,7 @@ from mm2py.errors import Failure, ReplicationError
 from mm2py.executor.allocator import tune_for_large_buffers
 from mm2py.executor.batch_fetching import FetchThread
 from mm2py.executor.batch_producer import (
-    MESSAGE_MAX_BYTES,
+    max_batch_bytes,
     producer_ids,
     sender_settings,
     transaction_failure,
@@ -89,7 +89,7 @@ class _BatchCopier:
             for r in ranges
         }
         self.read_committed = spec.consumer_settings.get("isolation.level") == "read_committed"
-        self.max_batch_bytes = int(spec.producer_settings.get("message.max.bytes", MESSAGE_MAX_BYTES))
+        self.max_batch_bytes = max_batch_bytes(spec.producer_settings)
         self.started = time.monotonic()
         self.measure_lock = threading.Lock()
         self.fetch = FetchThread(
@@ -236,9 +236,10 @@ class _BatchCopier:
         its predecessor copied to the end is done: nothing would ever be fetched below its end again. Read as the
         target consumer (MM2 reads its offsets topic with that client), read_committed: exactly-once progress
         counts once its transaction committed."""
-        reader = KafkaConnection(self.spec.target, self.spec.target_consumer_settings)
+        reader = KafkaConnection.connected(
+            self.spec.target, self.spec.target_consumer_settings, self.spec.stall_timeout_s
+        )
         try:
-            reader.bootstrap(self.spec.stall_timeout_s)
             records = read_topic(
                 reader,
                 self.spec.progress_topic,

@@ -28,12 +28,16 @@ MERGE_BELOW = 16 * 1024
 MERGE_UP_TO = 512 * 1024
 
 
+def max_batch_bytes(settings: Mapping[str, str]) -> int:
+    """The largest batch a producer with ``settings`` sends: its ``message.max.bytes``."""
+    return int(settings.get("message.max.bytes", MESSAGE_MAX_BYTES))
+
+
 def sender_settings(
     spec: CopySpec, settings: Mapping[str, str], cluster: str, transactional_id: str | None = None
 ) -> SenderSettings:
     """A producer's ``settings`` that the sender honours, with the Java producer's defaults."""
     backoff = client_backoff(settings)
-    max_batch_bytes = int(settings.get("message.max.bytes", MESSAGE_MAX_BYTES))
     return SenderSettings(
         spec.flow,
         cluster,
@@ -42,7 +46,7 @@ def sender_settings(
         retry_backoff_s=backoff.initial_s,
         retry_backoff_max_s=backoff.max_s,
         merge_below=MERGE_BELOW,
-        merge_up_to=min(MERGE_UP_TO, max_batch_bytes // 2),
+        merge_up_to=min(MERGE_UP_TO, max_batch_bytes(settings) // 2),
         transactional_id=transactional_id,
     )
 

@@ -98,13 +98,9 @@ class SourceSyncs:
         self.sender: Sender | None = None
 
     def _connect(self) -> Cluster:
-        connection = KafkaConnection(self.spec.source, self.spec.syncs_producer_settings or {})
-        try:
-            connection.bootstrap(self.spec.stall_timeout_s)
-        except BaseException:
-            connection.close()
-            raise
-        return connection
+        return KafkaConnection.connected(
+            self.spec.source, self.spec.syncs_producer_settings or {}, self.spec.stall_timeout_s
+        )
 
     def open(self) -> Sender:
         if self.sender is None:

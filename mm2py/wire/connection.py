@@ -32,7 +32,6 @@ from typing import Any, Generic, TypeVar
 import kafka.errors as kafka_errors  # type: ignore[import-untyped]
 from kafka.future import Future  # type: ignore[import-untyped]
 from kafka.net.compat import KafkaNetClient  # type: ignore[import-untyped]
-from kafka.net.sasl.oauth import AbstractTokenProvider  # type: ignore[import-untyped]
 from kafka.protocol.consumer import FetchRequest  # type: ignore[import-untyped]
 from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest  # type: ignore[import-untyped]
 from kafka.protocol.producer import AddPartitionsToTxnRequest, EndTxnRequest, InitProducerIdRequest  # type: ignore[import-untyped]
@@ -61,7 +60,7 @@ from mm2py.wire.errors import (
 )
 from mm2py.wire.login_failures import LoginFailures
 from mm2py.wire.msk_iam import use_aws_msk_iam
-from mm2py.wire.oauth_tokens import TokenSource
+from mm2py.wire.oauth_tokens import LibraryTokenProvider
 from mm2py.wire.produce_request import ForwardingProduceRequest
 
 log = logging.getLogger(__name__)
@@ -76,20 +75,6 @@ DEFAULT_MAX_RECEIVE_BYTES = 256 * 1024 * 1024
 _LIBRARY_IN_FLIGHT_LIMIT = 16
 _FETCH_VERSIONS = (4, 12)
 _METADATA_MAX_VERSION = 9
-
-
-class _TokenProvider(AbstractTokenProvider):  # type: ignore[misc]
-    """The library's OAUTHBEARER hook, fed by mm2py's token source."""
-
-    def __init__(self, source: TokenSource) -> None:
-        super().__init__()
-        self.source = source
-
-    def token(self) -> str:
-        return self.source.token()
-
-    def extensions(self) -> dict[str, str]:
-        return self.source.extensions()
 
 
 def wire_error(exc: BaseException, node: int) -> WireError:
@@ -137,7 +122,7 @@ class KafkaConnection:
         config = wire_config(alias, settings)
         source = config.pop("sasl_oauth_token_source", None)
         if source is not None:
-            config["sasl_oauth_token_provider"] = _TokenProvider(source)
+            config["sasl_oauth_token_provider"] = LibraryTokenProvider(source)
         if "sasl_aws_msk_iam_login" in config:
             use_aws_msk_iam(alias, config)
         self._mechanism = str(config.get("sasl_mechanism") or "SASL")
@@ -150,6 +135,17 @@ class KafkaConnection:
         )
         self._login = LoginFailures(alias, self._mechanism, self._client._manager)
         self._backoff = client_backoff(settings)
+
+    @classmethod
+    def connected(cls, alias: str, settings: Mapping[str, str], timeout_s: float) -> KafkaConnection:
+        """A connection already bootstrapped (:meth:`bootstrap`); closed again if that fails."""
+        connection = cls(alias, settings)
+        try:
+            connection.bootstrap(timeout_s)
+        except BaseException:
+            connection.close()
+            raise
+        return connection
 
     def close(self) -> None:
         self._client.close()
@@ -171,10 +167,9 @@ class KafkaConnection:
                 if time.monotonic() >= deadline:
                     raise ReplicationError(f"no broker of {self.alias} answers: {type(exc).__name__}: {exc}") from None
             slice_s *= 2
-        # The first Metadata request goes to the least loaded broker, and again, after the retry backoff, to the
-        # least loaded one then while the answer is an error that waiting can fix (Java's
-        # NetworkClient.DefaultMetadataUpdater: leastLoadedNode, a disconnect requests another update): a broker
-        # the library knew from an earlier answer may just have died, and another one answers.
+        # The first Metadata request goes to the least loaded broker, and again after the retry backoff while
+        # waiting can fix the answer: a broker listed earlier may just have died, and another one answers (Java's
+        # NetworkClient.DefaultMetadataUpdater: leastLoadedNode; a disconnect requests another update).
         attempts = 0
         while True:
             node = self._client.least_loaded_node(bootstrap_fallback=True)

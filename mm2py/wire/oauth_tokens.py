@@ -22,6 +22,8 @@ import urllib.request
 from dataclasses import dataclass, field
 from typing import Any
 
+from kafka.net.sasl.oauth import AbstractTokenProvider  # type: ignore[import-untyped]
+
 # How much of a refusal's body a message may quote: an OAuth error and its description, not a page of HTML.
 _QUOTED_CHARS = 200
 
@@ -118,3 +120,17 @@ class UnsecuredTokenSource(TokenSource):
 
     def extensions(self) -> dict[str, str]:
         return dict(self.extra)
+
+
+class LibraryTokenProvider(AbstractTokenProvider):  # type: ignore[misc]
+    """The wire library's OAUTHBEARER hook, fed by one of mm2py's token sources."""
+
+    def __init__(self, source: TokenSource) -> None:
+        super().__init__()
+        self.source = source
+
+    def token(self) -> str:
+        return self.source.token()
+
+    def extensions(self) -> dict[str, str]:
+        return self.source.extensions()
