@@ -77,6 +77,12 @@ def kept_ends(target_bootstrap: str, source_alias: str, topic: str) -> dict[int,
     return {p: s.end for (t, p), s in state.losses.items() if t == topic}
 
 
+def replicated_to(target_bootstrap: str, source_alias: str, topic: str) -> dict[int, int]:
+    """The first offset of each partition of ``topic`` a run has not yet recorded as copied (its progress + 1)."""
+    state = read_replication_state("target", {"bootstrap.servers": target_bootstrap}, source_alias)
+    return {p: last + 1 for (t, p), last in state.progress.items() if t == topic}
+
+
 def checkpointed(target_bootstrap: str, source_alias: str, group: str, remote: str) -> dict[int, int]:
     """The upstream offset of ``group``'s latest checkpoint per partition of ``remote``, as MM2's reader picks it."""
     records = read_all(target_bootstrap, f"{source_alias}.checkpoints.internal")

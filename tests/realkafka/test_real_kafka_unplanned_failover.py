@@ -40,7 +40,7 @@ from tests.harness.kafka_harness import (
 from tests.harness.mm2py_cli import mm2py
 from tests.harness.polling import poll_until
 from tests.harness.real_kafka import KafkaCluster, KafkaRuntime
-from tests.harness.real_kafka_mm2 import checkpointed, kept_ends, one_flow_config
+from tests.harness.real_kafka_mm2 import checkpointed, kept_ends, one_flow_config, replicated_to
 from tests.harness.recording_consumer import RecordingConsumer, once_per_group
 
 pytestmark = [pytest.mark.realkafka, pytest.mark.spark]
@@ -48,9 +48,10 @@ pytestmark = [pytest.mark.realkafka, pytest.mark.spark]
 PARTITIONS = 4
 FIRST = 4_000  # copied by `run --once` before the continuous run
 BACKLOG = 12_000  # produced before the continuous run starts, which is stopped while it copies them
+PROCESSABLE = 4_000  # the part of the backlog produced before the group processes records on A
 UNLISTED = 1_000  # produced after the run stopped, then A is killed: no run ever listed them
-PROCESSED_ON_A = 5_000  # records the group processed on A before A was lost
-# Small rounds, so that the backlog takes many of them and A dies with part of it listed but not copied.
+PROCESSED_ON_A = 5_000  # records the group processed on A before A was lost (of FIRST + PROCESSABLE)
+# Small ranges, so that the backlog takes many of them and A dies with part of it listed but not copied.
 FLOW_SETTINGS = (
     "offset-syncs.topic.location = target\n"
     "emit.checkpoints.interval.seconds = 1\n"
@@ -90,17 +91,22 @@ def test_failover_without_the_source_moves_the_group_to_b_with_nothing_b_holds_s
     with KafkaCluster(tmp_path / "a", 1, runtime=kafka_runtime) as a:
         topic = a.create_topic(unique_topic("orders"), partitions=PARTITIONS)
         config, src, tgt = one_flow_config(tmp_path / "mm2.properties", a.bootstrap, b.bootstrap, topic, FLOW_SETTINGS)
+        # Progress recorded often (a worker key, read from the target's settings): the wait for it ends mid-backlog.
+        config.write_text(f"{config.read_text()}{tgt}.offset.flush.interval.ms = 200\n")
         flow, remote, group = f"{src}->{tgt}", f"{src}.{topic}", f"billing-{topic}"
         records = make_records(FIRST + BACKLOG + UNLISTED, partitions=PARTITIONS, seed=31)
         produce(a.bootstrap, topic, records[:FIRST])
         first = mm2py("run", str(config), "--once")
         assert first.returncode == 0, first.stderr
-        produce(a.bootstrap, topic, records[FIRST : FIRST + BACKLOG])
+        produce(a.bootstrap, topic, records[FIRST : FIRST + PROCESSABLE])
 
         on_a = RecordingConsumer(src, a.bootstrap, group, topic, "billing-on-a")
         on_a.consume(until_records=PROCESSED_ON_A)
         on_a.close()
         committed_on_a = {p: o for p, o in committed_group(a.bootstrap, group, topic, PARTITIONS).items() if o >= 0}
+        # The rest of the backlog lies beyond the group's position on every partition, so that the run can be
+        # stopped after it copied past that position and before it copied the whole backlog.
+        produce(a.bootstrap, topic, records[FIRST + PROCESSABLE : FIRST + BACKLOG])
 
         listed = end_offsets(a.bootstrap, topic)
         with MirrorRun(config, tmp_path / "run.log") as run:
@@ -110,6 +116,13 @@ def test_failover_without_the_source_moves_the_group_to_b_with_nothing_b_holds_s
                 lambda: checkpointed(b.bootstrap, src, group, remote) == committed_on_a, 120, "the group's checkpoints"
             )
             run.wait_for(lambda: kept_ends(b.bootstrap, src, topic) == listed, 60, "the listed ends kept on B")
+            # The copy has passed the group's position, so the syncs on B place it exactly. (A group ahead of a
+            # range written but not yet recorded re-reads that range: tests/unit/test_failover_recovery.py.)
+            run.wait_for(
+                lambda: all(replicated_to(b.bootstrap, src, topic).get(p, 0) >= o for p, o in committed_on_a.items()),
+                120,
+                "the copy to pass the group's position",
+            )
             # Frozen mid-copy (it lists nothing more), more records reach A, then A's every node and the run are
             # SIGKILLed: a run that cannot stop without A (its tasks keep retrying A) is killed by the operator.
             for pid in session_processes(run.session):
@@ -190,6 +203,7 @@ def test_failover_without_the_source_moves_the_group_to_b_with_nothing_b_holds_s
         assert sorted(landed) == sorted(committed_on_a) and report["committed"] == {group: len(committed_on_a)}
         assert {p: g["checkpoint_upstream_offset"] for p, g in landed.items()} == committed_on_a
         assert report["mark"]["command"] == "failover"
+        assert {g["method"] for g in report["groups"]} == {"exact"}, report["groups"]
 
         # The group's consumers on B: every record B holds processed once across A and B.
         held = read_all(b.bootstrap, remote)
