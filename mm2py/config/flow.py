@@ -104,6 +104,7 @@ class FlowConfig:
     tasks_max: int = _key("tasks.max")
     exactly_once_source_support: str = _key("exactly.once.source.support")  # worker key of the target
     offset_flush_interval_ms: int = _key("offset.flush.interval.ms")  # worker key of the target
+    task_shutdown_graceful_timeout_ms: int = _key("task.shutdown.graceful.timeout.ms")  # worker key of the target
     offset_storage_partitions: int = _key("offset.storage.partitions")  # worker key of the target
     offset_storage_replication_factor: int = _key("offset.storage.replication.factor")
     batch_max_records: int = _key("mm2py.batch.max.records")

@@ -60,7 +60,6 @@ CONNECT_WORKER_KEYS = frozenset(
         "worker.unsync.backoff.ms",
         "scheduled.rebalance.max.delay.ms",
         "connect.protocol",
-        "task.shutdown.graceful.timeout.ms",
         "connector.client.config.override.policy",
         "key.converter.schemas.enable",
         "value.converter.schemas.enable",

@@ -11,6 +11,7 @@ import functools
 import logging
 import signal
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from types import FrameType
@@ -35,7 +36,7 @@ from mm2py.engine.driver import FlowRunner
 from mm2py.engine.flow_sync import say_skipped
 from mm2py.engine.flow_thread import flow_lease, skip_held, work
 from mm2py.engine.retry import Retrier
-from mm2py.engine.spark import SparkRunner
+from mm2py.engine.spark import JobsCancelled, SparkRunner
 from mm2py.engine.stats import FlowStats
 from mm2py.engine.task_control import TaskControl
 from mm2py.errors import ClusterUnreachableError, KafkaOperationError
@@ -66,7 +67,10 @@ def run(
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
-        log.warning("received %s: finishing the batch in flight, then stopping", signal.Signals(signum).name)
+        log.warning(
+            "received %s: finishing the copy in flight (for at most task.shutdown.graceful.timeout.ms), then stopping",
+            signal.Signals(signum).name,
+        )
         stop.set()
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
@@ -257,23 +261,23 @@ def run_flows(
         def copy_flow(runner: FlowRunner) -> None:
             try:
                 work(runner, leases[runner.flow.name], once, stop, active)
+            except JobsCancelled as exc:  # the run stops; the next one copies again what was not recorded
+                log.warning("flow=%s: %s", runner.flow.name, exc)
             except BaseException as exc:  # reported by the main thread; other flows stop too
                 errors.append(exc)
                 stop.set()
 
-        threads = [
-            threading.Thread(target=copy_flow, args=(r,), name=f"flow {r.flow.name}", daemon=True) for r in runners
-        ]
-        for thread in threads:
-            thread.start()
+        threads = _started_threads(copy_flow, runners)
+        grace = _GracePeriod(stop, max(f.task_shutdown_graceful_timeout_ms for f in working) / 1000)
         while any(t.is_alive() for t in threads):
             for thread in threads:
                 thread.join(timeout=0.2)
+            grace.cancel_when_over(spark, time.monotonic())
             if active.is_set() and not heartbeats.started:
                 heartbeats.start()
             if on_progress is not None:
                 on_progress(list(stats.values()))
-        if once and not errors:
+        if once and not errors and not spark.cancelled:
             coordinator.sync_all()
     finally:
         if heartbeats.started:
@@ -288,3 +292,38 @@ def run_flows(
     if errors:
         raise errors[0]
     return list(stats.values())
+
+
+def _started_threads(copy_flow: Callable[[FlowRunner], None], runners: list[FlowRunner]) -> list[threading.Thread]:
+    """One daemon thread per flow, started."""
+    threads = [threading.Thread(target=copy_flow, args=(r,), name=f"flow {r.flow.name}", daemon=True) for r in runners]
+    for thread in threads:
+        thread.start()
+    return threads
+
+
+class _GracePeriod:
+    """How long a stopping run waits for its copy tasks to end on their own (they record their progress on the
+    way out) before it cancels them: Connect's ``task.shutdown.graceful.timeout.ms``, counted from the stop."""
+
+    def __init__(self, stop: threading.Event, seconds: float) -> None:
+        self.stop = stop
+        self.seconds = seconds
+        self.stopped_at: float | None = None
+
+    def over(self, now: float) -> bool:
+        if not self.stop.is_set():
+            return False
+        if self.stopped_at is None:
+            self.stopped_at = now
+        return now - self.stopped_at >= self.seconds
+
+    def cancel_when_over(self, spark: SparkRunner, now: float) -> None:
+        if spark.cancelled or not self.over(now):
+            return
+        log.warning(
+            "the copy tasks did not end within task.shutdown.graceful.timeout.ms (%.0f ms) of the stop: cancelling "
+            "them; what they copied since their last progress record is copied again by the next run",
+            self.seconds * 1000,
+        )
+        spark.cancel_jobs()

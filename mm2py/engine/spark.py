@@ -73,6 +73,10 @@ def _package_zip() -> str:
     return path
 
 
+class JobsCancelled(Exception):
+    """A copy job ended by :meth:`SparkRunner.cancel_jobs`: the run is stopping, not failing."""
+
+
 class SparkRunner:
     """Copy jobs through one SparkContext: one per ``mm2py run`` (:meth:`start`); each flow submits its jobs to
     it from its own thread. ``flows`` is how many flows share it at once; ``task_attempts`` how often Spark runs
@@ -96,6 +100,7 @@ class SparkRunner:
         self._zip = package_zip
         self._jvm = jvm
         self._archive_write = archive_write
+        self.cancelled = False
 
     @classmethod
     def start(
@@ -209,8 +214,17 @@ class SparkRunner:
             task = functools.partial(_copy_task, spec, self.task_attempts)
             results: list[CopyResult] = rdd.mapPartitions(task).collect()
         except Exception as exc:  # only a task that died without reporting (see died_task_failure)
+            if self.cancelled:
+                raise JobsCancelled(f"flow {spec.flow}: copy job cancelled as the run stops") from None
             raise ReplicationError.of_failure(died_task_failure(exc), f"flow {spec.flow}: copy job failed: ") from None
         return results
+
+    def cancel_jobs(self) -> None:
+        """Cancel every job in flight (their Python workers are killed): a stopping run whose tasks did not end
+        within the grace period, as Connect abandons a task after ``task.shutdown.graceful.timeout.ms``. What the
+        cancelled tasks copied since their last progress record is copied again by the next run."""
+        self.cancelled = True
+        self.sc.cancelAllJobs()
 
     def stop(self) -> None:
         """Stop the context and, if this runner started it, its JVM (which then writes the class-data archive,

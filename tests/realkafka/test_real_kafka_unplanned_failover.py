@@ -5,9 +5,10 @@ A is a cluster of this test's own (it is killed); B is the session's shared targ
 and groups, and marks of a flow with unique aliases, are written there). The group's consumers record every
 record they process (tests/harness/recording_consumer.py), on A before the loss and on B after it.
 
-The run is SIGKILLed too, as an operator must once A is gone: its batch-path tasks keep retrying A's dead
-bootstrap, so the job in flight never ends and SIGTERM does not stop it (seen for over 90 s). What it listed of
-A is on B all the same: it keeps the ends it saw beyond its copy beside its checkpoints.
+The run is frozen (so that it lists nothing more) and SIGKILLed with A, as when both die with A's data centre
+(a SIGTERM after A's loss: tests/realkafka/test_stop_without_source.py); its lease then lapses before failover
+may start. What it listed of A is on B all the same: it keeps the ends it saw beyond its copy beside its
+checkpoints.
 """
 
 from __future__ import annotations
@@ -124,7 +125,7 @@ def test_failover_without_the_source_moves_the_group_to_b_with_nothing_b_holds_s
                 "the copy to pass the group's position",
             )
             # Frozen mid-copy (it lists nothing more), more records reach A, then A's every node and the run are
-            # SIGKILLed: a run that cannot stop without A (its tasks keep retrying A) is killed by the operator.
+            # SIGKILLed.
             for pid in session_processes(run.session):
                 os.kill(pid, signal.SIGSTOP)
             produce(a.bootstrap, topic, records[FIRST + BACKLOG :])

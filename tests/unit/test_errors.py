@@ -11,7 +11,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 import mm2py.cli.app as cli
-from mm2py.engine.spark import died_task_failure, raise_failure, task_attempts
+from mm2py.engine.spark import JobsCancelled, SparkRunner, died_task_failure, raise_failure, task_attempts
 from mm2py.errors import EXIT_RUNTIME, Failure, ReplicationError, is_retriable
 from mm2py.executor import record_copy as copy_module
 from mm2py.executor.contract import CopyResult, CopySpec, PartitionRange
@@ -162,6 +162,43 @@ def test_a_task_that_died_is_read_from_the_python_error_line_and_retried() -> No
         "MemoryError: cannot allocate\n\tat org.apache.spark.api.python.BasePythonRunner"
     )
     assert died_task_failure(RuntimeError(text)) == Failure("MemoryError: cannot allocate", None, True)
+
+
+class _FailingContext:
+    """A SparkContext whose every job fails as a cancelled one does (Py4J raises the JVM's SparkException)."""
+
+    defaultParallelism = 2  # PySpark's names, as the runner calls them
+
+    def __init__(self) -> None:
+        self.cancelled_jobs = 0
+
+    def setLocalProperty(self, _key: str, _value: str) -> None:
+        pass
+
+    def parallelize(self, _groups: object, _slices: int) -> _FailingContext:
+        return self
+
+    def mapPartitions(self, _task: object) -> _FailingContext:
+        return self
+
+    def collect(self) -> list[CopyResult]:
+        raise RuntimeError(
+            "An error occurred while calling o45.collect.\n: org.apache.spark.SparkException: Job 3 cancelled"
+        )
+
+    def cancelAllJobs(self) -> None:
+        self.cancelled_jobs += 1
+
+
+def test_a_job_that_fails_after_the_run_cancelled_its_jobs_is_a_stop_not_a_failure() -> None:
+    sc = _FailingContext()
+    runner = SparkRunner(sc, flows=1, task_attempts=1, owns_context=False)
+    with pytest.raises(ReplicationError):  # not cancelled by the run: a task died, retried as such
+        runner.copy(SPEC, [RANGE])
+    runner.cancel_jobs()
+    assert sc.cancelled_jobs == 1
+    with pytest.raises(JobsCancelled, match="dc1->target: copy job cancelled as the run stops"):
+        runner.copy(SPEC, [RANGE])
 
 
 @pytest.mark.parametrize(
