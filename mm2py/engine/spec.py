@@ -10,9 +10,9 @@ from mm2py.librdkafka.defaults import copy_consumer_settings, copy_producer_sett
 from mm2py.mirror.progress import progress_topic
 
 # A task records progress every offset.flush.interval.ms (MM2's key; 60 s by default) or this often, whichever is
-# sooner: as often as a following task reports to the driver, so that a task whose executor is lost copies again
-# about a second of its copy, and ``mm2py lag`` (which reads the recorded progress) moves with it.
-PROGRESS_INTERVAL_S = 1.0
+# sooner, so that ``mm2py lag`` (which reads the recorded progress) moves within seconds of the copy. A following
+# task records as often as it reports (executor/batch_copy.py).
+PROGRESS_INTERVAL_S = 5.0
 
 
 def copy_spec(f: FlowConfig, copy_path: CopyPath) -> CopySpec:
