@@ -10,8 +10,7 @@ from mm2py.librdkafka.defaults import copy_consumer_settings, copy_producer_sett
 from mm2py.mirror.progress import progress_topic
 
 # A task records progress every offset.flush.interval.ms (MM2's key; 60 s by default) or this often, whichever is
-# sooner, so that ``mm2py lag`` (which reads the recorded progress) moves within seconds of the copy. A following
-# task records as often as it reports (executor/batch_copy.py).
+# sooner, so that ``mm2py lag`` (which reads the recorded progress) moves within seconds of the copy.
 PROGRESS_INTERVAL_S = 5.0
 
 

@@ -176,15 +176,10 @@ class _BatchCopier:
     def _copy(self, sender: Sender, eos: TransactionalCopy | None, writes: ControlWrites) -> None:
         """Hand fetched batches to the sender until the fetcher is done (or the driver says stop) and everything
         is acknowledged; exactly-once, commit a transaction whenever one is due, once the sender is drained;
-        following, report every second and record progress as often (else every ``progress_interval_s``)."""
+        following, report every second and record progress every ``progress_interval_s``."""
         fetching = True
         next_report = time.monotonic() + REPORT_INTERVAL_S
-        # Following, as often as it reports: a task lost with its executor then copies again about a second of
-        # its copy. A task copying ranges ends soon and records then; recording waits for acknowledgements.
-        record_every = self.spec.progress_interval_s
-        if self.link is not None:
-            record_every = min(record_every, REPORT_INTERVAL_S)
-        next_record = time.monotonic() + record_every
+        next_record = time.monotonic() + self.spec.progress_interval_s
         while fetching or sender.busy() or (eos is not None and eos.txn.in_transaction):
             if fetching and (eos is None or not eos.committing):
                 fetching = self.fetch.take(self._batches_for(sender), block=not sender.busy())
@@ -200,7 +195,7 @@ class _BatchCopier:
                     self.fetch.stop.set()  # the driver ends this generation: finish what was fetched
                     fetching = False
             if eos is None and now >= next_record:
-                next_record = now + record_every
+                next_record = now + self.spec.progress_interval_s
                 self.recorder.record_meanwhile({id(r): r.acknowledged() for r in self.ranges.values()}, writes)
 
     def _transaction_step(self, sender: Sender, eos: TransactionalCopy, copying_done: bool) -> bool:

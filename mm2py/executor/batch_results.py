@@ -171,7 +171,10 @@ class ProgressRecorder:
             if not exc.retriable:
                 raise
             log.warning(
-                "flow=%s: recording progress failed, recorded again at the next interval: %s", self.spec.flow, exc
+                "flow=%s: recording progress failed, recorded again in %.0f s: %s",
+                self.spec.flow,
+                self.spec.progress_interval_s,
+                exc,
             )
 
 

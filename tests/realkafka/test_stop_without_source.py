@@ -59,7 +59,9 @@ def test_sigterm_ends_a_run_whose_source_died_mid_copy_within_the_grace_period_a
             for node in a.nodes:
                 a.kill_node(node.node_id)
             copied_at_kill = _copied(b.bootstrap, remote)
-            assert copied_at_kill < BACKLOG, "the backlog was copied before A was killed"
+            if tasks == "rounds":  # small ranges, one job each: A dies with a job in flight
+                assert copied_at_kill < BACKLOG, "the backlog was copied before A was killed"
+            # Following tasks may have copied it all already: they then follow a source that is gone.
             stopping = time.monotonic()
             code = run.stop(timeout=120)
             stop_s = time.monotonic() - stopping
