@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 from mm2py.control.progress_store import read_progress
-from tests.harness.kafka_harness import TansuBroker, end_offsets, read_all
+from tests.harness.kafka_harness import TansuBroker, read_all, records_in
 from tests.harness.mm2py_cli import mm2py_argv, write_config
 
 IDENTITY = "replication.policy.class = org.apache.kafka.connect.mirror.IdentityReplicationPolicy\n"
@@ -37,10 +37,7 @@ def start_run(config: Path, log: Path) -> subprocess.Popen[bytes]:
 
 def copied(target: TansuBroker, topic: str = "orders") -> int:
     """Records (and transaction markers) in ``topic`` on ``target``, duplicates included; 0 before it exists."""
-    try:
-        return sum(end_offsets(target.bootstrap, topic).values())
-    except Exception:  # the remote topic may not exist yet
-        return 0
+    return records_in(target.bootstrap, topic)
 
 
 def copied_past_progress(brokers: dict[str, TansuBroker], topic: str = "orders") -> int:

@@ -578,6 +578,15 @@ def end_offsets(
         consumer.close()
 
 
+def records_in(bootstrap: str, topic: str) -> int:
+    """Records (and transaction markers) in ``topic``, duplicates included: the sum of its end offsets; 0 before
+    it exists (a remote topic the run has not created yet)."""
+    try:
+        return sum(end_offsets(bootstrap, topic).values())
+    except Exception:
+        return 0
+
+
 def commit_group(bootstrap: str, group: str, topic: str, offsets: dict[int, int]) -> None:
     """Commit ``offsets`` for ``group`` without subscribing (no JoinGroup wait on tansu: docs/test-broker.md,
     *Consumer groups*)."""

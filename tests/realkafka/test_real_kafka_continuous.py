@@ -16,7 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from mm2py.control.progress_store import read_progress
 from tests.harness.faults import MirrorRun
-from tests.harness.kafka_harness import end_offsets, free_port, make_records, produce, read_all
+from tests.harness.kafka_harness import end_offsets, free_port, make_records, produce, read_all, records_in
 from tests.harness.mm2py_cli import mm2py
 from tests.harness.polling import poll_until
 from tests.harness.real_kafka import KafkaCluster
@@ -27,13 +27,6 @@ pytestmark = [pytest.mark.realkafka, pytest.mark.spark]
 PARTITIONS = 4
 RECORD_COUNT = "kafka_connect_mirror_mirrorsourceconnector_record_count"
 SHOWN_WITHIN_S = 10.0
-
-
-def _copied(bootstrap: str, topic: str) -> int:
-    try:
-        return sum(end_offsets(bootstrap, topic).values())
-    except Exception:  # the remote topic may not exist yet
-        return 0
 
 
 def _record_count(port: int, remote: str) -> float:
@@ -73,13 +66,13 @@ def test_following_tasks_show_in_metrics_and_lag_within_10_s_and_sigterm_stops_w
     produce(real_kafka.bootstrap, topic, first)
     port = free_port()
     with MirrorRun(config, tmp_path / "run.log", "--metrics-port", str(port)) as run:
-        run.wait_for(lambda: _copied(real_kafka_target.bootstrap, remote) == 2_000, 180, "the first records")
+        run.wait_for(lambda: records_in(real_kafka_target.bootstrap, remote) == 2_000, 180, "the first records")
         run.wait_for(lambda: _record_count(port, remote) == 2_000, 60, "record_count to count them")
         jobs = run.stages_completed()
 
         later = make_records(1_000, partitions=PARTITIONS, seed=32)
         produce(real_kafka.bootstrap, topic, later)
-        run.wait_for(lambda: _copied(real_kafka_target.bootstrap, remote) == 3_000, 60, "the later records")
+        run.wait_for(lambda: records_in(real_kafka_target.bootstrap, remote) == 3_000, 60, "the later records")
         copied_at = time.monotonic()
         poll_until(lambda: _record_count(port, remote) == 3_000, SHOWN_WITHIN_S, "record_count on the metrics port")
         ends = end_offsets(real_kafka.bootstrap, topic)

@@ -17,7 +17,7 @@ import pytest
 from mm2py.control.lease import lease_group
 from mm2py.librdkafka.admin import ClusterAdmin
 from tests.harness.faults import MirrorRun
-from tests.harness.kafka_harness import end_offsets, make_records, produce, read_all
+from tests.harness.kafka_harness import make_records, produce, read_all, records_in
 from tests.harness.real_kafka import KafkaCluster, KafkaRuntime
 from tests.harness.real_kafka_mm2 import one_flow_config
 
@@ -28,13 +28,6 @@ BACKLOG = 40_000
 GRACE_MS = 3_000
 # SIGTERM to exit: the grace period, then Spark's cancellation and its context's stop.
 EXIT_WITHIN_S = GRACE_MS / 1000 + 30
-
-
-def _copied(bootstrap: str, topic: str) -> int:
-    try:
-        return sum(end_offsets(bootstrap, topic).values())
-    except Exception:  # the remote topic may not exist yet
-        return 0
 
 
 @pytest.mark.parametrize("tasks", ["rounds", "follow"])
@@ -55,10 +48,10 @@ def test_sigterm_ends_a_run_whose_source_died_mid_copy_within_the_grace_period_a
         records = make_records(BACKLOG, partitions=PARTITIONS, seed=37)
         produce(a.bootstrap, topic, records)
         with MirrorRun(config, tmp_path / "run.log") as run:
-            run.wait_for(lambda: _copied(b.bootstrap, remote) > 0, 180, "the copy to start")
+            run.wait_for(lambda: records_in(b.bootstrap, remote) > 0, 180, "the copy to start")
             for node in a.nodes:
                 a.kill_node(node.node_id)
-            copied_at_kill = _copied(b.bootstrap, remote)
+            copied_at_kill = records_in(b.bootstrap, remote)
             if tasks == "rounds":  # small ranges, one job each: A dies with a job in flight
                 assert copied_at_kill < BACKLOG, "the backlog was copied before A was killed"
             # Following tasks may have copied it all already: they then follow a source that is gone.
