@@ -15,7 +15,7 @@ recorded, so:
 
 Every record is identified by ``<dc>/<partition>/<sequence>`` (tests/harness/sequenced.py), so the result says
 one by one how many were lost, duplicated (re-copied: only what the lost tasks copied after they last recorded
-progress, at most ``min(offset.flush.interval.ms, 5 s)`` of copying) and reordered within a source partition.
+progress, about ``min(offset.flush.interval.ms, 1 s)`` of copying) and reordered within a source partition.
 How many task attempts Spark made, and why some failed, comes from Spark's event log.
 
 One JSON object per scenario run on stdout (and all of them in bench-results/executor-loss-*.json):

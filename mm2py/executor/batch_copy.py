@@ -14,7 +14,7 @@ assigns offsets), serving all of a task's ranges at once with the batch path's o
 * every copied record's upstream->downstream offset is known (record i of a contiguous batch lands at the
   acknowledged base offset + i): progress and offset syncs in the record path's formats, through the same client
   (:mod:`mm2py.executor.batch_results`, :mod:`mm2py.executor.control_writes`), every
-  ``CopySpec.progress_interval_s`` and at the end.
+  ``CopySpec.progress_interval_s`` (following: every second) and at the end.
 
 A partition that cannot go on (its leader away longer than the stall timeout, a batch not acknowledged within
 ``delivery.timeout.ms``, a record too large, its records deleted before they were copied) stops alone: its
@@ -176,10 +176,16 @@ class _BatchCopier:
     def _copy(self, sender: Sender, eos: TransactionalCopy | None, writes: ControlWrites) -> None:
         """Hand fetched batches to the sender until the fetcher is done (or the driver says stop) and everything
         is acknowledged; exactly-once, commit a transaction whenever one is due, once the sender is drained;
-        following, report every second and record progress every ``progress_interval_s``."""
+        following, report every second; record progress as often when following (else every
+        ``progress_interval_s``), a turn at a time between the sender's steps."""
         fetching = True
         next_report = time.monotonic() + REPORT_INTERVAL_S
-        next_record = time.monotonic() + self.spec.progress_interval_s
+        # Following, as often as it reports: a task lost with its executor is run again from its last recording,
+        # so it copies again about a second of its copy. A task copying ranges ends soon and records then.
+        record_every = self.spec.progress_interval_s
+        if self.link is not None:
+            record_every = min(record_every, REPORT_INTERVAL_S)
+        next_record = time.monotonic() + record_every
         while fetching or sender.busy() or (eos is not None and eos.txn.in_transaction):
             if fetching and (eos is None or not eos.committing):
                 fetching = self.fetch.take(self._batches_for(sender), block=not sender.busy())
@@ -194,9 +200,11 @@ class _BatchCopier:
                 if not self.link.report(self._rows(eos.committed if eos else None)) and fetching:
                     self.fetch.stop.set()  # the driver ends this generation: finish what was fetched
                     fetching = False
-            if eos is None and now >= next_record:
-                next_record = now + self.spec.progress_interval_s
-                self.recorder.record_meanwhile({id(r): r.acknowledged() for r in self.ranges.values()}, writes)
+            if eos is None:
+                self.recorder.step()
+                if now >= next_record:
+                    next_record = now + record_every
+                    self.recorder.start({id(r): r.acknowledged() for r in self.ranges.values()}, writes)
 
     def _transaction_step(self, sender: Sender, eos: TransactionalCopy, copying_done: bool) -> bool:
         """Exactly-once: abort on a stopped partition, add partitions, commit when due; True if it committed."""

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping
+from typing import TypeVar
 
 from mm2py.backoff import client_backoff, client_seconds
 from mm2py.errors import Failure, ReplicationError
@@ -20,6 +21,25 @@ from mm2py.wire.sender import SenderSettings
 from mm2py.wire.transactions import TransactionError
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+# A client call in progress yields, whenever it waits for the network, how to serve its client for up to the
+# given seconds (Sender.step, Cluster.poll): the copy loop serves it a turn at a time (no wait) between its own
+# steps, so a recording never holds the copy up; everywhere else it is waited for (:func:`waited`).
+Step = Callable[[float], None]
+Steps = Generator[Step, None, T]
+WAIT_S = 0.05  # how long a waited-for call serves its client per turn
+
+
+def waited(steps: Steps[T]) -> T:
+    """Run ``steps`` to its end, serving its client until each answer comes; its result."""
+    while True:
+        try:
+            step = next(steps)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+        step(WAIT_S)
+
 
 MESSAGE_MAX_BYTES = "1000000"  # librdkafka's default message.max.bytes, which the record path's producer has
 # Batches below this size waiting in one partition's queue are merged into one of at most MERGE_UP_TO bytes
@@ -53,12 +73,17 @@ def sender_settings(
 
 def producer_ids(spec: CopySpec, cluster: Cluster) -> ProducerIds:
     """InitProducerId (idempotent), from any broker, retried until the stall timeout."""
+    return waited(acquiring_producer_ids(spec, cluster))
+
+
+def acquiring_producer_ids(spec: CopySpec, cluster: Cluster) -> Steps[ProducerIds]:
+    """:func:`producer_ids` a step at a time (a recording's new producer after a failed write)."""
     deadline = time.monotonic() + spec.stall_timeout_s
     answer: ProducerIds | WireError | None = None
     for node in _cycle(cluster, deadline):
         pending = cluster.init_producer_id(node)
         while not pending.done and time.monotonic() < deadline:
-            cluster.poll(0.05)
+            yield cluster.poll
         answer = pending.result() if pending.done else None
         if isinstance(answer, ProducerIds):
             return answer

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from mm2py.errors import Failure, ReplicationError
+from mm2py.executor.batch_producer import Steps, waited
 from mm2py.executor.contract import CopyResult, CopySpec, PartitionRange
 from mm2py.executor.sync_records import offset_sync_records
 from mm2py.mirror.offset_syncs import PartitionOffsetSyncState, Run, runs_after
@@ -97,10 +98,15 @@ class BatchRange:
 
 
 class ProgressRecorder:
-    """Records what counts as copied since it last did, at the end of a task and, while it follows, every
-    ``CopySpec.progress_interval_s``: the progress records (at-least-once; exactly-once wrote them inside its
-    transactions) and the offset syncs of the new records (unless they went into the transactions), MM2's
-    emission rule carried from one recording to the next."""
+    """Records what counts as copied since it last did, at the end of a task and, while it copies on, every
+    so often: the progress records (at-least-once; exactly-once wrote them inside its transactions) and the
+    offset syncs of the new records (unless they went into the transactions), MM2's emission rule carried from one
+    recording to the next.
+
+    A recording made while the task copies on is served a turn at a time by the copy loop (:meth:`start`,
+    :meth:`step`), never waited for: the loop's sender goes on resending its batches meanwhile (a target that
+    stalls would otherwise see them expire behind a recording that waits), and the copy's pace does not dip at
+    each recording. One recording is in flight at a time; the one at the end of the task waits."""
 
     def __init__(self, spec: CopySpec, ranges: Iterable[BatchRange], *, progress: bool) -> None:
         self.spec = spec
@@ -110,10 +116,53 @@ class ProgressRecorder:
         self.synced = {id(r): 0 for r in self.ranges}  # records whose syncs were written
         self.syncs = {id(r): 0 for r in self.ranges}
         self.states: dict[int, dict[bool, PartitionOffsetSyncState]] = {id(r): {} for r in self.ranges}
+        self.pending: Steps[None] | None = None  # the recording in flight while the task copies on
 
     def record(self, counted: Mapping[int, Counted], writes: ControlWrites | None) -> None:
-        """Write, and wait for the acknowledgement of, what is new in ``counted`` (by ``id`` of the range);
-        ``writes`` is None only when the task never reached the target (then nothing can be new)."""
+        """Write, and wait for the acknowledgement of, what is new in ``counted`` (by ``id`` of the range), once
+        the recording in flight, if any, has ended; ``writes`` is None only when the task never reached the
+        target (then nothing can be new)."""
+        if self.pending is not None:
+            pending, self.pending = self.pending, None
+            try:
+                waited(pending)
+            except ReplicationError as exc:
+                self._given_up(exc)
+        waited(self._recording(counted, writes))
+
+    def start(self, counted: Mapping[int, Counted], writes: ControlWrites | None) -> None:
+        """Begin recording ``counted`` while the task copies on, unless a recording is still in flight (what is
+        new by its end goes into the next)."""
+        if self.pending is None:
+            self.pending = self._recording(counted, writes)
+            self.step()
+
+    def step(self) -> None:
+        """One turn of the recording in flight, without waiting."""
+        if self.pending is None:
+            return
+        try:
+            step = next(self.pending)
+        except StopIteration:
+            self.pending = None
+            return
+        except ReplicationError as exc:
+            self.pending = None
+            self._given_up(exc)
+            return
+        step(0.0)
+
+    def _given_up(self, exc: ReplicationError) -> None:
+        """A recording that failed for a reason that may pass (the target stalled past ``delivery.timeout.ms``)
+        is logged and made again at the next interval, with what is new by then, while copying goes on, as
+        Connect's source task does when its offsets fail to flush (``WorkerSourceTask``: "Failed to flush offsets
+        to storage"). Only the recording at the end of the task must succeed, or the task fails. A refusal (an
+        ACL) stops the task at once."""
+        if not exc.retriable:
+            raise exc
+        log.warning("flow=%s: recording progress failed, recorded again at the next interval: %s", self.spec.flow, exc)
+
+    def _recording(self, counted: Mapping[int, Counted], writes: ControlWrites | None) -> Steps[None]:
         spec = self.spec
         # The syncs of the new records are acknowledged before their progress is written, as MM2 emits a sync
         # when a record is acknowledged and commits source offsets later. A task that dies in between leaves
@@ -151,31 +200,13 @@ class ProgressRecorder:
         if writes is None:
             raise ReplicationError(f"flow={spec.flow}: progress to record, but {spec.target} was never reached")
         if syncs:
-            writes.syncs(syncs, f"flow={spec.flow} ({len(queued)} partitions)")
+            yield from writes.syncs(syncs, f"flow={spec.flow} ({len(queued)} partitions)")
         self.synced, self.states = synced, states
         for range_id, count in queued.items():
             self.syncs[range_id] += count
         if progress:
-            writes.progress(progress, f"flow={spec.flow} ({len(progress)} partitions)")
+            yield from writes.progress(progress, f"flow={spec.flow} ({len(progress)} partitions)")
         self.upstream.update(progressed)
-
-    def record_meanwhile(self, counted: Mapping[int, Counted], writes: ControlWrites | None) -> None:
-        """A recording while the task copies on: one that fails for a reason that may pass (the target stalled
-        past ``delivery.timeout.ms``) is logged and made again at the next interval, with what is new by then,
-        while copying goes on, as Connect's source task does when its offsets fail to flush
-        (``WorkerSourceTask``: "Failed to flush offsets to storage"). Only the recording at the end of the task
-        must succeed, or the task fails. A refusal (an ACL) stops the task at once."""
-        try:
-            self.record(counted, writes)
-        except ReplicationError as exc:
-            if not exc.retriable:
-                raise
-            log.warning(
-                "flow=%s: recording progress failed, recorded again in %.0f s: %s",
-                self.spec.flow,
-                self.spec.progress_interval_s,
-                exc,
-            )
 
 
 def finish(

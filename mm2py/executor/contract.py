@@ -91,7 +91,8 @@ class CopySpec:
     control: ControlEndpoint | None = None
     # How often a task records the progress of what the target acknowledged (at-least-once): a task that dies
     # (its executor lost, its process killed) copies again at most this much. MM2's offset.flush.interval.ms,
-    # at most PROGRESS_INTERVAL_S so that ``mm2py lag`` moves within seconds.
+    # at most PROGRESS_INTERVAL_S so that ``mm2py lag`` moves within seconds; a following task at most every
+    # report (every second).
     progress_interval_s: float = 5.0
     # Exactly-once on the batch path: partitions are spread over this many transactional producers (task slots),
     # each slot one Spark task with one transactional.id (0: not exactly-once on the batch path).

@@ -10,8 +10,9 @@ batch path's client (:mod:`mm2py.wire`) like the records, so a task speaks one c
   sender of their own, with the producer settings MM2 gives its offset-syncs producer, connected at their first
   write.
 
-:meth:`ControlWrites.syncs` and :meth:`ControlWrites.progress` wait until what they were given is acknowledged, or
-raise: the caller orders the syncs before the progress that covers them
+:meth:`ControlWrites.syncs` and :meth:`ControlWrites.progress` are steps (:data:`~mm2py.executor.batch_producer.Steps`)
+that end once what they were given is acknowledged, or raise: the caller serves them, waiting or a turn at a time
+between the copy loop's own steps, and orders the syncs before the progress that covers them
 (:class:`mm2py.executor.batch_results.ProgressRecorder`).
 """
 
@@ -23,7 +24,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from kafka.partitioner.default import murmur2  # type: ignore[import-untyped]
 
 from mm2py.errors import ReplicationError
-from mm2py.executor.batch_producer import producer_ids, sender_settings
+from mm2py.executor.batch_producer import Steps, acquiring_producer_ids, sender_settings
 from mm2py.executor.contract import CopySpec, PartitionRange
 from mm2py.mirror.progress import progress_record
 from mm2py.mirror.topic_partition import TopicPartition
@@ -102,12 +103,12 @@ class SourceSyncs:
             self.spec.source, self.spec.syncs_producer_settings or {}, self.spec.stall_timeout_s
         )
 
-    def open(self) -> Sender:
+    def open(self) -> Steps[Sender]:
         if self.sender is None:
             spec = self.spec
             connection = self.connect()
             try:
-                producer = producer_ids(spec, connection)
+                producer = yield from acquiring_producer_ids(spec, connection)
             except BaseException:
                 connection.close()  # the next write tries again with a new connection
                 raise
@@ -123,14 +124,16 @@ class SourceSyncs:
 
 
 class ControlWrites:
-    """Writes progress and offset syncs and waits for their acknowledgement (the task's thread only).
+    """Writes progress and offset syncs, each write a run of steps that ends once it is acknowledged (the task's
+    thread only).
 
     At-least-once, the target's share goes through a sender of its own over the task's connection, holding only
-    the progress and sync partitions: waiting for it sends no copied record, so a recording at the end of a task
-    that failed counts exactly what was acknowledged before it. A write that fails (a partition stopped: not
-    acknowledged within ``delivery.timeout.ms``, say) drops its sender, and the next write starts a new one
-    under a new producer id, as the record path replaces a producer that failed a delivery. Exactly-once has no
-    target share here (its transactions carry it): ``target`` is None."""
+    the progress and sync partitions: serving it sends no copied record, so a recording at the end of a task
+    that failed counts exactly what was acknowledged before it, and the copy loop's sender goes on resending
+    its own batches while a recording waits. A write that fails (a partition stopped: not acknowledged within
+    ``delivery.timeout.ms``, say) drops its sender, and the next write starts a new one under a new producer id,
+    as the record path replaces a producer that failed a delivery. Exactly-once has no target share here (its
+    transactions carry it): ``target`` is None."""
 
     def __init__(
         self,
@@ -147,30 +150,31 @@ class ControlWrites:
         self.producer = producer  # the task's own, for the first sender; None: ask for a new one
         self.sender: Sender | None = None
 
-    def progress(self, records: Mapping[PartitionRange, ControlRecord], where: str) -> None:
+    def progress(self, records: Mapping[PartitionRange, ControlRecord], where: str) -> Steps[None]:
         by_key: dict[TopicPartition, list[ControlRecord]] = {}
         for rng, record in records.items():
             by_key.setdefault(self.layout.progress_key(rng), []).append(record)
-        self._write_target(by_key, f"{where} (progress)")
+        yield from self._write_target(by_key, f"{where} (progress)")
 
-    def syncs(self, records: Mapping[TopicPartition, Sequence[ControlRecord]], where: str) -> None:
+    def syncs(self, records: Mapping[TopicPartition, Sequence[ControlRecord]], where: str) -> Steps[None]:
         if self.spec.syncs_on_target:
-            self._write_target(records, f"{where} (offset syncs)")
+            yield from self._write_target(records, f"{where} (offset syncs)")
             return
         try:
-            _write(self.source_syncs.open(), self.spec, self.spec.source, records, f"{where} (offset syncs)")
+            sender = yield from self.source_syncs.open()
+            yield from _write(sender, self.spec, self.spec.source, records, f"{where} (offset syncs)")
         except ReplicationError:
             self.source_syncs.close()
             raise
 
-    def _write_target(self, records: Mapping[TopicPartition, Sequence[ControlRecord]], where: str) -> None:
+    def _write_target(self, records: Mapping[TopicPartition, Sequence[ControlRecord]], where: str) -> Steps[None]:
         assert self.target is not None, "exactly-once writes progress and syncs on the target in its transactions"
-        if self.sender is None:
-            producer = self.producer or producer_ids(self.spec, self.target)
-            settings = sender_settings(self.spec, self.spec.producer_settings, self.spec.target)
-            self.sender = Sender(self.target, self.layout.queues().values(), settings, producer)
         try:
-            _write(self.sender, self.spec, self.spec.target, records, where)
+            if self.sender is None:
+                producer = self.producer or (yield from acquiring_producer_ids(self.spec, self.target))
+                settings = sender_settings(self.spec, self.spec.producer_settings, self.spec.target)
+                self.sender = Sender(self.target, self.layout.queues().values(), settings, producer)
+            yield from _write(self.sender, self.spec, self.spec.target, records, where)
         except ReplicationError:
             self.sender = self.producer = None
             raise
@@ -178,8 +182,8 @@ class ControlWrites:
 
 def _write(
     sender: Sender, spec: CopySpec, cluster: str, records: Mapping[TopicPartition, Sequence[ControlRecord]], where: str
-) -> None:
-    """Send ``records`` and step ``sender`` (which holds no copied record) until they are acknowledged; a
+) -> Steps[None]:
+    """Send ``records`` and serve ``sender`` (which holds no copied record) until they are acknowledged; a
     partition that stops, or ``flush_timeout_s`` passing, raises."""
     for key, items in records.items():
         sender.add(key, control_batches(items))
@@ -197,4 +201,4 @@ def _write(
             return
         if time.monotonic() > deadline:
             raise ReplicationError(f"{where}: {cluster} did not acknowledge within {spec.flush_timeout_s:.0f} s")
-        sender.step()
+        yield sender.step

@@ -173,6 +173,18 @@ def test_a_failed_progress_write_is_written_again_at_the_next_recording_under_a_
     assert len(records(task.source, SYNCS)) == sum(task.recorder.syncs.values())  # the syncs were not written twice
 
 
+def meanwhile(task: Task, upstream: int) -> None:
+    """A recording made while the task copies on, served as the copy loop serves it: a turn at a time, with the
+    loop's own sender waiting on the clusters in between."""
+    task.recorder.start(task.counted(upstream), task.writes)
+    deadline = time.monotonic() + 30
+    while task.recorder.pending is not None:
+        assert time.monotonic() < deadline, "the recording never ended"
+        task.source.poll(0.01)
+        task.target.poll(0.01)
+        task.recorder.step()
+
+
 def test_a_recording_that_fails_while_copying_goes_on_is_made_again_with_the_same_syncs_due(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -184,12 +196,12 @@ def test_a_recording_that_fails_while_copying_goes_on_is_made_again_with_the_sam
     task.record(99)
     task.source.inject = lambda kind, node, key: WireError(NOT_ENOUGH_REPLICAS) if kind == "produce" else None
 
-    task.recorder.record_meanwhile(task.counted(199), task.writes)
+    meanwhile(task, 199)
 
     assert "recording progress failed" in caplog.text
     assert progress_of(records(task.target, PROGRESS), "dc1") == {("orders", 0): 99, ("orders", 1): 99}
     task.source.inject = lambda kind, node, key: None
-    task.recorder.record_meanwhile(task.counted(199), task.writes)
+    meanwhile(task, 199)
     undisturbed = Task(quick)
     undisturbed.record(99)
     undisturbed.record(199)
@@ -198,4 +210,37 @@ def test_a_recording_that_fails_while_copying_goes_on_is_made_again_with_the_sam
 
     task.target.inject = lambda kind, node, key: WireError(TOPIC_AUTHORIZATION_FAILED) if kind == "produce" else None
     with pytest.raises(ReplicationError, match="TOPIC_AUTHORIZATION_FAILED"):
-        task.recorder.record_meanwhile(task.counted(299), task.writes)
+        meanwhile(task, 299)
+
+
+def test_a_recording_made_while_copying_goes_on_never_waits_for_the_target() -> None:
+    """The target answers nothing (its brokers frozen): starting a recording and serving it returns at once,
+    without waiting on the target's connection (the fake's clock moves only when a client waits on it), so the
+    copy loop goes on resending its own batches; once the target answers, the loop's turns finish the
+    recording, syncs first. A recording at the end of the task then finishes one still in flight first."""
+    task = Task(spec(syncs_on_target=True))
+    for node in task.target.brokers():
+        task.target.stop(node)
+    frozen_at = task.target.now
+
+    task.recorder.start(task.counted(99), task.writes)
+    for _ in range(50):
+        task.recorder.step()
+
+    assert task.target.now == frozen_at and task.recorder.pending is not None
+    assert not records(task.target, PROGRESS)
+    for node in task.target.brokers():
+        task.target.resume(node)
+    deadline = time.monotonic() + 30
+    while task.recorder.pending is not None:
+        assert time.monotonic() < deadline, "the recording never ended"
+        task.target.poll(0.01)
+        task.recorder.step()
+    syncs, progress = produced(task.target, SYNCS), produced(task.target, PROGRESS)
+    assert syncs and progress and max(syncs) < min(progress)
+    assert progress_of(records(task.target, PROGRESS), "dc1") == {("orders", 0): 99, ("orders", 1): 99}
+
+    task.recorder.start(task.counted(199), task.writes)
+    task.record(299)
+    assert task.recorder.pending is None
+    assert progress_of(records(task.target, PROGRESS), "dc1") == {("orders", 0): 299, ("orders", 1): 299}
