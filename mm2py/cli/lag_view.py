@@ -10,7 +10,7 @@ import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from typing import Literal
+from typing import Any, Literal
 
 from rich.console import Group, RenderableType
 from rich.live import Live
@@ -37,13 +37,18 @@ def _age_text(what: str, age: float | None) -> str:
     return f"no {what}" if age is None else f"{what} {age:.1f} s ago"
 
 
-def flow_caption(ages: FlowAges | None) -> str:
-    """The line under a flow's table: how long ago the flow last showed signs of life."""
-    if ages is None:
-        return ""
-    return (
-        f"{_age_text('heartbeat', ages.heartbeat_age_seconds)}, {_age_text('checkpoint', ages.checkpoint_age_seconds)}"
-    )
+def flow_caption(ages: FlowAges | None, limit: int | None = None) -> str:
+    """The line under a flow's table: how long ago the flow last showed signs of life, and the throughput limit
+    that holds it back, if one is set."""
+    parts = []
+    if ages is not None:
+        parts.append(
+            f"{_age_text('heartbeat', ages.heartbeat_age_seconds)}, "
+            f"{_age_text('checkpoint', ages.checkpoint_age_seconds)}"
+        )
+    if limit:
+        parts.append(f"throttled to {limit / 1e6:,.2f} MB/s (mm2py.throughput.max.bytes.per.second)")
+    return "; ".join(parts)
 
 
 def partition_tables(
@@ -51,6 +56,7 @@ def partition_tables(
     ages: Mapping[str, FlowAges],
     trends: Trends | None = None,
     over: Iterable[PartitionLag | GroupLag] = (),
+    limits: Mapping[str, int] | None = None,
 ) -> list[Table]:
     """One table per flow with a total row; a trend column only when ``trends`` is given (--watch)."""
     flows: dict[str, list[PartitionLag]] = {name: [] for name in ages}
@@ -59,7 +65,12 @@ def partition_tables(
     hot = {lag_key(r) for r in over}
     tables = []
     for flow, items in flows.items():
-        table = Table(title=flow, title_justify="left", caption=flow_caption(ages.get(flow)), caption_justify="left")
+        table = Table(
+            title=flow,
+            title_justify="left",
+            caption=flow_caption(ages.get(flow), (limits or {}).get(flow)),
+            caption_justify="left",
+        )
         columns = ["topic", "remote topic", "partition", "end", "replicated", "lag", "lag s", "lost"]
         for column in columns + (["trend"] if trends is not None else []):
             table.add_column(column, justify="left" if "topic" in column else "right")
@@ -121,7 +132,7 @@ def group_tables(
 def snapshot_tables(snapshot: LagSnapshot, trends: Trends | None = None) -> list[Table]:
     if snapshot.groups is not None:
         return group_tables(snapshot.groups, trends, snapshot.over)
-    return partition_tables(snapshot.partitions, snapshot.ages, trends, snapshot.over)
+    return partition_tables(snapshot.partitions, snapshot.ages, trends, snapshot.over, snapshot.limits)
 
 
 def print_lag(snapshot: LagSnapshot) -> None:
@@ -185,27 +196,43 @@ def prometheus_text(snapshot: LagSnapshot) -> str:
             for gauge, attribute in partition_gauges:
                 gauge.labels(r.source, r.target, r.topic, str(r.partition)).set(getattr(r, attribute))
             lost.labels(r.source, r.target, r.topic, str(r.partition)).inc(r.lost)
-        heartbeat = Gauge(
-            "mm2py_heartbeat_age_seconds",
-            "Seconds since the flow's newest heartbeat on the target",
-            ("source", "target"),
-            registry=registry,
-        )
-        checkpoint = Gauge(
-            "mm2py_checkpoint_age_seconds",
-            "Seconds since the newest record in the flow's checkpoints topic",
-            ("source", "target"),
-            registry=registry,
-        )
-        for ages in snapshot.ages.values():
-            if ages.heartbeat_age_seconds is not None:
-                heartbeat.labels(ages.source, ages.target).set(ages.heartbeat_age_seconds)
-            if ages.checkpoint_age_seconds is not None:
-                checkpoint.labels(ages.source, ages.target).set(ages.checkpoint_age_seconds)
+        _flow_gauges(snapshot, registry)
     Gauge("mm2py_lag_check_timestamp_seconds", "When this lag check ran (Unix seconds)", registry=registry).set(
         snapshot.checked_at
     )
     return generate_latest(registry).decode("utf-8")
+
+
+def _flow_gauges(snapshot: LagSnapshot, registry: Any) -> None:
+    """Per flow: its liveness ages and its throughput limit, if set."""
+    from prometheus_client import Gauge
+
+    heartbeat = Gauge(
+        "mm2py_heartbeat_age_seconds",
+        "Seconds since the flow's newest heartbeat on the target",
+        ("source", "target"),
+        registry=registry,
+    )
+    checkpoint = Gauge(
+        "mm2py_checkpoint_age_seconds",
+        "Seconds since the newest record in the flow's checkpoints topic",
+        ("source", "target"),
+        registry=registry,
+    )
+    for ages in snapshot.ages.values():
+        if ages.heartbeat_age_seconds is not None:
+            heartbeat.labels(ages.source, ages.target).set(ages.heartbeat_age_seconds)
+        if ages.checkpoint_age_seconds is not None:
+            checkpoint.labels(ages.source, ages.target).set(ages.checkpoint_age_seconds)
+    limit = Gauge(
+        "mm2py_throughput_limit_bytes_per_second",
+        "The flow's mm2py.throughput.max.bytes.per.second (flows with a limit only)",
+        ("source", "target"),
+        registry=registry,
+    )
+    for flow, bytes_per_s in snapshot.limits.items():
+        source, target = flow.split("->", 1)  # aliases hold no "->": MM2 splits A->B.enabled on it
+        limit.labels(source, target).set(bytes_per_s)
 
 
 def show(snapshot: LagSnapshot, fmt: OutputFormat) -> None:

@@ -122,6 +122,7 @@ class FlowConfig:
     metrics_host: str = _key("mm2py.metrics.host")
     source_loss: str = _key("mm2py.source.loss")
     start_timestamp_ms: int | None = _key("mm2py.start.timestamp")  # None: auto.offset.reset decides
+    throughput_max_bytes_per_second: int = _key("mm2py.throughput.max.bytes.per.second")  # 0: no limit
     spark_conf: Pairs = field(default=(), repr=False)
     connector_config: Pairs = field(default=(), repr=False)  # MM2's flattened map, for user plugins
 

@@ -106,6 +106,16 @@ MM2PY_KEYS: dict[str, KeyDef] = {
             choices=("warn", "fail"),
         ),
         k(
+            "mm2py.throughput.max.bytes.per.second",
+            LG,
+            "0",
+            "the most a flow copies per second, in bytes of the record batches it writes (keys and values on the "
+            "record path), shared by its partitions and tasks in proportion to their partitions; 0: no "
+            "limit",
+            "M",
+            minimum=0,
+        ),
+        k(
             "mm2py.start.timestamp",
             TS,
             None,
@@ -117,5 +127,5 @@ MM2PY_KEYS: dict[str, KeyDef] = {
 }
 # mm2py keys that also work per flow (``A->B.mm2py.source.loss``), the flow-level value winning: they decide how
 # one flow behaves, where the others tune the run as a whole.
-FLOW_MM2PY_KEYS = frozenset({"mm2py.source.loss", "mm2py.start.timestamp"})
+FLOW_MM2PY_KEYS = frozenset({"mm2py.source.loss", "mm2py.start.timestamp", "mm2py.throughput.max.bytes.per.second"})
 SPARK_CONF_PREFIX = "mm2py.spark.conf."

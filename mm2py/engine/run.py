@@ -128,6 +128,7 @@ def _expect(metrics: RunMetrics, flows: Sequence[FlowConfig], heartbeat_pairs: S
     for flow in flows:
         metrics.health.starting(flow.name)
         metrics.set_metric_names_formats(flow.source, flow.target, flow.metric_names_formats)
+        metrics.set_throughput_limit(flow.source, flow.target, flow.throughput_max_bytes_per_second)
     for pair in heartbeat_pairs:
         metrics.health.heartbeats_expected(pair.source, pair.target, pair.emit_heartbeats_interval_seconds)
 

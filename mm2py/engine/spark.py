@@ -8,6 +8,7 @@ ranges in, a list of CopyResults out. Records stay inside the Python workers (``
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import os
@@ -210,6 +211,7 @@ class SparkRunner:
             "spark.job.description", f"mm2py {spec.flow}: {len(ranges)} partition ranges in {len(groups)} tasks"
         )
         rdd = self.sc.parallelize(groups, len(groups))
+        spec = dataclasses.replace(spec, job_ranges=len(ranges))  # the tasks' shares of the throughput limit
         try:
             task = functools.partial(_copy_task, spec, self.task_attempts)
             results: list[CopyResult] = rdd.mapPartitions(task).collect()

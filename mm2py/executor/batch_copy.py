@@ -49,6 +49,7 @@ from mm2py.executor.contract import CopyResult, CopySpec, PartitionRange
 from mm2py.executor.control_writes import ControlWrites, ProgressLayout, SourceSyncs
 from mm2py.executor.driver_link import REPORT_INTERVAL_S, DriverLink, report_row
 from mm2py.executor.task_logging import executor_logging
+from mm2py.executor.throttle import Throttle
 from mm2py.executor.transactional_copy import TransactionalCopy
 from mm2py.metrics.measurement import RangeMeasurer
 from mm2py.mirror.progress import progress_of
@@ -98,6 +99,7 @@ class _BatchCopier:
             read_committed=self.read_committed,
             max_batch_bytes=self.max_batch_bytes,
             measure_lock=self.measure_lock,
+            throttle=Throttle(spec.task_throughput(len(ranges))),
         )
         self.recorder = ProgressRecorder(spec, self.ranges.values(), progress=not spec.exactly_once)
         task = ",".join(f"{r.topic}-{r.partition}" for r in ranges[:3])

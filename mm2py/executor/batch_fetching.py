@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from mm2py.backoff import client_backoff
 from mm2py.executor.contract import CopySpec
+from mm2py.executor.throttle import Throttle
 from mm2py.wire.cluster import FetchedPartition
 from mm2py.wire.connection import KafkaConnection
 from mm2py.wire.fetcher import Fetcher, FetcherSettings, FetchPartition
@@ -42,12 +43,14 @@ class FetchThread:
         read_committed: bool,
         max_batch_bytes: int,
         measure_lock: threading.Lock,
+        throttle: Throttle | None = None,
     ) -> None:
         self.spec = spec
         self.ranges = ranges
         self.read_committed = read_committed
         self.max_batch_bytes = max_batch_bytes
         self.measure_lock = measure_lock  # the task's thread swaps measurers while it reports
+        self.throttle = throttle or Throttle(0)  # the task's share of the flow's throughput limit
         self.inbox: queue.Queue[Fetched | BaseException | None] = queue.Queue(QUEUED_FETCHES)
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, name="mm2py-batch-fetch", daemon=True)
@@ -88,7 +91,8 @@ class FetchThread:
                 source.close()
 
     def _forward(self, answered: list[tuple[FetchPartition, FetchedPartition]]) -> None:
-        """Turn fetched record sets into batches for the sender: one hand-over per fetch answer."""
+        """Turn fetched record sets into batches for the sender: one hand-over per fetch answer, or, under a
+        throughput limit, one per partition, each once the limit lets its bytes through."""
         fetched: Fetched = []
         now = time.time() * 1000
         for fetch, part in answered:
@@ -106,9 +110,23 @@ class FetchThread:
                 for item in outgoing:
                     count, low, high, total, last = batch_timestamps(item.batch)
                     state.queue.measurer.read(now, count, low, high, total, last, item.batch.size)
-            fetched.append((state, outgoing, fetch.position))
+            if self.throttle.limited:
+                self._hold(sum(item.batch.size for item in outgoing))
+                self._put([(state, outgoing, fetch.position)])
+            else:
+                fetched.append((state, outgoing, fetch.position))
         if fetched:
             self._put(fetched)
+
+    def _hold(self, nbytes: int) -> None:
+        """Wait until the throughput limit lets ``nbytes`` more through (a stop ends the wait); the wait is the
+        task's, split over its partitions in their measurements."""
+        waited = self.throttle.hold(nbytes, sleep=self.stop.wait)
+        if waited > 0:
+            share = waited * 1000 / max(1, len(self.ranges))
+            with self.measure_lock:
+                for state in self.ranges.values():
+                    state.queue.measurer.throttled_ms += share
 
     def _put(self, item: Fetched | BaseException | None) -> None:
         while not self.stop.is_set():

@@ -102,6 +102,17 @@ class CopySpec:
     slot_producers: Mapping[int, tuple[int, int]] = field(default_factory=dict)
     transaction_timeout_ms: int = 60_000
     syncs_on_target: bool = False  # offset-syncs.topic.location = target: the syncs join the transactions
+    # mm2py.throughput.max.bytes.per.second of the flow (0: no limit), and how many partition ranges the job
+    # shares it between (set by the driver for each job): each task gets its ranges' share.
+    throughput_bytes_per_s: int = 0
+    job_ranges: int = 0
+
+    def task_throughput(self, ranges: int) -> float:
+        """Bytes per second a task copying ``ranges`` of the job's ranges may copy (0: no limit): the flow's limit
+        shared in proportion to partitions, so tasks that all copy add up to the limit."""
+        if self.throughput_bytes_per_s <= 0:
+            return 0.0
+        return self.throughput_bytes_per_s * min(1.0, ranges / max(1, self.job_ranges))
 
     def record_transactional_id(self, topic: str, partition: int) -> str:
         """The record path's transactional.id: one per flow, topic and partition (a producer per range)."""

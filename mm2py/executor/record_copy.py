@@ -25,6 +25,7 @@ from mm2py.errors import RECORDS_GONE, Failure, ReplicationError
 from mm2py.executor.contract import CopyResult, CopySpec, PartitionRange, failed_result
 from mm2py.executor.delivery import flush_producer, raise_delivery_failure, write_offset_syncs
 from mm2py.executor.task_logging import executor_logging
+from mm2py.executor.throttle import Throttle
 from mm2py.librdkafka.clients import cached_consumer, cached_producer, drop_consumer, drop_producer, login_error
 from mm2py.librdkafka.tls_diagnosis import certificate_problem
 from mm2py.metrics.measurement import RangeMeasurer
@@ -53,6 +54,7 @@ class RangeBatch:
     # (``mm2py.librdkafka.clients.drop_producer`` says why librdkafka would send it).
     producer: Any = None
     login_refused: bool = False  # the consumer's login was refused: copy_range drops it
+    throttle: Throttle = field(default_factory=lambda: Throttle(0))  # the task's share of the throughput limit
 
     def read(self, stamps: list[int], value_bytes: int) -> None:
         """``stamps``: the timestamps of the records one consume() call gave and that are produced."""
@@ -87,9 +89,11 @@ def copy_partitions(
     returned at once, because more attempts would fail the same way.
     """
     executor_logging(spec)
-    for rng in ranges:
+    todo = list(ranges)
+    throttle = Throttle(spec.task_throughput(len(todo)))  # the task's share of the flow's throughput limit
+    for rng in todo:
         try:
-            yield copy_range(spec, rng)
+            yield copy_range(spec, rng, throttle)
         except ReplicationError as exc:
             if exc.retriable and not last_attempt:
                 raise
@@ -109,7 +113,7 @@ def _kafka_failure(spec: CopySpec, rng: PartitionRange, exc: KafkaException) -> 
     return Failure.of_kafka(f"{where}: copying the range from offset {rng.start} failed: {err.str()}", err)
 
 
-def copy_range(spec: CopySpec, rng: PartitionRange) -> CopyResult:
+def copy_range(spec: CopySpec, rng: PartitionRange, throttle: Throttle | None = None) -> CopyResult:
     """Copy one range; raises ReplicationError (the task fails, Spark retries it, progress stays put)."""
     started = time.monotonic()
     where = f"flow={spec.flow} topic={rng.topic} partition={rng.partition}"
@@ -118,7 +122,7 @@ def copy_range(spec: CopySpec, rng: PartitionRange) -> CopyResult:
     if spec.syncs_producer_settings is not None:
         cached_producer(spec.syncs_producer_settings)  # created now, so its producer id arrives in parallel
     consumer = cached_consumer(spec.consumer_settings)
-    batch = RangeBatch(position=rng.start, producer=producer)
+    batch = RangeBatch(position=rng.start, producer=producer, throttle=throttle or Throttle(0))
     syncs = 0
     if spec.exactly_once:
         _transaction(producer, settings, where, "begin_transaction")
@@ -186,7 +190,9 @@ def _failures_to(batch: RangeBatch) -> Any:
 
 
 def _pump(spec: CopySpec, rng: PartitionRange, consumer: Any, producer: Any, batch: RangeBatch, where: str) -> None:
-    """The hot loop: consume a batch, produce each record, repeat until the range's end."""
+    """The hot loop: consume a batch, produce each record, repeat until the range's end. Under a throughput limit
+    each record waits until the task's throttle lets it through, and an exactly-once range ends early, committing
+    what it copied, before its transaction could outlive ``transaction.timeout.ms`` (the next round goes on)."""
     produce = producer.produce
     poll = producer.poll
     on_delivery = batch.on_delivery
@@ -198,13 +204,13 @@ def _pump(spec: CopySpec, rng: PartitionRange, consumer: Any, producer: Any, bat
     # consume() returns once it has num_messages events or the timeout passed: ask for no more than the range
     # still holds, and wait a little, so the end of a range costs no idle poll.ms.
     wait = min(spec.poll_timeout_s, 0.1)
+    limited = batch.throttle.limited
+    # under a limit, an exactly-once range commits within half its transaction timeout
+    deadline = last_progress + spec.transaction_timeout_ms / 2000 if spec.exactly_once else math.inf
     while batch.position < end:
         messages = consumer.consume(num_messages=max(1, min(_CONSUME_BATCH, end - batch.position)), timeout=wait)
         if not messages:
-            poll(0)  # delivery reports go on while the source is slow: a failure voids the producer at once
-            _stop_if_failed(spec, rng, batch, where)
-            _stop_if_refused(spec, batch, where)
-            _stop_if_stalled(spec, batch, end, last_progress, where)
+            _quiet(spec, rng, batch, poll, last_progress, where)
             continue
         stamps: list[int] = []
         position_before = batch.position
@@ -218,6 +224,9 @@ def _pump(spec: CopySpec, rng: PartitionRange, consumer: Any, producer: Any, bat
             offset = msg.offset()
             if offset >= end:
                 batch.position = end
+                break
+            if limited and not _let_through(batch, poll, msg, deadline):
+                end = batch.position  # out of time: the range ends before this record
                 break
             batch.last_read = offset
             batch.position = offset + 1
@@ -257,6 +266,31 @@ def _pump(spec: CopySpec, rng: PartitionRange, consumer: Any, producer: Any, bat
         else:  # only events that did not move the position (a login cut short): the source is still silent
             _stop_if_stalled(spec, batch, end, last_progress, where)
         _stop_if_failed(spec, rng, batch, where)
+
+
+def _quiet(spec: CopySpec, rng: PartitionRange, batch: RangeBatch, poll: Any, last_progress: float, where: str) -> None:
+    """No record came: delivery reports go on while the source is slow (a failure voids the producer at once);
+    a refused login or a stall ends the range."""
+    poll(0)
+    _stop_if_failed(spec, rng, batch, where)
+    _stop_if_refused(spec, batch, where)
+    _stop_if_stalled(spec, batch, rng.end, last_progress, where)
+
+
+def _let_through(batch: RangeBatch, poll: Any, msg: Any, deadline: float) -> bool:
+    """Wait until the throughput limit lets the record's key and value through, serving delivery reports
+    meanwhile; False, without waiting, once ``deadline`` has passed (the range ends before this record)."""
+    if time.monotonic() >= deadline:
+        return False
+    nbytes = len(msg.value() or b"") + len(msg.key() or b"")
+
+    def serving(seconds: float) -> None:
+        until = time.monotonic() + seconds
+        while (left := until - time.monotonic()) > 0:
+            poll(left)
+
+    batch.measurer.throttled_ms += 1000 * batch.throttle.hold(nbytes, sleep=serving)
+    return True
 
 
 def _stop_if_failed(spec: CopySpec, rng: PartitionRange, batch: RangeBatch, where: str) -> None:

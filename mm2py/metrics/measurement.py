@@ -37,6 +37,8 @@ class PartitionMeasurement:
     latency_ms_max: float = math.nan
     latency_ms_sum: float = 0.0
     latency_ms_last: float = math.nan
+    # how long the range's copy waited for the flow's throughput limit (a task's wait split over its ranges)
+    throttled_ms: float = 0.0
 
     def __post_init__(self) -> None:
         if self.records < 0 or self.bytes < 0:
@@ -67,6 +69,7 @@ class RangeMeasurer:
     bytes: int = 0
     age: list[float] = field(default_factory=lambda: [math.inf, -math.inf, 0.0, math.nan])  # min, max, sum, last
     latency: list[float] = field(default_factory=lambda: [math.inf, -math.inf, 0.0, math.nan])
+    throttled_ms: float = 0.0
 
     def read(
         self, now_ms: float, count: int, ts_min: float, ts_max: float, ts_sum: float, ts_last: float, value_bytes: int
@@ -102,6 +105,7 @@ class RangeMeasurer:
             lat[1],
             lat[2],
             lat[3],
+            self.throttled_ms,
         )
 
 

@@ -121,6 +121,8 @@ class RunMetrics(Collector):
         self._jobs: dict[tuple[str, str], _Jobs] = {}
         self._retries: dict[tuple[str, str, str], int] = {}  # by source, target, error name
         self._paths: dict[tuple[str, str], str] = {}
+        self._limits: dict[tuple[str, str], int] = {}  # mm2py.throughput.max.bytes.per.second, where set
+        self._throttled_ms: dict[tuple[str, str], float] = {}  # what the flow's tasks waited for it, all told
         self._skipped: set[tuple[str, str, str]] = set()  # (source, target, feature) an ACL refused
         self._formats: dict[tuple[str, str], tuple[MetricNamesFormat, ...]] = {}
         self.health = RunHealth(clock)  # what /health and /ready answer
@@ -140,6 +142,9 @@ class RunMetrics(Collector):
                 stats.byte_count += m.bytes
                 stats.records.record(now, m.records, m.records)
                 stats.bytes.record(now, m.records, m.bytes)
+                if m.throttled_ms:
+                    flow = (m.source, m.target)
+                    self._throttled_ms[flow] = self._throttled_ms.get(flow, 0.0) + m.throttled_ms
                 if m.records and not math.isnan(m.age_ms_min):
                     stats.age_last = m.age_ms_last
                     stats.age.record(now, m.records, m.age_ms_sum, m.age_ms_min, m.age_ms_max)
@@ -195,6 +200,12 @@ class RunMetrics(Collector):
         no Kafka error caused it (a stalled source, a lost Spark task)."""
         with self._lock:
             self._retries[(source, target, error)] = self._retries.get((source, target, error), 0) + count
+
+    def set_throughput_limit(self, source: str, target: str, bytes_per_s: int) -> None:
+        """The flow's ``mm2py.throughput.max.bytes.per.second`` (0: none, not shown)."""
+        with self._lock:
+            if bytes_per_s > 0:
+                self._limits[(source, target)] = bytes_per_s
 
     def set_copy_path(self, source: str, target: str, path: CopyPath) -> None:
         with self._lock:
@@ -329,7 +340,24 @@ class RunMetrics(Collector):
         )
         for source, target, feature in sorted(self._skipped):
             skipped.add_metric([source, target, feature], 1)
-        yield from (records, seconds, lost, heartbeat, jobs, retries, path, skipped)
+        yield from (records, seconds, lost, heartbeat, jobs, retries, path, skipped, *self._throttle_families())
+
+    def _throttle_families(self) -> Iterator[Metric]:
+        limit = GaugeMetricFamily(
+            "mm2py_throughput_limit_bytes_per_second",
+            "The flow's mm2py.throughput.max.bytes.per.second (flows with a limit only)",
+            labels=FLOW_LABELS,
+        )
+        waited = CounterMetricFamily(
+            "mm2py_throttled_seconds",
+            "Seconds the flow's copy tasks waited for its throughput limit, summed over its tasks: growing while "
+            "the limit holds the flow back",
+            labels=FLOW_LABELS,
+        )
+        for flow, bytes_per_s in sorted(self._limits.items()):
+            limit.add_metric(list(flow), bytes_per_s)
+            waited.add_metric(list(flow), self._throttled_ms.get(flow, 0.0) / 1000)
+        yield from (limit, waited)
 
     # -- the endpoint ----------------------------------------------------------------------------------------
 

@@ -88,13 +88,19 @@ class LagSnapshot:
     ages: Mapping[str, FlowAges] = field(default_factory=dict)
     groups: tuple[GroupLag, ...] | None = None
     over: tuple[PartitionLag | GroupLag, ...] = ()  # rows over a threshold
+    limits: Mapping[str, int] = field(default_factory=dict)  # flow -> mm2py.throughput.max.bytes.per.second, if set
 
     def to_json(self) -> list[dict[str, Any]]:
         if self.groups is not None:
             return [g.to_json() for g in self.groups]
         none = {"heartbeat_age_seconds": None, "checkpoint_age_seconds": None}
         return [
-            {**r.to_json(), **(self.ages[r.flow].to_json() if r.flow in self.ages else none)} for r in self.partitions
+            {
+                **r.to_json(),
+                **(self.ages[r.flow].to_json() if r.flow in self.ages else none),
+                "throughput_limit_bytes_per_second": self.limits.get(r.flow),
+            }
+            for r in self.partitions
         ]
 
     def lags(self) -> dict[tuple[str, str, str, int], int]:
@@ -171,9 +177,9 @@ class LagCheck:
         now_ms = int(checked_at * 1000)
         rows = partition_lags(self.flows, plan, self.pool, self.topics, now_ms)
         ages = flow_ages(self.flows, self.pool, now_ms)
-        return LagSnapshot(
-            checked_at, tuple(rows), ages, over=tuple(breaches(rows, self.max_lag, self.max_lag_seconds, self.max_lost))
-        )
+        limits = {f.name: f.throughput_max_bytes_per_second for f in self.flows if f.throughput_max_bytes_per_second}
+        over = tuple(breaches(rows, self.max_lag, self.max_lag_seconds, self.max_lost))
+        return LagSnapshot(checked_at, tuple(rows), ages, over=over, limits=limits)
 
 
 def partition_lags(

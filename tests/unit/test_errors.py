@@ -99,7 +99,7 @@ def test_failures_survive_pickling_as_they_cross_the_spark_boundary() -> None:
 
 
 def _copy_raising(monkeypatch: pytest.MonkeyPatch, exc: BaseException) -> None:
-    def copy_range(_spec: CopySpec, _rng: PartitionRange) -> CopyResult:
+    def copy_range(_spec: CopySpec, _rng: PartitionRange, _throttle: object = None) -> CopyResult:
         raise exc
 
     monkeypatch.setattr(copy_module, "copy_range", copy_range)

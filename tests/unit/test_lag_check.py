@@ -127,8 +127,8 @@ def test_over_threshold_lines_name_flow_topic_partition_and_lag(capsys: pytest.C
 # ---- JSON -----------------------------------------------------------------------------------------------
 
 
-def test_json_rows_keep_the_partition_keys_and_add_the_flow_ages() -> None:
-    rows = LagSnapshot(0.0, (HOT, OTHER), AGES).to_json()
+def test_json_rows_keep_the_partition_keys_and_add_the_flow_ages_and_throughput_limit() -> None:
+    rows = LagSnapshot(0.0, (HOT, OTHER), AGES, limits={"dc1->target": 5_000_000}).to_json()
     assert rows[0] == {
         "flow": "dc1->target",
         "source": "dc1",
@@ -143,8 +143,10 @@ def test_json_rows_keep_the_partition_keys_and_add_the_flow_ages() -> None:
         "lost": 2500,
         "heartbeat_age_seconds": 1.5,
         "checkpoint_age_seconds": 42.0,
+        "throughput_limit_bytes_per_second": 5_000_000,
     }
     assert (rows[1]["heartbeat_age_seconds"], rows[1]["checkpoint_age_seconds"]) == (None, None)
+    assert rows[1]["throughput_limit_bytes_per_second"] is None
 
 
 def test_group_json_rows_are_kafka_consumer_groups_columns() -> None:
@@ -173,6 +175,16 @@ def test_prometheus_text_has_flow_ages_and_leaves_out_a_flow_without_heartbeat()
     assert metrics["mm2py_heartbeat_age_seconds"] == [({"source": "dc1", "target": "target"}, 1.5)]
     assert metrics["mm2py_checkpoint_age_seconds"] == [({"source": "dc1", "target": "target"}, 42.0)]
     assert metrics["mm2py_lag_check_timestamp_seconds"] == [({}, 1_700_000_000.5)]
+    assert "mm2py_throughput_limit_bytes_per_second" not in metrics
+
+
+def test_a_flow_s_throughput_limit_shows_under_its_table_and_as_a_gauge() -> None:
+    snapshot = LagSnapshot(0.0, (HOT, OTHER), AGES, limits={"dc2->target": 2_500_000})
+    text = rendered(lag_view.snapshot_tables(snapshot))
+    assert text.count("throttled to") == 1
+    assert text.index("dc2->target") < text.index("no heartbeat, no checkpoint; throttled to 2.50 MB/s")
+    metrics = samples(lag_view.prometheus_text(snapshot))
+    assert metrics["mm2py_throughput_limit_bytes_per_second"] == [({"source": "dc2", "target": "target"}, 2_500_000.0)]
 
 
 def test_prometheus_text_for_groups_has_group_lag_and_check_time_only() -> None:
