@@ -71,6 +71,8 @@ class FetchThread:
             # A following task waits for a partition's leader as long as it follows: a stall is not a failure.
             stall_s = self.spec.stall_timeout_s if self.spec.control is None else float("inf")
             backoff = client_backoff(self.spec.consumer_settings)  # the source consumer's retry.backoff.ms keys
+            for r in self.ranges.values():
+                r.fetch.fetch_bytes = self.throttle.fetch_bytes(r.fetch.fetch_bytes)
             fetcher = Fetcher(
                 source,
                 [r.fetch for r in self.ranges.values()],

@@ -15,6 +15,8 @@ import time
 from collections.abc import Callable
 
 MIN_WAIT_S = 0.01  # shorter waits are put off until they add up: a task copying small records sleeps in steps
+STEP_S = 0.1  # a limited task fetches about this much of its rate per partition, so it waits in small steps
+MIN_FETCH_BYTES = 64 * 1024
 
 
 class Throttle:
@@ -30,6 +32,14 @@ class Throttle:
     @property
     def limited(self) -> bool:
         return self.rate > 0
+
+    def fetch_bytes(self, usual: int) -> int:
+        """How much to fetch from one partition at a time: ``usual``, or under a limit ``STEP_S`` of the rate (at
+        least ``MIN_FETCH_BYTES``; a larger batch is still fetched whole), so that the copy reaches the target
+        in steps of a tenth of a second rather than in bursts of several seconds' worth."""
+        if not self.limited:
+            return usual
+        return min(usual, max(MIN_FETCH_BYTES, int(self.rate * STEP_S)))
 
     def took(self, nbytes: int) -> float:
         """``nbytes`` were copied; how long to wait before copying more (0: at once)."""

@@ -107,3 +107,11 @@ def test_the_metrics_show_a_flow_s_limit_and_what_its_tasks_waited() -> None:
     assert 'mm2py_throughput_limit_bytes_per_second{source="dc1",target="target"} 5e+06' in text
     assert 'mm2py_throttled_seconds_total{source="dc1",target="target"} 1.5' in text
     assert 'source="dc2"' not in text.split("mm2py_throughput_limit_bytes_per_second", 1)[1]
+
+
+def test_a_limited_task_fetches_a_tenth_of_a_second_of_its_rate_per_partition() -> None:
+    usual = 4 * 1024 * 1024
+    assert Throttle(0).fetch_bytes(usual) == usual
+    assert Throttle(5_000_000).fetch_bytes(usual) == 500_000
+    assert Throttle(1000).fetch_bytes(usual) == 64 * 1024  # never so small that a fetch brings next to nothing
+    assert Throttle(10**9).fetch_bytes(usual) == usual
