@@ -116,7 +116,7 @@ def sample(ends: Ends, seconds: float, stop_when: Any = None) -> list[tuple[floa
     """(time, dc1 records, dc2 records) on the target every second for ``seconds`` (or until ``stop_when``)."""
     samples: list[tuple[float, int, int]] = []
     started = time.monotonic()
-    while time.monotonic() - started <= seconds:
+    while time.monotonic() - started < seconds + 0.5:  # the sample at ``seconds`` too
         tick = time.monotonic()
         samples.append((tick - started, ends.total(f"dc1.{TOPIC}"), ends.total(f"dc2.{TOPIC}")))
         if stop_when is not None and stop_when(samples[-1]):
