@@ -14,7 +14,8 @@ KAFKA_LIBS_POM   := tests/kafka-libs/pom.xml
 KAFKA_VERSIONS   := 3.9.2 4.4.0
 KAFKA_LIBS_ALL   := $(KAFKA_LIBS_STAMP) $(KAFKA_VERSIONS:%=$(KAFKA_LIBS)/%/.resolved)
 
-.PHONY: install test unit integration realkafka durations lint demo bench executor-loss bench-cutover clean kafka-libs
+.PHONY: install test unit integration realkafka durations lint demo bench executor-loss bench-cutover bench-throttle \
+	bench-idle clean kafka-libs
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -102,6 +103,16 @@ executor-loss: $(STAMP) $(KAFKA_LIBS_STAMP)
 # make bench-cutover CUTOVER_ARGS="--scenario merged --runs 1"
 bench-cutover: $(STAMP) $(KAFKA_LIBS_STAMP)
 	$(BIN)/python -m bench.cutover_drill $(CUTOVER_ARGS)
+
+# mm2py.throughput.max.bytes.per.second on a 2 GB backlog, window by window, beside an unlimited flow, then
+# without the limit (bench/throttle.py; about 6 minutes)
+bench-throttle: $(STAMP) $(KAFKA_LIBS_STAMP)
+	$(BIN)/python -m bench.throttle $(THROTTLE_ARGS)
+
+# Six flows and 804 partitions idle for 120 s: CPU and wake-ups of mm2py's process tree and of MirrorMaker 2's on
+# the same clusters, and the first record after the idle spell (bench/idle.py; about 10 minutes)
+bench-idle: $(STAMP) $(KAFKA_LIBS_STAMP)
+	$(BIN)/python -m bench.idle $(IDLE_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
