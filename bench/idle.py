@@ -35,7 +35,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from bench.contenders import REPO
 from bench.mirror_maker import MM2_JVM_FLAGS
@@ -109,11 +109,14 @@ def remote_ends(consumer: Consumer, topic: str, partitions: int) -> int:
     remotes = [f"{source}.{topic}" for source in SOURCES]
     if not set(remotes) <= set(consumer.list_topics(timeout=10).topics):  # also refreshes the client's metadata
         return 0
-    return sum(
-        consumer.get_watermark_offsets(TopicPartition(remote, p), timeout=10)[1]
-        for remote in remotes
-        for p in range(partitions)
-    )
+    try:
+        return sum(
+            consumer.get_watermark_offsets(TopicPartition(remote, p), timeout=10)[1]
+            for remote in remotes
+            for p in range(partitions)
+        )
+    except KafkaException:  # a topic just created: its leader is not known everywhere yet
+        return 0
 
 
 def first_after_idle(clusters: dict[str, KafkaCluster], topic: str) -> dict[str, float]:
@@ -229,6 +232,7 @@ def main() -> None:
             run = run_mm2py if contender == "mm2py" else run_mm2
             (work / contender).mkdir()
             results.append(run(work / contender, clusters, args))
+            print(json.dumps(results[-1]), file=sys.stderr, flush=True)  # kept if a later contender fails
     text = json.dumps(results, indent=2)
     print(text)
     if args.out is not None:

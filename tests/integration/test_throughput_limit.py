@@ -14,7 +14,7 @@ import pytest
 
 from mm2py.executor import batch_copy, record_copy
 from mm2py.executor.contract import CopyResult, CopySpec, PartitionRange
-from tests.harness.kafka_harness import TansuBroker, end_offsets, make_records, read_all
+from tests.harness.kafka_harness import Record, TansuBroker, end_offsets, make_records, read_all
 from tests.integration.test_batch_copy import make_topics, pair, produce_batched, same, spec_for
 
 pytestmark = pytest.mark.integration
@@ -22,6 +22,15 @@ __all__ = ["pair"]  # the fixture
 
 LIMIT = 1_000_000  # bytes per second
 RECORDS, VALUE = 500, 4000  # 2 MB of values over two partitions: two seconds at the limit
+
+
+def loaded(pair: dict[str, TansuBroker], topic: str) -> tuple[CopySpec, list[Record]]:
+    """``RECORDS`` records over two partitions of ``topic`` on the source, and a spec that copies them, no limit."""
+    src, dst = pair["src"].bootstrap, pair["dst"].bootstrap
+    syncs, progress = make_topics(pair, topic, 2)
+    records = make_records(RECORDS, partitions=2, value_size=VALUE)
+    produce_batched(src, topic, records)
+    return spec_for(src, dst, syncs, progress), records
 
 
 def copy_all(spec: CopySpec, path: str, src: str, topic: str) -> list[CopyResult]:
@@ -41,10 +50,8 @@ def test_a_limited_flow_copies_every_record_no_faster_than_its_limit_and_counts_
 ) -> None:
     src, dst = pair["src"].bootstrap, pair["dst"].bootstrap
     topic = unique_topic(f"limited-{path}")
-    syncs, progress = make_topics(pair, topic, 2)
-    records = make_records(RECORDS, partitions=2, value_size=VALUE)
-    produce_batched(src, topic, records)
-    spec = dataclasses.replace(spec_for(src, dst, syncs, progress), throughput_bytes_per_s=LIMIT)
+    unlimited, records = loaded(pair, topic)
+    spec = dataclasses.replace(unlimited, throughput_bytes_per_s=LIMIT)
 
     started = time.monotonic()
     results = copy_all(spec, path, src, topic)
@@ -64,12 +71,10 @@ def test_a_limited_flow_copies_every_record_no_faster_than_its_limit_and_counts_
 def test_a_flow_without_a_limit_never_waits(
     pair: dict[str, TansuBroker], unique_topic: Callable[..., str], path: str
 ) -> None:
-    src, dst = pair["src"].bootstrap, pair["dst"].bootstrap
     topic = unique_topic(f"unlimited-{path}")
-    syncs, progress = make_topics(pair, topic, 2)
-    produce_batched(src, topic, make_records(RECORDS, partitions=2, value_size=VALUE))
+    spec, _records = loaded(pair, topic)
 
-    results = copy_all(spec_for(src, dst, syncs, progress), path, src, topic)
+    results = copy_all(spec, path, pair["src"].bootstrap, topic)
 
     assert sum(r.records for r in results) == RECORDS
     assert all(r.measurement is not None and r.measurement.throttled_ms == 0 for r in results)
