@@ -162,9 +162,10 @@ def measure(
     ready_s = time.monotonic() - started
     probe.close()
     with TreeMonitor(pid, interval_s=1.0) as monitor:
-        cpu0, wake0, t0 = tree_cpu(monitor), wake_ups(pid), time.monotonic()
+        cpu0, wake0, t0, wall0 = tree_cpu(monitor), wake_ups(pid), time.monotonic(), time.time()
         time.sleep(args.idle_seconds)  # the idle spell under measure, not a synchronisation
-        cpu1, wake1, t1 = tree_cpu(monitor), wake_ups(pid), time.monotonic()
+        cpu1, wake1, t1, wall1 = tree_cpu(monitor), wake_ups(pid), time.monotonic(), time.time()
+        by_role = {role: round(cores, 4) for role, cores in monitor.cores(wall0, wall1).items() if role != "others"}
     running()
     seconds = t1 - t0
     return {
@@ -174,6 +175,7 @@ def measure(
         "idle_cpu_s": round(cpu1 - cpu0, 2),
         "idle_cores": round((cpu1 - cpu0) / seconds, 4),
         "wake_ups_per_s": round((wake1 - wake0) / seconds, 1),
+        "idle_cores_by_role": by_role,  # main: the driver (mm2py) or MM2's JVM; jvm: Spark's; python workers
         "first_record_after_idle_s": first_after_idle(clusters, topic),
     }
 

@@ -190,7 +190,8 @@ class _BatchCopier:
         next_record = time.monotonic() + record_every
         while fetching or sender.busy() or (eos is not None and eos.txn.in_transaction):
             if fetching and (eos is None or not eos.committing):
-                fetching = self.fetch.take(self._batches_for(sender), block=not sender.busy())
+                wait_s = self._quiet_wait(eos, min(next_report, next_record) if self.link is not None else None)
+                fetching = self.fetch.take(self._batches_for(sender), block=not sender.busy(), wait_s=wait_s)
                 self._stop_fetching_stopped_queues()
             if eos is not None and self._transaction_step(sender, eos, copying_done=not fetching):
                 continue
@@ -207,6 +208,14 @@ class _BatchCopier:
                 if now >= next_record:
                     next_record = now + record_every
                     self.recorder.start({id(r): r.acknowledged() for r in self.ranges.values()}, writes)
+
+    def _quiet_wait(self, eos: TransactionalCopy | None, due: float | None) -> float:
+        """How long the loop may wait for fetched records while it has nothing to send: a following task with no
+        recording in flight until its next report or recording is due (records that arrive end the wait at
+        once), so quiet partitions cost a wake-up a second, not ten; otherwise 0.1 s."""
+        if due is None or eos is not None or self.recorder.pending is not None:
+            return 0.1
+        return min(1.0, max(0.01, due - time.monotonic()))
 
     def _transaction_step(self, sender: Sender, eos: TransactionalCopy, copying_done: bool) -> bool:
         """Exactly-once: abort on a stopped partition, add partitions, commit when due; True if it committed."""

@@ -28,6 +28,11 @@ if TYPE_CHECKING:
     from mm2py.executor.batch_results import BatchRange
 
 QUEUED_FETCHES = 2  # fetch answers waiting for the sender (each up to the fetch's max bytes): bounds memory
+# A following task's partitions are quiet most of the time: its fetches wait as long as Kafka's consumers wait by
+# default (fetch.max.wait.ms, 500 ms) before the broker answers with nothing. Records that arrive are answered at
+# once (min_bytes 1), so the longer wait costs no latency, only fewer idle answers to decode. A task copying
+# ranges keeps the fetcher's 100 ms: its partitions stop at their ends, and a wait there is the range's time.
+FOLLOW_FETCH_WAIT_MS = 500
 Fetched = list[tuple["BatchRange", list[ProducerBatch], int]]  # one answer's batches, and the position after them
 
 
@@ -78,13 +83,16 @@ class FetchThread:
                 [r.fetch for r in self.ranges.values()],
                 FetcherSettings(
                     self.read_committed,
+                    max_wait_ms=FOLLOW_FETCH_WAIT_MS if self.spec.control is not None else FetcherSettings.max_wait_ms,
                     stall_timeout_s=stall_s,
                     retry_backoff_s=backoff.initial_s,
                     retry_backoff_max_s=backoff.max_s,
                 ),
             )
+            # Following, a step waits as long as a quiet fetch may (an answer with records ends the wait at once).
+            wait_s = FOLLOW_FETCH_WAIT_MS / 1000 if self.spec.control is not None else 0.1
             while not self.stop.is_set() and fetcher.active():
-                self._forward(fetcher.step())
+                self._forward(fetcher.step(wait_s))
             self._put(None)
         except BaseException as exc:  # handed to the task's thread, which raises it
             self._put(exc)
@@ -138,11 +146,14 @@ class FetchThread:
             except queue.Full:
                 continue
 
-    def take(self, on_batches: Callable[[BatchRange, list[ProducerBatch], int], None], *, block: bool) -> bool:
-        """Hand what was fetched to ``on_batches``; False once the fetcher is done (it raises what failed it)."""
+    def take(
+        self, on_batches: Callable[[BatchRange, list[ProducerBatch], int], None], *, block: bool, wait_s: float = 0.1
+    ) -> bool:
+        """Hand what was fetched to ``on_batches``, waiting up to ``wait_s`` for it if ``block``; False once the
+        fetcher is done (it raises what failed it)."""
         while True:
             try:
-                item = self.inbox.get(block=block, timeout=0.1 if block else None)
+                item = self.inbox.get(block=block, timeout=wait_s if block else None)
             except queue.Empty:
                 return True
             if item is None:
