@@ -195,7 +195,8 @@ def test_a_batch_larger_than_the_target_accepts_is_a_permanent_error_naming_size
 ) -> None:
     src, dst = pair
     topic, remote, progress = topics("toolarge", partitions=1, target_config={"max.message.bytes": "4000"})
-    produce_batched(src, topic, make_records(500, partitions=1, seed=6, value_size=100))
+    # Each record alone is over the limit, so whichever batches the producer made, the first one is refused.
+    produce_batched(src, topic, make_records(50, partitions=1, seed=6, value_size=5000))
     results = copy(src, spec_for(src, dst, progress), topic, remote, 1)
     assert len(results) == 1 and results[0].error is not None
     failure = results[0].error
