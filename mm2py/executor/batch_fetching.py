@@ -73,26 +73,22 @@ class FetchThread:
         try:
             source = KafkaConnection(self.spec.source, self.spec.consumer_settings)
             source.bootstrap(self.spec.stall_timeout_s)
-            # A following task waits for a partition's leader as long as it follows: a stall is not a failure.
-            stall_s = self.spec.stall_timeout_s if self.spec.control is None else float("inf")
+            following = self.spec.control is not None
             backoff = client_backoff(self.spec.consumer_settings)  # the source consumer's retry.backoff.ms keys
+            settings = FetcherSettings(
+                self.read_committed,
+                max_wait_ms=FOLLOW_FETCH_WAIT_MS if following else FetcherSettings.max_wait_ms,
+                # A following task waits for a partition's leader as long as it follows: a stall is not a failure.
+                stall_timeout_s=float("inf") if following else self.spec.stall_timeout_s,
+                retry_backoff_s=backoff.initial_s,
+                retry_backoff_max_s=backoff.max_s,
+            )
             for r in self.ranges.values():
                 r.fetch.fetch_bytes = self.throttle.fetch_bytes(r.fetch.fetch_bytes)
-            fetcher = Fetcher(
-                source,
-                [r.fetch for r in self.ranges.values()],
-                FetcherSettings(
-                    self.read_committed,
-                    max_wait_ms=FOLLOW_FETCH_WAIT_MS if self.spec.control is not None else FetcherSettings.max_wait_ms,
-                    stall_timeout_s=stall_s,
-                    retry_backoff_s=backoff.initial_s,
-                    retry_backoff_max_s=backoff.max_s,
-                ),
-            )
-            # Following, a step waits as long as a quiet fetch may (an answer with records ends the wait at once).
-            wait_s = FOLLOW_FETCH_WAIT_MS / 1000 if self.spec.control is not None else 0.1
+            fetcher = Fetcher(source, [r.fetch for r in self.ranges.values()], settings)
+            # A step waits as long as a quiet fetch may (an answer with records ends the wait at once).
             while not self.stop.is_set() and fetcher.active():
-                self._forward(fetcher.step(wait_s))
+                self._forward(fetcher.step(settings.max_wait_ms / 1000))
             self._put(None)
         except BaseException as exc:  # handed to the task's thread, which raises it
             self._put(exc)
