@@ -159,10 +159,17 @@ def python_workers_of(executor: ExecutorProcess) -> list[int]:
         except (OSError, IndexError, ValueError):
             continue
     daemons = {pid for pid, cmd in commands.items() if b"pyspark.daemon" in cmd}
-    under = {executor.pid}
-    for pid in sorted(parents):  # children have higher pids than their parents, except after wrap-around
-        if parents[pid] in under:
-            under.add(pid)
+    children: dict[int, list[int]] = {}
+    for pid, parent in parents.items():
+        children.setdefault(parent, []).append(pid)
+    # Down the tree by parent, not by pid order: pids wrap around at pid_max (32,768 here), after which a child
+    # can have a lower pid than its parent, and a long suite starts that many processes.
+    under, todo = {executor.pid}, [executor.pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in under:
+                under.add(child)
+                todo.append(child)
     return sorted(pid for pid in daemons & under if parents[pid] in daemons)
 
 

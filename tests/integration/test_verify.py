@@ -121,35 +121,44 @@ def test_a_missing_an_altered_and_a_duplicated_record_fail_naming_partition_and_
 ) -> None:
     brokers, config = merged
     target = read_all(brokers["target"].bootstrap, "orders")
-    dc1 = read_all(brokers["dc1"].bootstrap, "orders", 1)
-    victim = dc1[57]  # upstream offset 57 of dc1's partition 1
-    assert victim.offset == 57 and victim.value is not None
-    i = next(i for i, r in enumerate(target) if r.partition == 1 and r.value == victim.value)
-    d = target[i].offset
-    assert any(r.partition == 1 and r.offset < d and r.value not in {x.value for x in dc1} for r in target), (
-        "dc2's records must sit before the victim for this test to mean anything"
+    origin = {r.value: dc for dc in ("dc1", "dc2") for r in read_all(brokers[dc].bootstrap, "orders", 1)}
+    merged_1 = [i for i, r in enumerate(target) if r.partition == 1]
+    # The victim has records of the other flow before it on the target (its downstream offset is not its upstream
+    # one): a record of the flow that comes second at the first switch between the flows, mid-way through the
+    # rest of that flow's records. How the two flows interleave depends on timing, so it is found, not assumed.
+    switch = next(
+        k for k in range(1, len(merged_1)) if origin[target[merged_1[k]].value] != origin[target[merged_1[k - 1]].value]
     )
-    where = "verify: flow=dc1->target topic=orders partition=1"
+    dc = origin[target[merged_1[switch]].value]
+    later = [i for i in merged_1[switch:] if origin[target[i].value] == dc]
+    i = later[len(later) // 2]
+    victim, d = target[i], target[i].offset
+    upstream = next(r.offset for r in read_all(brokers[dc].bootstrap, "orders", 1) if r.value == victim.value)
+    assert d != upstream and victim.value is not None
+    other = "dc2" if dc == "dc1" else "dc1"
+    where = f"verify: flow={dc}->target topic=orders partition=1"
 
     rebuild(brokers["target"], "orders", 2, target[:i] + target[i + 1 :])
     code, rows, stderr = verify_json(config)
     assert code == 1
-    assert stderr.splitlines() == [f"{where} missing upstream offset 57"]
+    assert stderr.splitlines() == [f"{where} missing upstream offset {upstream}"]
     (bad,) = [r for r in rows if r["status"] != "ok"]
-    assert (bad["flow"], bad["partition"], bad["missing"]) == ("dc1->target", 1, 1)
+    assert (bad["flow"], bad["partition"], bad["missing"]) == (f"{dc}->target", 1, 1)
     assert bad["target_records"] == 149
 
     altered = Record(victim.key, b"changed", victim.headers, victim.timestamp, 1)
     rebuild(brokers["target"], "orders", 2, [*target[:i], altered, *target[i + 1 :]])
     code, rows, stderr = verify_json(config)
     assert code == 1
-    assert stderr.splitlines() == [f"{where} altered upstream offset 57 at downstream offset {d} (value differs)"]
-    assert all(r["status"] == "ok" for r in rows_of(rows, "dc2->target"))
+    assert stderr.splitlines() == [
+        f"{where} altered upstream offset {upstream} at downstream offset {d} (value differs)"
+    ]
+    assert all(r["status"] == "ok" for r in rows_of(rows, f"{other}->target"))
 
     rebuild(brokers["target"], "orders", 2, [*target[: i + 1], target[i], *target[i + 1 :]])
     code, rows, stderr = verify_json(config)
     assert code == 1
-    assert stderr.splitlines() == [f"{where} duplicate of upstream offset 57 at downstream offset {d + 1}"]
+    assert stderr.splitlines() == [f"{where} duplicate of upstream offset {upstream} at downstream offset {d + 1}"]
     (bad,) = [r for r in rows if r["status"] != "ok"]
     assert (bad["duplicates"], bad["source_records"], bad["target_records"]) == (1, 150, 151)
 
