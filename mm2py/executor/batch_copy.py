@@ -105,6 +105,7 @@ class _BatchCopier:
         task = ",".join(f"{r.topic}-{r.partition}" for r in ranges[:3])
         self.link = DriverLink(spec.control, spec.flow, task) if spec.control is not None else None
         self.reported = {id(r): (0, 0) for r in self.ranges.values()}  # records, bytes already reported
+        self.sent: dict[int, tuple[int, int]] = {}  # position, source end in each range's last row
 
     # -- the task's thread: produce ------------------------------------------------------------------------
     def run(self) -> list[CopyResult]:
@@ -173,7 +174,7 @@ class _BatchCopier:
         transaction) on every row, so the driver ends the generation instead of waiting on the other tasks."""
         if self.link is None:
             return
-        self.link.report(with_task_failure(self._rows(committed), failure), final=True)
+        self.link.report(with_task_failure(self._rows(committed, full=True), failure), final=True)
 
     def _copy(self, sender: Sender, eos: TransactionalCopy | None, writes: ControlWrites) -> None:
         """Hand fetched batches to the sender until the fetcher is done (or the driver says stop) and everything
@@ -200,7 +201,8 @@ class _BatchCopier:
             now = time.monotonic()
             if self.link is not None and now >= next_report:
                 next_report = now + REPORT_INTERVAL_S
-                if not self.link.report(self._rows(eos.committed if eos else None)) and fetching:
+                rows = self._rows(eos.committed if eos else None, full=self.link.full_due)
+                if not self.link.report(rows) and fetching:
                     self.fetch.stop.set()  # the driver ends this generation: finish what was fetched
                     fetching = False
             if eos is None:
@@ -277,21 +279,27 @@ class _BatchCopier:
                 state.fetch.done = start >= state.fetch.end
                 state.rng = PartitionRange(*key, state.rng.remote_topic, start, max(start, state.rng.end))
 
-    def _rows(self, committed: dict[int, Counted] | None) -> list[dict[str, Any]]:
-        """What every range copied since the last report (its measurements handed over and started afresh)."""
+    def _rows(self, committed: dict[int, Counted] | None, *, full: bool) -> list[dict[str, Any]]:
+        """What each range copied since the last report (its measurements handed over and started afresh); unless
+        ``full``, a range with nothing new since its last row is left out (quiet partitions cost no work here or
+        on the driver)."""
         rows = []
         for r in self.ranges.values():
             counted = committed[id(r)] if committed is not None else r.acknowledged()
             records, bytes_ = self.reported[id(r)]
-            with self.measure_lock:
-                measurer, r.queue.measurer = r.queue.measurer, RangeMeasurer()
+            error = r.own_failure(self.spec.exactly_once)  # fenced: the task's failure, in its last report
             rng = r.rng
+            position = counted.next_offset if counted.next_offset >= rng.start else max(rng.start, counted.upstream + 1)
+            state = (position, r.source_end)
+            with self.measure_lock:
+                quiet = error is None and counted.records == records and r.queue.measurer.empty()
+                if quiet and not full and self.sent.get(id(r)) == state:
+                    continue
+                measurer, r.queue.measurer = r.queue.measurer, RangeMeasurer()
             measurement = measurer.measurement(
                 self.spec.source, self.spec.target, rng.topic, rng.remote_topic, rng.partition
             )
-            error = r.own_failure(self.spec.exactly_once)  # fenced: the task's failure, in its last report
             failure = {"message": f"{r.queue.where}: {error}", "retriable": error.retriable} if error else None
-            position = counted.next_offset if counted.next_offset >= rng.start else max(rng.start, counted.upstream + 1)
             rows.append(
                 report_row(
                     rng.topic,
@@ -305,6 +313,7 @@ class _BatchCopier:
                 )
             )
             self.reported[id(r)] = (counted.records, counted.bytes)
+            self.sent[id(r)] = state
         return rows
 
 

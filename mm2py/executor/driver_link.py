@@ -29,6 +29,10 @@ from mm2py.metrics.measurement import PartitionMeasurement
 log = logging.getLogger(__name__)
 
 REPORT_INTERVAL_S = 1.0
+# A report carries only the partitions with something new since their last row, and every tenth report all of
+# them: the driver keeps what it last heard, and a row it did not apply (a position beyond the end it could
+# confirm in time) or a report that never reached it is made good within ten seconds.
+FULL_REPORT_EVERY = 10
 DRIVER_GONE_S = 15.0  # above the lease's session timeout: by then another run may hold the flow
 _TIMEOUT_S = 2.0
 FAILURE_MESSAGE_CHARS = 1000  # the first line of an error and then some; the task's result carries it whole
@@ -75,6 +79,14 @@ class DriverLink:
         self.task = task
         self.clock = clock
         self.last_heard = clock()
+        self.reports = 0
+        self.missed = False  # the last report did not reach the driver
+
+    @property
+    def full_due(self) -> bool:
+        """Whether the next report must carry every partition (the first, every ``FULL_REPORT_EVERY``-th, and the
+        one after a report the driver did not answer)."""
+        return self.missed or self.reports % FULL_REPORT_EVERY == 0
 
     def report(self, rows: list[dict[str, Any]], final: bool = False) -> bool:
         body = json.dumps(
@@ -93,6 +105,8 @@ class DriverLink:
             FLOW_HEADER: urllib.parse.quote(self.flow, safe=""),
         }
         request = urllib.request.Request(self.endpoint.url, data=body, headers=headers, method="POST")
+        self.reports += 1
+        self.missed = True
         try:
             with urllib.request.urlopen(request, timeout=_TIMEOUT_S) as answer:
                 go_on = bool(json.load(answer).get("run", False))
@@ -103,4 +117,5 @@ class DriverLink:
                 return False
             return True
         self.last_heard = self.clock()
+        self.missed = False
         return go_on

@@ -85,6 +85,10 @@ class RangeMeasurer:
         """The target acknowledged ``count`` records with these timestamps at ``now_ms``."""
         _fold(self.latency, now_ms, count, ts_min, ts_max, ts_sum, ts_last)
 
+    def empty(self) -> bool:
+        """Nothing read, acknowledged or waited for since this measurer started."""
+        return not self.records and self.latency[0] == math.inf and not self.throttled_ms
+
     def measurement(
         self, source: str, target: str, topic: str, remote_topic: str, partition: int
     ) -> PartitionMeasurement:

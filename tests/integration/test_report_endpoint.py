@@ -210,3 +210,44 @@ def test_knocks_on_the_report_endpoint_leave_every_record_exactly_where_it_shoul
     _copied_exactly(pair, produced)
     figures["records"] = produced
     print(f"FIGURES report endpoint: {figures}")
+
+
+def test_quiet_partitions_are_left_out_of_reports_and_named_in_every_tenth(
+    pair: dict[str, TansuBroker], started: _Run
+) -> None:
+    """Reports of quiet partitions cost the idle run most of its CPU; they carry only what changed, and every
+    tenth report (``FULL_REPORT_EVERY``) names every partition of its task."""
+    run = started
+    poll_until(lambda: bool(run.controls) and FLOW in run.controls[0].channels, 60, "the flow's channel")
+    channel = run.controls[0].channels[FLOW]
+    reports: list[list[dict[str, Any]]] = []
+    forward = channel.on_report
+
+    def recording(generation: int, rows: list[dict[str, Any]], final: bool) -> None:
+        reports.append(rows)
+        forward(generation, rows, final)
+
+    channel.on_report = recording
+
+    def orders(since: int) -> list[dict[str, Any]]:
+        """The rows of ``orders`` in the reports from ``since`` on (the flow also copies dc1's heartbeats)."""
+        return [row for rows in reports[since:] for row in rows if row["topic"] == "orders"]
+
+    def counted(since: int = 0) -> int:
+        return sum(row["records"] for row in orders(since))
+
+    produce(pair["dc1"].bootstrap, "orders", make_records(400, partitions=PARTITIONS, seed=5))
+    poll_until(lambda: counted() == 400 and run.alive(), 180, "the first 400 records copied and reported")
+    quiet_from = len(reports)  # from here on nothing is new until the next records
+
+    def quiet_and_full() -> bool:
+        """A report that named no partition of orders, and every partition named by the full ones."""
+        quiet = any(all(row["topic"] != "orders" for row in rows) for rows in reports[quiet_from:])
+        return quiet and {row["partition"] for row in orders(quiet_from)} == set(range(PARTITIONS))
+
+    poll_until(lambda: quiet_and_full() and run.alive(), 60, "quiet reports and a full one")
+    assert counted(quiet_from) == 0  # a full report names its partitions and counts nothing again
+    produce(pair["dc1"].bootstrap, "orders", make_records(100, partitions=PARTITIONS, seed=6))
+    poll_until(lambda: counted(quiet_from) == 100 and run.alive(), 60, "records after the quiet spell, reported")
+    run.end()
+    _copied_exactly(pair, 500)

@@ -21,7 +21,7 @@ from mm2py.engine.ranges import FOLLOW_END, follow_ranges
 from mm2py.engine.report_bounds import LIST_WAIT_S, ReportBounds
 from mm2py.engine.task_control import HANDLERS, IDLE_TIMEOUT_S, ROW_BYTES, TaskControl, body_limit
 from mm2py.executor.contract import FLOW_HEADER, TOKEN_HEADER, PartitionRange
-from mm2py.executor.driver_link import FAILURE_MESSAGE_CHARS, DriverLink, report_row
+from mm2py.executor.driver_link import FAILURE_MESSAGE_CHARS, FULL_REPORT_EVERY, DriverLink, report_row
 from mm2py.metrics.measurement import PartitionMeasurement
 from tests.harness.polling import poll_until
 
@@ -153,6 +153,25 @@ def test_a_thousand_idle_connections_are_dropped_and_reports_go_through_again(co
     assert outcomes.get("dropped", 0) <= HANDLERS * slot_rounds, (outcomes, since_first)
     assert dropped_in < IDLE_TIMEOUT_S + 3, dropped_in
     print(f"FIGURES 1000 idle connections: {outcomes}, at most {peak} threads, all closed in {dropped_in:.1f} s")
+
+
+def test_a_link_asks_for_every_partition_first_every_tenth_report_and_after_one_the_driver_missed(
+    control: TaskControl,
+) -> None:
+    """Quiet partitions are left out of a report; these full ones make good a row the driver did not apply or a
+    report it never heard."""
+    heard: list[object] = []
+    channel = control.channel("a->b", lambda *report: heard.append(report))
+    link = DriverLink(channel.next_generation(), "a->b", "task-0")
+    due = []
+    for _ in range(2 * FULL_REPORT_EVERY):
+        due.append(link.full_due)
+        assert link.report([])
+    assert due == ([True] + [False] * (FULL_REPORT_EVERY - 1)) * 2
+    assert len(heard) == 2 * FULL_REPORT_EVERY
+    control.close()  # the driver is gone: the report is not answered
+    assert link.report([])  # goes on: the driver may be back within DRIVER_GONE_S
+    assert link.full_due
 
 
 def test_a_worst_case_report_row_fits_the_room_allowed_for_it() -> None:
