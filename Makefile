@@ -15,7 +15,7 @@ KAFKA_VERSIONS   := 3.9.2 4.4.0
 KAFKA_LIBS_ALL   := $(KAFKA_LIBS_STAMP) $(KAFKA_VERSIONS:%=$(KAFKA_LIBS)/%/.resolved)
 
 .PHONY: install test unit integration realkafka durations lint demo bench executor-loss bench-cutover bench-throttle \
-	bench-idle clean kafka-libs
+	bench-idle bench-continuous clean kafka-libs
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -113,6 +113,11 @@ bench-throttle: $(STAMP) $(KAFKA_LIBS_STAMP)
 # the same clusters, and the first record after the idle spell (bench/idle.py; about 10 minutes)
 bench-idle: $(STAMP) $(KAFKA_LIBS_STAMP)
 	$(BIN)/python -m bench.idle $(IDLE_ARGS)
+
+# Continuous mode beside MirrorMaker 2 on the same brokers and load, per load step: latency (overall, per 5-s
+# window, after the source's acknowledgement) and CPU per million records (bench/continuous.py; about 50 minutes)
+bench-continuous: $(STAMP) $(KAFKA_LIBS_STAMP)
+	$(BIN)/python -m bench.continuous $(CONTINUOUS_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -22,8 +22,8 @@ TICK_S = 0.01  # the load producer hands over rate * TICK_S records every tick
 Seq = tuple[int, int]  # (source index, sequence number)
 
 
-def value_of(source: int, seq: int) -> bytes:
-    return f"{source:02d}{seq:010d}".encode().ljust(VALUE_SIZE, b".")
+def value_of(source: int, seq: int, size: int = VALUE_SIZE) -> bytes:
+    return f"{source:02d}{seq:010d}".encode().ljust(size, b".")
 
 
 def seq_of(value: bytes) -> Seq:
@@ -87,15 +87,19 @@ class Load:
     partitions: int
     rate: int
     linger_ms: int
+    value_bytes: int = VALUE_SIZE
     next_seq: int = 0
 
     def __post_init__(self) -> None:
         self.acked_ms: dict[Seq, float] = {}  # when the source acknowledged each record (wall clock, ms)
+        self.ack_delay_ms: dict[Seq, float] = {}  # CreateTime -> acknowledged by the source
         self.failed = 0
 
         def on_delivery(err: Any, message: Any) -> None:
             if err is None:
-                self.acked_ms[seq_of(message.value())] = time.time() * 1000
+                seq, now_ms = seq_of(message.value()), time.time() * 1000
+                self.acked_ms[seq] = now_ms
+                self.ack_delay_ms[seq] = now_ms - message.timestamp()[1]
             else:
                 self.failed += 1
 
@@ -116,7 +120,9 @@ class Load:
         first = self.next_seq
         for _ in range(count):
             self.producer.produce(
-                self.topic, value_of(self.source, self.next_seq), partition=self.next_seq % self.partitions
+                self.topic,
+                value_of(self.source, self.next_seq, self.value_bytes),
+                partition=self.next_seq % self.partitions,
             )
             self.next_seq += 1
         self.producer.poll(0)

@@ -37,12 +37,17 @@ SAMPLE_S = 0.1
 
 def mm2_properties(job: Job, partitions: int) -> dict[str, str]:
     """MM2's file for this run: one flow, tuned for throughput (see docs/performance.md)."""
+    return tuned_properties(job.source, job.target, job.topic, tasks=partitions)
+
+
+def tuned_properties(source: str, target: str, topic: str, tasks: int) -> dict[str, str]:
+    """One flow ``source->target`` of ``topic`` with ``tasks`` tasks and make bench's client tuning."""
     return {
         "clusters": "source, target",
-        "source.bootstrap.servers": job.source,
-        "target.bootstrap.servers": job.target,
+        "source.bootstrap.servers": source,
+        "target.bootstrap.servers": target,
         "source->target.enabled": "true",
-        "source->target.topics": job.topic,
+        "source->target.topics": topic,
         "target->source.emit.heartbeats.enabled": "false",  # no heartbeats-only herder writing to the source
         # Connect scans the whole classpath for plugins by default (over a minute on a busy 2-core machine);
         # every plugin on it has a ServiceLoader manifest, as MM2's start-up warning says.
@@ -53,7 +58,7 @@ def mm2_properties(job: Job, partitions: int) -> dict[str, str]:
         # holds for session.timeout.ms / 2 (docs/test-broker.md, *Consumer groups*): 5 s at Connect's default of 10 s.
         "target.session.timeout.ms": "3000",
         "target.heartbeat.interval.ms": "1000",
-        "tasks.max": str(partitions),  # one task per partition: MM2 spreads partitions over tasks
+        "tasks.max": str(tasks),  # make bench: one task per partition; MM2 spreads partitions over tasks
         # single-broker clusters
         "replication.factor": "1",
         "checkpoints.topic.replication.factor": "1",
