@@ -55,7 +55,14 @@ class Arrivals:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            for message in self._consumer.consume(10_000, timeout=0.1):
+            # What is buffered now, without waiting; else wait for the next record. consume(n, timeout) returns
+            # only when n records are buffered or the timeout has passed, which would stamp a record's arrival up
+            # to that timeout late (confluent-kafka-python issue 407).
+            batch = self._consumer.consume(10_000, timeout=0)
+            if not batch:
+                first = self._consumer.poll(0.1)
+                batch = [first] if first is not None else []
+            for message in batch:
                 if message.error() is not None:
                     continue
                 now_ms = time.time() * 1000
