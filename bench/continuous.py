@@ -51,6 +51,12 @@ from tests.harness.real_kafka import KafkaCluster, KafkaRuntime
 BROKER_JVM = ("-Xmx1g", "-XX:TieredStopAtLevel=4")  # after the harness's flags: these win
 ARRIVAL_TIMEOUT_S = 120.0
 ACK_GOAL_MS = 500.0
+MEMORY_TUNED_UP_TO = 100  # partitions; above, MM2 gets Kafka's defaults for MEMORY_KEYS
+MEMORY_KEYS = (
+    "target.producer.buffer.memory",
+    "source.consumer.max.partition.fetch.bytes",
+    "source.consumer.fetch.max.bytes",
+)
 LINGER_MS = 50  # the load producer's, as bench.latency's (one-node brokers cannot take one-record batches)
 SINGLE_NODE = {
     key: "1"
@@ -110,11 +116,16 @@ def start_mm2py(work: Path, source: str, target: str, topic: str) -> Copier:
     return Copier(run.pid, check, stop)
 
 
-def start_mm2(work: Path, source: str, target: str, topic: str, tasks: int) -> Copier:
+def start_mm2(work: Path, source: str, target: str, topic: str, tasks: int, partitions: int) -> Copier:
     settings = {**tuned_properties(source, target, topic, tasks), "source->target.consumer.poll.timeout.ms": "100"}
     # make bench's shorter worker-group session is for tansu; Kafka refuses one below group.min.session.timeout.ms
     for key in ("target.session.timeout.ms", "target.heartbeat.interval.ms"):
         del settings[key]
+    if partitions > MEMORY_TUNED_UP_TO:
+        # make bench's memory (a 256 MB producer buffer and 4 MB fetches per partition, per task) ran MM2 out of
+        # its 2 GB heap with 800 partitions at 10,000 records/s (OutOfMemoryError, exit 1): Kafka's defaults here
+        for key in MEMORY_KEYS:
+            del settings[key]
     config = work / "mm2.properties"
     config.write_text(properties_text(settings))
     mm2 = MirrorMaker(KafkaRuntime.locate(), config, work, jvm_flags=MM2_JVM_FLAGS)
@@ -192,7 +203,7 @@ def run_shape(
     if contender == "mm2py":
         copier = start_mm2py(work, source.bootstrap, target.bootstrap, topic)
     else:
-        copier = start_mm2(work, source.bootstrap, target.bootstrap, topic, min(partitions, args.mm2_tasks))
+        copier = start_mm2(work, source.bootstrap, target.bootstrap, topic, min(partitions, args.mm2_tasks), partitions)
     steps = []
     with ExitStack() as stack:
         stack.callback(copier.stop)
