@@ -104,8 +104,11 @@ class _BatchCopier:
         self.recorder = ProgressRecorder(spec, self.ranges.values(), progress=not spec.exactly_once)
         task = ",".join(f"{r.topic}-{r.partition}" for r in ranges[:3])
         self.link = DriverLink(spec.control, spec.flow, task) if spec.control is not None else None
-        self.reported = {id(r): (0, 0) for r in self.ranges.values()}  # records, bytes already reported
-        self.sent: dict[int, tuple[int, int]] = {}  # position, source end in each range's last row
+        # Each range's last row: records and bytes reported so far, and its (position, source end), None before
+        # the first row.
+        self.reported: dict[int, tuple[int, int, tuple[int, int] | None]] = {
+            id(r): (0, 0, None) for r in self.ranges.values()
+        }
 
     # -- the task's thread: produce ------------------------------------------------------------------------
     def run(self) -> list[CopyResult]:
@@ -286,14 +289,14 @@ class _BatchCopier:
         rows = []
         for r in self.ranges.values():
             counted = committed[id(r)] if committed is not None else r.acknowledged()
-            records, bytes_ = self.reported[id(r)]
+            records, bytes_, last_state = self.reported[id(r)]
             error = r.own_failure(self.spec.exactly_once)  # fenced: the task's failure, in its last report
             rng = r.rng
             position = counted.next_offset if counted.next_offset >= rng.start else max(rng.start, counted.upstream + 1)
             state = (position, r.source_end)
             with self.measure_lock:
                 quiet = error is None and counted.records == records and r.queue.measurer.empty()
-                if quiet and not full and self.sent.get(id(r)) == state:
+                if quiet and not full and last_state == state:
                     continue
                 measurer, r.queue.measurer = r.queue.measurer, RangeMeasurer()
             measurement = measurer.measurement(
@@ -312,8 +315,7 @@ class _BatchCopier:
                     failure,
                 )
             )
-            self.reported[id(r)] = (counted.records, counted.bytes)
-            self.sent[id(r)] = state
+            self.reported[id(r)] = (counted.records, counted.bytes, state)
         return rows
 
 
