@@ -70,6 +70,7 @@ class FetchThread:
 
     def _run(self) -> None:
         source: KafkaConnection | None = None
+        fetcher: Fetcher | None = None
         try:
             source = KafkaConnection(self.spec.source, self.spec.consumer_settings)
             source.bootstrap(self.spec.stall_timeout_s)
@@ -93,6 +94,8 @@ class FetchThread:
         except BaseException as exc:  # handed to the task's thread, which raises it
             self._put(exc)
         finally:
+            if fetcher is not None:
+                fetcher.close()  # the broker's fetch sessions, so that they do not wait for eviction
             if source is not None:
                 source.close()
 

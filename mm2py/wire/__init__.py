@@ -20,7 +20,9 @@ The modules, from the cluster up:
   Kafka's errors by name;
 - ``metadata``: which broker leads each partition, refreshed as the Java clients refresh it;
 - ``fetcher``: every partition fetched from its leader, through leader moves and lost brokers (Java's consumer
-  fetcher); ``read_committed``: control batches and aborted transactions dropped;
+  fetcher), with ``fetch_session`` (incremental fetch sessions, Java's FetchSessionHandler) and
+  ``fetch_request`` (the Fetch request and its answer); ``read_committed``: control batches and aborted
+  transactions dropped;
 - ``sender`` and ``partition_queue``: the idempotent producer (Java's Sender, RecordAccumulator and
   TransactionManager): pipelined, resent in order with the same sequences, epochs bumped when a broker lost them;
   ``produce_failures``: the table from a failed batch's error to what the sender does next;

@@ -69,6 +69,17 @@ class FetchedPartition:
 
 
 @dataclass(frozen=True)
+class FetchAnswer:
+    """A Fetch answer: an error for the whole request (a fetch session's), or one entry per partition (in an
+    incremental fetch session, only the partitions with something new); ``session_id`` 0: no session."""
+
+    partitions: list[FetchedPartition]
+    session_id: int = 0
+    throttle_time_ms: int = 0
+    error: WireError | None = None
+
+
+@dataclass(frozen=True)
 class ProducedPartition:
     topic: str
     partition: int
@@ -123,9 +134,18 @@ class Cluster(Protocol):
         ...
 
     def fetch(
-        self, node: int, positions: Sequence[FetchPosition], *, read_committed: bool, max_wait_ms: int, max_bytes: int
-    ) -> Pending[list[FetchedPartition]]:
-        """One Fetch carrying every given partition (all led by ``node``)."""
+        self,
+        node: int,
+        positions: Sequence[FetchPosition],
+        *,
+        read_committed: bool,
+        max_wait_ms: int,
+        max_bytes: int,
+        session: tuple[int, int] = (0, -1),
+        forgotten: Sequence[TopicPartition] = (),
+    ) -> Pending[FetchAnswer]:
+        """One Fetch carrying the given partitions (all led by ``node``); ``session`` is the fetch session's
+        (id, epoch) (KIP-227; (0, -1): none), ``forgotten`` the partitions that leave it."""
         ...
 
     def produce(

@@ -17,9 +17,8 @@ module is mm2py's own plain data, and the library's failures are :class:`~mm2py.
 - sending never waits for a connection: :meth:`KafkaConnection.ready` starts connecting and says whether a
   request would go out now.
 
-Versions: Fetch v4 (aborted transactions) to v12, the last one that names topics (later ones use topic ids);
-Produce v3 (v2 record batches) to v8, the last one before the flexible encoding; Metadata up to v9 (leader
-epochs from v7).
+Versions: Fetch v4 to v12 (:mod:`mm2py.wire.fetch_request`); Produce v3 (v2 record batches) to v8, the last one
+before the flexible encoding; Metadata up to v9 (leader epochs from v7).
 """
 
 from __future__ import annotations
@@ -32,7 +31,6 @@ from typing import Any, Generic, TypeVar
 import kafka.errors as kafka_errors  # type: ignore[import-untyped]
 from kafka.future import Future  # type: ignore[import-untyped]
 from kafka.net.compat import KafkaNetClient  # type: ignore[import-untyped]
-from kafka.protocol.consumer import FetchRequest  # type: ignore[import-untyped]
 from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest  # type: ignore[import-untyped]
 from kafka.protocol.producer import AddPartitionsToTxnRequest, EndTxnRequest, InitProducerIdRequest  # type: ignore[import-untyped]
 
@@ -42,7 +40,7 @@ from mm2py.mirror.topic_partition import TopicPartition
 from mm2py.wire import library_patches
 from mm2py.wire.cluster import (
     ClusterMetadata,
-    FetchedPartition,
+    FetchAnswer,
     FetchPosition,
     PartitionLeader,
     ProducedPartition,
@@ -58,6 +56,7 @@ from mm2py.wire.errors import (
     broker_error,
     disconnected,
 )
+from mm2py.wire.fetch_request import fetch_request, fetched
 from mm2py.wire.login_failures import LoginFailures
 from mm2py.wire.msk_iam import use_aws_msk_iam
 from mm2py.wire.oauth_tokens import LibraryTokenProvider
@@ -73,7 +72,6 @@ DEFAULT_MAX_RECEIVE_BYTES = 256 * 1024 * 1024
 # The library pauses a connection at its in-flight limit and refuses requests meanwhile; the fetcher and the
 # sender keep their own limits (one Fetch, five Produce requests per broker), plus Metadata now and then.
 _LIBRARY_IN_FLIGHT_LIMIT = 16
-_FETCH_VERSIONS = (4, 12)
 _METADATA_MAX_VERSION = 9
 
 
@@ -236,35 +234,25 @@ class KafkaConnection:
         return self._send(node, request, decode)
 
     def fetch(
-        self, node: int, positions: Sequence[FetchPosition], *, read_committed: bool, max_wait_ms: int, max_bytes: int
-    ) -> _Pending[list[FetchedPartition]]:
-        by_topic: dict[str, list[Any]] = {}
-        partition_type = FetchRequest.FetchTopic.FetchPartition
-        for p in positions:
-            by_topic.setdefault(p.topic, []).append(
-                partition_type(
-                    partition=p.partition,
-                    fetch_offset=p.offset,
-                    partition_max_bytes=p.max_bytes,
-                    log_start_offset=-1,
-                    current_leader_epoch=p.leader_epoch,
-                )
-            )
-        request = FetchRequest(
-            replica_id=-1,
+        self,
+        node: int,
+        positions: Sequence[FetchPosition],
+        *,
+        read_committed: bool,
+        max_wait_ms: int,
+        max_bytes: int,
+        session: tuple[int, int] = (0, -1),
+        forgotten: Sequence[TopicPartition] = (),
+    ) -> _Pending[FetchAnswer]:
+        request = fetch_request(
+            positions,
+            read_committed=read_committed,
             max_wait_ms=max_wait_ms,
-            min_bytes=1,
             max_bytes=max_bytes,
-            isolation_level=1 if read_committed else 0,
-            session_id=0,
-            session_epoch=-1,
-            topics=[FetchRequest.FetchTopic(topic=t, partitions=ps) for t, ps in by_topic.items()],
-            forgotten_topics_data=[],
-            rack_id="",
-            min_version=_FETCH_VERSIONS[0],
-            max_version=_FETCH_VERSIONS[1],
+            session=session,
+            forgotten=forgotten,
         )
-        return self._send(node, request, lambda response: _fetched(node, response))
+        return self._send(node, request, lambda response: fetched(node, response))
 
     def produce(
         self,
@@ -364,28 +352,3 @@ class KafkaConnection:
             max_version=4,
         )
         return self._send(node, request, lambda response: broker_error(response.error_code, f"EndTxn at {node}"))
-
-
-def _fetched(node: int, response: Any) -> list[FetchedPartition] | WireError:
-    top = broker_error(getattr(response, "error_code", 0) or 0, f"Fetch at node {node}")
-    if top is not None:
-        return top
-    result = []
-    for topic in response.responses:
-        for p in topic.partitions:
-            aborted = None
-            if p.aborted_transactions is not None:
-                aborted = [(a.producer_id, a.first_offset) for a in p.aborted_transactions]
-            result.append(
-                FetchedPartition(
-                    topic.topic,
-                    p.partition_index,
-                    broker_error(p.error_code, f"node {node}"),
-                    p.high_watermark,
-                    p.last_stable_offset,
-                    getattr(p, "log_start_offset", -1),
-                    aborted,
-                    p.records or b"",
-                )
-            )
-    return result

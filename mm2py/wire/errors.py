@@ -54,6 +54,8 @@ UNKNOWN_LEADER_EPOCH: ErrorKind = kafka_errors.UnknownLeaderEpochError
 OFFSET_NOT_AVAILABLE: ErrorKind = kafka_errors.OffsetNotAvailableError
 PRODUCER_FENCED: ErrorKind = kafka_errors.ProducerFencedError
 TRANSACTION_ABORTABLE: ErrorKind = kafka_errors.TransactionAbortableError
+FETCH_SESSION_ID_NOT_FOUND: ErrorKind = kafka_errors.FetchSessionIdNotFoundError
+INVALID_FETCH_SESSION_EPOCH: ErrorKind = kafka_errors.InvalidFetchSessionEpochError
 
 # Errors the library does not mark retriable but that a new leader or a metadata refresh fixes (Java's
 # NotLeaderOrFollowerException and UnknownTopicOrPartitionException are both InvalidMetadataExceptions, and

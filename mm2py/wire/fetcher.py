@@ -14,6 +14,9 @@ The rules, from Kafka's clients (``clients/consumer/internals``: AbstractFetch, 
   (``FetchCollector.handleInitializeErrors``), after the retry backoff; nothing is skipped, nothing re-read;
 - partitions that returned data move to the end of the fetch order (KIP-74), so a broker that fills a response
   in request order does not starve the others;
+- each broker is fetched from through an incremental fetch session (KIP-227, :mod:`mm2py.wire.fetch_session`):
+  a request names only the partitions whose position moved, an answer only those with something new; an error
+  of the session's own is answered by fetching everything again at once, in a full request;
 - OFFSET_OUT_OF_RANGE (the records were deleted before they were copied) and errors that waiting cannot fix stop
   that partition, with the error; a partition whose leader stays away longer than the stall timeout stops with
   a retriable error. The other partitions go on either way.
@@ -31,11 +34,20 @@ from dataclasses import dataclass
 
 from mm2py.backoff import RETRY_BACKOFF_MAX_S, RETRY_BACKOFF_S, ExponentialBackoff
 from mm2py.mirror.topic_partition import TopicPartition
-from mm2py.wire.cluster import Cluster, FetchedPartition, FetchPosition, Pending
-from mm2py.wire.errors import OFFSET_OUT_OF_RANGE, REQUEST_TIMED_OUT, WireError
+from mm2py.wire.cluster import Cluster, FetchAnswer, FetchedPartition, FetchPosition, Pending
+from mm2py.wire.errors import (
+    FETCH_SESSION_ID_NOT_FOUND,
+    INVALID_FETCH_SESSION_EPOCH,
+    OFFSET_OUT_OF_RANGE,
+    REQUEST_TIMED_OUT,
+    WireError,
+)
+from mm2py.wire.fetch_session import FetchSession
 from mm2py.wire.metadata import Leaders
 
 DEFAULT_PARTITION_BYTES = 4 * 1024 * 1024
+# A fetch session's own errors: answered by a full request at once (no backoff, no metadata refresh)
+_SESSION = frozenset({FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH})
 
 
 @dataclass(eq=False)
@@ -98,7 +110,8 @@ class Fetcher:
         self.order: dict[TopicPartition, None] = dict.fromkeys(self.partitions)  # KIP-74 rotation
         self.backoff = ExponentialBackoff(settings.retry_backoff_s, settings.retry_backoff_max_s)
         self.leaders = Leaders(cluster, {p.topic for p in self.partitions.values()}, clock, self.backoff)
-        self.in_flight: dict[int, tuple[Pending[list[FetchedPartition]], list[TopicPartition]]] = {}
+        self.in_flight: dict[int, tuple[Pending[FetchAnswer], list[TopicPartition]]] = {}
+        self.sessions: dict[int, FetchSession] = {}  # per broker, as AbstractFetch keeps them
 
     def active(self) -> list[FetchPartition]:
         """The partitions still to fetch, in fetch order."""
@@ -133,16 +146,19 @@ class Fetcher:
                 continue
             by_node[leader].append(state)
         for node, states in by_node.items():
-            positions = [
+            session = self.sessions.setdefault(node, FetchSession(node))
+            data = session.build(
                 FetchPosition(s.topic, s.partition, s.position, s.fetch_bytes, self.leaders.epoch(s.key))
                 for s in states
-            ]
+            )
             pending = self.cluster.fetch(
                 node,
-                positions,
+                data.to_send,
                 read_committed=self.settings.read_committed,
                 max_wait_ms=self.settings.max_wait_ms,
                 max_bytes=self.settings.max_bytes,
+                session=(data.metadata.session_id, data.metadata.epoch),
+                forgotten=data.to_forget,
             )
             self.in_flight[node] = (pending, [s.key for s in states])
             for s in states:
@@ -158,12 +174,18 @@ class Fetcher:
                 self.partitions[key].node = None
             answer = pending.result()
             now = self.clock()
+            session = self.sessions[node]
+            if not isinstance(answer, WireError) and answer.error is not None and answer.error.kind not in _SESSION:
+                answer = answer.error  # an error for the whole request that is not the session's: as a lost one
             if isinstance(answer, WireError):
+                session.handle_error(answer)
                 self.leaders.node_failed(node)  # its partitions are looked up again before the next fetch
                 for key in keys:
                     self._retry(self.partitions[key], answer, now)
                 continue
-            for part in answer:
+            if not session.handle_answer(answer):
+                continue  # AbstractFetch.handleFetchSuccess: fetched again, from the same positions
+            for part in answer.partitions:
                 state = self.partitions.get((part.topic, part.partition))
                 if state is None or not state.active:
                     continue
@@ -193,6 +215,29 @@ class Fetcher:
         """Fetch the same offset again after the backoff (from the leader metadata names by then)."""
         state.attempts += 1
         state.retry_at = now + self.backoff.backoff(state.attempts - 1)
+
+    def close(self, timeout_s: float = 1.0) -> None:
+        """Close the fetch sessions the brokers hold for this fetcher (AbstractFetch's
+        ``prepareCloseFetchSessionRequests``), waiting up to ``timeout_s`` for the answers; a broker that cannot
+        be reached is skipped (it evicts the session in time)."""
+        closing = []
+        for node, session in self.sessions.items():
+            data = session.closing()
+            if data is None or not self.cluster.ready(node):
+                continue
+            closing.append(
+                self.cluster.fetch(
+                    node,
+                    [],
+                    read_committed=self.settings.read_committed,
+                    max_wait_ms=0,
+                    max_bytes=self.settings.max_bytes,
+                    session=(data.metadata.session_id, data.metadata.epoch),
+                )
+            )
+        deadline = self.clock() + timeout_s
+        while any(not p.done for p in closing) and self.clock() < deadline:
+            self.cluster.poll(max(0.0, deadline - self.clock()))
 
     def _stop_stalled(self, now: float) -> None:
         for state in self.active():

@@ -34,28 +34,31 @@ def read_topic(
     partitions = [FetchPartition(topic, p, 0, NO_END) for p in range(partition_count(cluster, topic, timeout_s))]
     fetcher = Fetcher(cluster, partitions, FetcherSettings(read_committed, stall_timeout_s=timeout_s))
     records: dict[int, list[tuple[bytes | None, bytes | None]]] = {p.partition: [] for p in partitions}
-    while fetcher.active():
-        if time.monotonic() > deadline:
-            raise ReplicationError(
-                f"{purpose}: {topic} on {cluster.alias} not read to its end within {timeout_s:.0f} s"
-            )
-        for state, part in fetcher.step():
-            record_set = split_batches(part.records or b"")
-            if not record_set.batches and record_set.truncated_size > state.fetch_bytes:
-                state.fetch_bytes = record_set.truncated_size  # a batch larger than the fetch allowed
-            aborted = part.aborted_transactions if read_committed else None
-            for batch in data_batches(record_set.batches, aborted):
-                records[state.partition].extend(
-                    (r.key, r.value) for r in decode_records(batch) if r.offset >= state.position
+    try:
+        while fetcher.active():
+            if time.monotonic() > deadline:
+                raise ReplicationError(
+                    f"{purpose}: {topic} on {cluster.alias} not read to its end within {timeout_s:.0f} s"
                 )
-            if record_set.batches:
-                state.position = max(state.position, record_set.batches[-1].next_offset)
-            if state.caught_up:
-                state.done = True
-        stopped = next((p for p in partitions if p.failure is not None), None)
-        if stopped is not None:
-            raise ReplicationError(
-                f"{purpose}: reading {topic}-{stopped.partition} on {cluster.alias} failed: {stopped.failure}",
-                code=stopped.failure.name if stopped.failure else None,
-            )
+            for state, part in fetcher.step():
+                record_set = split_batches(part.records or b"")
+                if not record_set.batches and record_set.truncated_size > state.fetch_bytes:
+                    state.fetch_bytes = record_set.truncated_size  # a batch larger than the fetch allowed
+                aborted = part.aborted_transactions if read_committed else None
+                for batch in data_batches(record_set.batches, aborted):
+                    records[state.partition].extend(
+                        (r.key, r.value) for r in decode_records(batch) if r.offset >= state.position
+                    )
+                if record_set.batches:
+                    state.position = max(state.position, record_set.batches[-1].next_offset)
+                if state.caught_up:
+                    state.done = True
+            stopped = next((p for p in partitions if p.failure is not None), None)
+            if stopped is not None:
+                raise ReplicationError(
+                    f"{purpose}: reading {topic}-{stopped.partition} on {cluster.alias} failed: {stopped.failure}",
+                    code=stopped.failure.name if stopped.failure else None,
+                )
+    finally:
+        fetcher.close()  # the broker's fetch sessions
     return [record for p in partitions for record in records[p.partition]]

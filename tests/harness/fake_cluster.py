@@ -27,6 +27,7 @@ Everything happens in :meth:`FakeCluster.poll`, which moves the virtual clock; t
 from __future__ import annotations
 
 import collections
+import dataclasses
 import heapq
 import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -37,6 +38,7 @@ from mm2py.wire.batch_codec import decode_records
 from mm2py.wire.batches import RecordBatch, split_batches
 from mm2py.wire.cluster import (
     ClusterMetadata,
+    FetchAnswer,
     FetchedPartition,
     FetchPosition,
     PartitionLeader,
@@ -62,6 +64,7 @@ from mm2py.wire.errors import (
     disconnected,
     timed_out,
 )
+from tests.harness.fake_fetch_sessions import BrokerFetchSessions
 
 LATENCY_S = 0.001
 SESSION_TIMEOUT_S = 3.0  # how long a dead or stopped broker keeps its leaderships
@@ -189,6 +192,11 @@ class FakeCluster:
         self.fill_limit: int | None = None  # a Fetch answer carries data for at most this many partitions
         self.requests: list[tuple[float, str, int, tuple[TopicPartition, ...]]] = []  # what was sent, for tests
         self.produced_batches: list[tuple[TopicPartition, int, int, int]] = []  # (key, pid, epoch, first seq)
+        self.fetch_sessions = {n: BrokerFetchSessions() for n in self._brokers}
+        # each Fetch sent: (node, (session id, epoch), partitions named, partitions forgotten)
+        self.fetch_requests: list[
+            tuple[int, tuple[int, int], tuple[TopicPartition, ...], tuple[TopicPartition, ...]]
+        ] = []
 
     # -- the test's controls --------------------------------------------------------------------------------
 
@@ -209,6 +217,7 @@ class FakeCluster:
         """SIGKILL: connections close at once; its leaderships move after the session timeout."""
         broker = self._brokers[node]
         broker.alive, broker.down_since = False, self.now
+        self.fetch_sessions[node].clear()  # a restarted broker knows no fetch session
         for pending in [p for p in self._pending if p.node == node]:
             pending.finish(disconnected(node, "killed"))
         self._pending = [p for p in self._pending if not p.finished]
@@ -391,30 +400,33 @@ class FakeCluster:
         return self._send(node, "produce", sets, arrive)
 
     def fetch(
-        self, node: int, positions: Sequence[FetchPosition], *, read_committed: bool, max_wait_ms: int, max_bytes: int
+        self,
+        node: int,
+        positions: Sequence[FetchPosition],
+        *,
+        read_committed: bool,
+        max_wait_ms: int,
+        max_bytes: int,
+        session: tuple[int, int] = (0, -1),
+        forgotten: Sequence[TopicPartition] = (),
     ) -> FakePending:
-        wanted = list(positions)
+        wanted, gone = list(positions), list(forgotten)
 
-        def arrive() -> list[FetchedPartition]:
-            # A broker fills an answer in request order up to its size limit (fill_limit partitions here).
-            answer, filled = [], 0
-            for position in wanted:
+        def arrive() -> FetchAnswer:
+            filled = 0
+
+            def read(position: FetchPosition) -> FetchedPartition:
+                # A broker fills an answer in its order up to its size limit (fill_limit partitions here).
+                nonlocal filled
                 part = self._read(node, position)
                 if part.records and self.fill_limit is not None and filled >= self.fill_limit:
-                    part = FetchedPartition(
-                        part.topic,
-                        part.partition,
-                        None,
-                        part.high_watermark,
-                        part.last_stable_offset,
-                        part.log_start_offset,
-                        None,
-                        b"",
-                    )
+                    part = dataclasses.replace(part, records=b"")
                 filled += bool(part.records)
-                answer.append(part)
-            return answer
+                return part
 
+            return self.fetch_sessions[node].handle(session[0], session[1], wanted, gone, read)
+
+        self.fetch_requests.append((node, session, tuple((p.topic, p.partition) for p in wanted), tuple(gone)))
         return self._send(node, "fetch", [(p.topic, p.partition) for p in wanted], arrive)
 
     def poll(self, timeout_s: float) -> None:

@@ -11,7 +11,15 @@ import pytest
 
 from mm2py.wire.batch_codec import decode_records
 from mm2py.wire.batches import producer_parts, split_batches
-from mm2py.wire.cluster import ClusterMetadata, FetchedPartition, FetchPosition, Pending, ProducedPartition, ProducerIds
+from mm2py.wire.cluster import (
+    ClusterMetadata,
+    FetchAnswer,
+    FetchedPartition,
+    FetchPosition,
+    Pending,
+    ProducedPartition,
+    ProducerIds,
+)
 from mm2py.wire.connection import KafkaConnection
 from mm2py.wire.errors import WireError
 from tests.harness.kafka_harness import ClusterFactory, create_topic, make_records, produce, read_all
@@ -52,8 +60,9 @@ def test_fetched_batches_produced_raw_arrive_unchanged(
         node = leaders(source, topic)[0]
         assert set(leaders(source, topic).values()) == {node}
         positions = [FetchPosition(topic, p, 0, 1 << 20) for p in range(3)]
-        fetched = wait(source, source.fetch(node, positions, read_committed=True, max_wait_ms=100, max_bytes=1 << 24))
-        assert isinstance(fetched, list), fetched
+        answer = wait(source, source.fetch(node, positions, read_committed=True, max_wait_ms=100, max_bytes=1 << 24))
+        assert isinstance(answer, FetchAnswer) and answer.error is None, answer
+        fetched = answer.partitions
         assert all(isinstance(f, FetchedPartition) for f in fetched)
         assert sorted(f.partition for f in fetched) == [0, 1, 2]
         assert all(f.error is None and f.high_watermark == 100 and f.aborted_transactions == [] for f in fetched)

@@ -50,12 +50,12 @@ def assert_once_in_order(got: list[int], records: int) -> None:
     assert got == list(range(records))
 
 
-def test_each_answer_serves_the_partition_that_waited_longest() -> None:
-    cluster = FakeCluster(brokers=1)
+def served_in_turn(cluster: FakeCluster) -> list[int]:
+    """The partitions that answers carried data for, in order, over the first 12 such answers."""
     cluster.fill_limit = 1  # tansu, and a broker at its size limit: data for the first partitions only
     source(cluster, 4, 30, replication=1)
     f = fetcher(cluster, 4, 300)
-    served = []
+    served: list[int] = []
     for _ in range(200):
         for state, part in f.step():
             if part.records:
@@ -63,7 +63,20 @@ def test_each_answer_serves_the_partition_that_waited_longest() -> None:
             batches_to_send(state, part.records, None, 1_000_000, "target")
         if len(served) == 12:
             break
-    assert served == [0, 1, 2, 3] * 3  # round robin, in a stable order
+    return served
+
+
+def test_each_answer_serves_the_partition_that_waited_longest() -> None:
+    # In a fetch session the broker keeps the order: a partition it returned records for goes to the end of the
+    # session; the full request that opens the session is served in request order and reorders nothing.
+    assert served_in_turn(FakeCluster(brokers=1)) == [0, *[0, 1, 2, 3] * 3][:12]
+
+
+def test_without_a_fetch_session_the_fetcher_rotates_the_partitions_itself() -> None:
+    cluster = FakeCluster(brokers=1)
+    cluster.fetch_sessions[1].slots = 0  # a broker whose session cache is full: every request is full
+    assert served_in_turn(cluster) == [0, 1, 2, 3] * 3  # round robin, in a stable order (KIP-74)
+    assert {session for _node, session, _named, _gone in cluster.fetch_requests} == {(0, 0)}
 
 
 def test_a_source_leader_killed_mid_copy_is_fetched_again_at_the_same_offset_from_the_new_one() -> None:
@@ -196,3 +209,66 @@ def test_an_unknown_leader_epoch_is_fetched_again_after_a_backoff() -> None:
     got = drain(fetcher(cluster, 1, 100))
     assert_once_in_order(got[0], 100)
     assert len(answers) == 3
+
+
+# -- incremental fetch sessions (KIP-227) ---------------------------------------------------------------------
+
+
+def batch_of(first: int) -> bytes:
+    return bytes(encode_batch([Record(first + i, 1_000, b"k", str(first + i).encode()) for i in range(BATCH)]))
+
+
+def test_once_a_session_is_open_a_request_names_only_partitions_whose_position_moved() -> None:
+    cluster = FakeCluster(brokers=1)
+    cluster.create(TOPIC, 8, 1)
+    quiet = [FetchPartition(TOPIC, p, 0, 10**9) for p in range(8)]  # followed, not read to an end
+    f = Fetcher(cluster, quiet, FetcherSettings(False), clock=cluster.clock)
+    for i in range(20):  # ten records every 50 ms on partition 3 alone
+        cluster.at(0.05 * (i + 1), lambda i=i: cluster.partitions[(TOPIC, 3)].load([batch_of(i * BATCH)]))
+    got: list[int] = []
+    while cluster.now < 2.0:
+        for state, part in f.step():
+            for batch in batches_to_send(state, part.records, None, 1_000_000, "target") or []:
+                got.extend(int(r.value or b"") for r in decode_records(batch.batch))
+    assert_once_in_order(got, 200)
+    first, *rest = cluster.fetch_requests
+    assert first[1] == (0, 0) and len(first[2]) == 8  # the full request that opened the session
+    assert rest and all(session[0] != 0 and session[1] > 0 for _n, session, _named, _gone in rest)
+    assert {key for _n, _s, named, _gone in rest for key in named} == {(TOPIC, 3)}
+    assert sum(1 for _n, _s, named, _gone in rest if not named) > len(rest) / 2  # most round trips name none
+
+
+def test_a_session_the_broker_lost_or_got_out_of_step_with_is_opened_again_skipping_nothing() -> None:
+    cluster = FakeCluster(brokers=1)
+    source(cluster, 3, 100, replication=1)
+    sessions = cluster.fetch_sessions[1].sessions
+
+    def out_of_step() -> None:
+        for session in sessions.values():
+            session.epoch += 5
+
+    for i in range(1, 6):
+        cluster.at(0.01 * i, sessions.clear)  # evicted, as a broker's full cache evicts the least used
+        cluster.at(0.01 * i + 0.005, out_of_step)
+    got = drain(fetcher(cluster, 3, 1_000))
+    for p in range(3):
+        assert_once_in_order(got[p], 1_000)
+    opening = [session for _n, session, _named, _gone in cluster.fetch_requests if session[1] == 0]
+    assert (0, 0) in opening[1:]  # after FETCH_SESSION_ID_NOT_FOUND: a new session
+    assert any(session_id != 0 for session_id, _epoch in opening)  # after INVALID_FETCH_SESSION_EPOCH: close, open
+
+
+def test_a_partition_led_elsewhere_is_forgotten_by_its_old_leader_and_the_sessions_close_at_the_end() -> None:
+    cluster = FakeCluster()
+    source(cluster, 2, 100)
+    cluster.elect((TOPIC, 1), 1)  # broker 1 leads both
+    cluster.at(0.01, lambda: cluster.elect((TOPIC, 1), 2))
+    f = fetcher(cluster, 2, 1_000)
+    got = drain(f)
+    for p in range(2):
+        assert_once_in_order(got[p], 1_000)
+    assert any((TOPIC, 1) in gone for node, _s, _named, gone in cluster.fetch_requests if node == 1)
+    assert any(s.sessions for s in cluster.fetch_sessions.values())
+    f.close()
+    assert not any(s.sessions for s in cluster.fetch_sessions.values())
+    assert {session[1] for _n, session, named, _g in cluster.fetch_requests[-2:]} == {-1}

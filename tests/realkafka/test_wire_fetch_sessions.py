@@ -1,0 +1,124 @@
+"""The batch path's fetcher in incremental fetch sessions (KIP-227) on a real broker: the session a full request
+opens, round trips that name only the partition whose position moved, the broker's own answers to a session
+out of step or unknown (the fetcher opens a new one and skips nothing), and the session closed at the end.
+
+The rules are unit-tested against the fake cluster (tests/unit/test_fetch_session.py, test_fetcher.py); this
+shows a real broker agrees with them."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from mm2py.wire.batch_codec import decode_records
+from mm2py.wire.cluster import FetchAnswer, FetchPosition, Pending
+from mm2py.wire.connection import KafkaConnection
+from mm2py.wire.errors import FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH
+from mm2py.wire.fetch_session import FetchMetadata
+from mm2py.wire.fetcher import Fetcher, FetcherSettings, FetchPartition
+from mm2py.wire.forwarding import batches_to_send
+from tests.harness.kafka_harness import Record, create_topic, produce
+from tests.harness.real_kafka import KafkaCluster
+
+pytestmark = pytest.mark.realkafka
+PARTITIONS = 8
+BUSY = 3  # the one partition written to
+Sent = tuple[tuple[int, int], list[int], list[tuple[str, int]], Pending[FetchAnswer]]
+
+
+def recording(connection: KafkaConnection) -> list[Sent]:
+    """Every Fetch the connection sends: (session id and epoch, partitions named, partitions forgotten, answer)."""
+    sent: list[Sent] = []
+    fetch = connection.fetch
+
+    def recorded(node: int, positions: Any, **kwargs: Any) -> Pending[FetchAnswer]:
+        pending = fetch(node, positions, **kwargs)
+        sent.append((kwargs["session"], [p.partition for p in positions], list(kwargs.get("forgotten", ())), pending))
+        return pending
+
+    connection.fetch = recorded  # type: ignore[method-assign]
+    return sent
+
+
+def write(bootstrap: str, topic: str, first: int, count: int) -> None:
+    now = int(time.time() * 1000)
+    produce(bootstrap, topic, [Record(None, str(i).encode(), [], now, BUSY) for i in range(first, first + count)])
+
+
+def fetch_until(fetcher: Fetcher, got: list[int], count: int, until: Callable[[], bool] = lambda: True) -> None:
+    """Step until ``count`` records came, ``until()`` holds, and no Fetch is in flight (so a test may then
+    change the session without an answer on its way)."""
+    deadline = time.monotonic() + 30
+    while len(got) < count or not until() or fetcher.in_flight:
+        assert time.monotonic() < deadline, f"{len(got)} of {count} records fetched in 30 s"
+        for state, part in fetcher.step():
+            for batch in batches_to_send(state, part.records, None, 1 << 24, "target") or []:
+                got.extend(int(r.value or b"") for r in decode_records(batch.batch))
+
+
+def test_a_real_broker_keeps_a_fetch_session_and_its_errors_cost_nothing(
+    real_kafka: KafkaCluster, unique_topic: Callable[..., str]
+) -> None:
+    topic = unique_topic("sessions")
+    create_topic(real_kafka.bootstrap, topic, PARTITIONS)
+    connection = KafkaConnection("src", {"bootstrap.servers": real_kafka.bootstrap})
+    sent = recording(connection)
+    got: list[int] = []
+    try:
+        connection.bootstrap(10)
+        positions = [FetchPartition(topic, p, 0, 10**12) for p in range(PARTITIONS)]
+        fetcher = Fetcher(connection, positions, FetcherSettings(False))
+        write(real_kafka.bootstrap, topic, 0, 50)
+        fetch_until(fetcher, got, 50)
+        write(real_kafka.bootstrap, topic, 50, 50)
+        fetch_until(fetcher, got, 100, until=lambda: len(sent) >= 10)
+
+        (first, named, _gone, answer), *rest = sent
+        assert first == (0, 0) and sorted(named) == list(range(PARTITIONS))  # full: opens a session
+        session_id = answer.result().session_id  # type: ignore[union-attr]
+        assert session_id != 0, "the broker opened no fetch session"
+        assert [s for s, *_ in rest] == [(session_id, epoch) for epoch in range(1, len(rest) + 1)]
+        assert {p for _s, named, _g, _a in rest for p in named} == {BUSY}  # quiet partitions never named again
+        assert all(not a.result().error and {p.partition for p in a.result().partitions} <= {BUSY} for *_, a in rest)  # type: ignore[union-attr]
+
+        node = next(iter(fetcher.sessions))
+        session = fetcher.sessions[node]
+        for tampered, error in ((5, INVALID_FETCH_SESSION_EPOCH), (None, FETCH_SESSION_ID_NOT_FOUND)):
+            current = session.next_metadata
+            session.next_metadata = (
+                FetchMetadata(current.session_id, current.epoch + tampered)
+                if tampered is not None
+                else FetchMetadata(current.session_id + 1_000_003, 1)
+            )
+            before = len(sent)
+            fetch_until(fetcher, got, 0, until=lambda before=before: len(sent) >= before + 3)
+            refused, reopened = sent[before], sent[before + 1]
+            assert refused[3].result().error.kind is error  # type: ignore[union-attr]
+            expect = (current.session_id, 0) if error is INVALID_FETCH_SESSION_EPOCH else (0, 0)
+            assert (reopened[0], sorted(reopened[1])) == (expect, list(range(PARTITIONS)))
+            assert reopened[3].result().session_id not in (0, current.session_id)  # type: ignore[union-attr]
+        write(real_kafka.bootstrap, topic, 100, 50)
+        fetch_until(fetcher, got, 150)
+        assert got == list(range(150))  # every record once, in order, through both refusals
+
+        closed = session.next_metadata
+        fetcher.close()
+        assert sent[-1][0] == (closed.session_id, -1) and sent[-1][3].done
+        after = connection.fetch(
+            node,
+            [FetchPosition(topic, BUSY, 150, 1024)],
+            read_committed=False,
+            max_wait_ms=0,
+            max_bytes=1024,
+            session=(closed.session_id, closed.epoch),
+            forgotten=[],
+        )
+        deadline = time.monotonic() + 10
+        while not after.done and time.monotonic() < deadline:
+            connection.poll(0.05)
+        assert after.result().error.kind is FETCH_SESSION_ID_NOT_FOUND  # type: ignore[union-attr]
+    finally:
+        connection.close()
