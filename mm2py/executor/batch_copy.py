@@ -61,6 +61,9 @@ from mm2py.wire.topic_reader import read_topic
 from mm2py.wire.transactions import FENCED, TransactionError
 
 log = logging.getLogger(__name__)
+# How often the task looks over every range for one whose sending stopped, to stop fetching it (what is fetched
+# for it meanwhile is dropped by the sender): a pass over hundreds of ranges on every turn would cost more.
+STOP_CHECK_INTERVAL_S = 0.25
 
 
 def copy_partitions(spec: CopySpec, ranges: Iterator[PartitionRange], attempt: int = 0) -> Iterator[CopyResult]:
@@ -192,11 +195,14 @@ class _BatchCopier:
         if self.link is not None:
             record_every = min(record_every, REPORT_INTERVAL_S)
         next_record = time.monotonic() + record_every
+        next_stop_check = 0.0
         while fetching or sender.busy() or (eos is not None and eos.txn.in_transaction):
             if fetching and (eos is None or not eos.committing):
                 wait_s = self._quiet_wait(eos, min(next_report, next_record) if self.link is not None else None)
                 fetching = self.fetch.take(self._batches_for(sender), block=not sender.busy(), wait_s=wait_s)
-                self._stop_fetching_stopped_queues()
+                if time.monotonic() >= next_stop_check:  # a pass over every range: a few times a second
+                    next_stop_check = time.monotonic() + STOP_CHECK_INTERVAL_S
+                    self._stop_fetching_stopped_queues()
             if eos is not None and self._transaction_step(sender, eos, copying_done=not fetching):
                 continue
             if sender.busy():

@@ -88,7 +88,7 @@ class FetchThread:
                 r.fetch.fetch_bytes = self.throttle.fetch_bytes(r.fetch.fetch_bytes)
             fetcher = Fetcher(source, [r.fetch for r in self.ranges.values()], settings)
             # A step waits as long as a quiet fetch may (an answer with records ends the wait at once).
-            while not self.stop.is_set() and fetcher.active():
+            while not self.stop.is_set() and fetcher.any_active():
                 self._forward(fetcher.step(settings.max_wait_ms / 1000))
             self._put(None)
         except BaseException as exc:  # handed to the task's thread, which raises it

@@ -171,17 +171,17 @@ class ProgressRecorder:
         syncs: dict[TopicPartition, list[ControlRecord]] = {}
         queued: dict[int, int] = {}
         synced = dict(self.synced)
-        # MM2's emission rule moves on with each sync it makes due: on copies, kept once the syncs are
-        # acknowledged, so a recording made again after a failed one makes the same syncs due again.
-        states = {
-            key: {dense: dataclasses.replace(state) for dense, state in st.items()} for key, st in self.states.items()
-        }
+        # MM2's emission rule moves on with each sync it makes due: on copies (of the ranges with new records),
+        # kept once the syncs are acknowledged, so a recording made again after a failed one makes the same syncs
+        # due again.
+        states = dict(self.states)
         outside_transactions = self.progress or not spec.syncs_on_target
         for r in self.ranges:
             runs = counted[id(r)].runs
             total = sum(length for _u, _d, length in runs)
             if spec.syncs_topic is not None and outside_transactions and total > synced[id(r)]:
                 new = runs_after(runs, synced[id(r)])
+                states[id(r)] = {dense: dataclasses.replace(state) for dense, state in states[id(r)].items()}
                 records = offset_sync_records(spec, r.rng, new, states[id(r)])
                 for topic, key, value, headers in records:
                     syncs.setdefault((topic, 0), []).append((key, value, headers))

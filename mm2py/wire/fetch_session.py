@@ -83,11 +83,10 @@ INITIAL = FetchMetadata(INVALID_SESSION_ID, INITIAL_EPOCH)
 
 @dataclass(frozen=True)
 class FetchRequestData:
-    """One Fetch request to build: what to send, what to forget, and what the session holds once it is sent."""
+    """One Fetch request to build: what to send, what to forget, and the session's id and epoch."""
 
     to_send: list[FetchPosition]
     to_forget: list[TopicPartition]
-    session_partitions: dict[TopicPartition, FetchPosition]
     metadata: FetchMetadata
 
 
@@ -108,7 +107,7 @@ class FetchSession:
         following = {(p.topic, p.partition): p for p in wanted}
         if self.next_metadata.full:
             self.partitions = following
-            return FetchRequestData(list(following.values()), [], dict(following), self.next_metadata)
+            return FetchRequestData(list(following.values()), [], self.next_metadata)
         removed: list[TopicPartition] = []
         altered: dict[TopicPartition, FetchPosition] = {}
         for key, previous in list(self.partitions.items()):
@@ -116,12 +115,34 @@ class FetchSession:
             if position is None:
                 del self.partitions[key]
                 removed.append(key)
-            elif position != previous:
+            elif position is not previous and position != previous:
                 self.partitions[key] = position
                 altered[key] = position
         self.partitions.update(following)  # the added partitions join the session at its end
         to_send = [*following.values(), *altered.values()]  # Java's order: added, then altered
-        return FetchRequestData(to_send, removed, dict(self.partitions), self.next_metadata)
+        return FetchRequestData(to_send, removed, self.next_metadata)
+
+    def build_changes(self, changed: Iterable[FetchPosition], removed: Iterable[TopicPartition]) -> FetchRequestData:
+        """:meth:`build` for a caller that knows what changed since its last request: the partitions wanted are
+        the session's, less ``removed``, with ``changed`` put in (new ones added), so an incremental request costs
+        what changed rather than what the session holds. Only for an incremental request (a full one lists
+        every partition: :meth:`build`)."""
+        if self.next_metadata.full:
+            raise ValueError(f"a full fetch request to node {self.node} needs every partition")
+        gone = [key for key in removed if self.partitions.pop(key, None) is not None]
+        added: list[FetchPosition] = []
+        altered: list[FetchPosition] = []
+        for position in changed:
+            key = (position.topic, position.partition)
+            previous = self.partitions.get(key)
+            if previous is None:
+                added.append(position)
+            elif position is previous or position == previous:
+                continue
+            else:
+                altered.append(position)
+            self.partitions[key] = position
+        return FetchRequestData([*added, *altered], gone, self.next_metadata)
 
     def handle_answer(self, answer: FetchAnswer) -> bool:
         """Move the session on by ``answer``; False if the answer cannot be used (its partitions are fetched

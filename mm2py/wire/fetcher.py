@@ -67,6 +67,7 @@ class FetchPartition:
     last_progress: float = -1.0  # when it last moved (or was caught up); set by the fetcher's clock
     source_end: int = -1  # the end the last answer reported (the last stable offset under read_committed)
     log_start: int = -1
+    sent: FetchPosition | None = None  # what the last fetch asked for (reused while nothing in it changed)
 
     @property
     def key(self) -> TopicPartition:
@@ -110,12 +111,23 @@ class Fetcher:
         self.order: dict[TopicPartition, None] = dict.fromkeys(self.partitions)  # KIP-74 rotation
         self.backoff = ExponentialBackoff(settings.retry_backoff_s, settings.retry_backoff_max_s)
         self.leaders = Leaders(cluster, {p.topic for p in self.partitions.values()}, clock, self.backoff)
-        self.in_flight: dict[int, tuple[Pending[FetchAnswer], list[TopicPartition]]] = {}
+        self.in_flight: dict[int, tuple[Pending[FetchAnswer], dict[TopicPartition, FetchPartition]]] = {}
         self.sessions: dict[int, FetchSession] = {}  # per broker, as AbstractFetch keeps them
+        # Looking for partitions to send costs a pass over all of them; it is done only when one may be sendable:
+        # after an answer, a metadata update, a backoff's end, or while a leader is unknown or not connected.
+        self._look_at = 0.0
+        self._leader_updates = -1
+        self._stall_check_at = 0.0
+        self._again: dict[int, tuple[dict[TopicPartition, FetchPartition], list[TopicPartition]]] = {}
+        self._rescan_after: set[int] = set()  # brokers whose answer calls for a pass over every partition
 
     def active(self) -> list[FetchPartition]:
         """The partitions still to fetch, in fetch order."""
         return [self.partitions[key] for key in self.order if self.partitions[key].active]
+
+    def any_active(self) -> bool:
+        """Whether a partition is still to fetch (without listing them)."""
+        return any(p.active for p in self.partitions.values())
 
     def step(self, wait_s: float = 0.1) -> list[tuple[FetchPartition, FetchedPartition]]:
         """Send what may go, wait up to ``wait_s`` for answers; returns each partition answered with data (or
@@ -131,77 +143,153 @@ class Fetcher:
     # -- sending ----------------------------------------------------------------------------------------------
 
     def _send(self, now: float) -> None:
-        by_node: dict[int, list[FetchPartition]] = collections.defaultdict(list)
+        """Send a fetch to every broker that leads a partition to fetch and has none in flight. Finding those
+        partitions costs a pass over all of them, made only when one may have become sendable (``_look_at``);
+        after a clean answer the broker is fetched from again with the same partitions, less those the answer
+        finished, at a cost of what changed (``_again``)."""
+        if self.leaders.updates != self._leader_updates:
+            self._leader_updates, self._look_at = self.leaders.updates, now
+        if now >= self._look_at:
+            self._again.clear()
+            for node, members in self._scan(now).items():
+                self._fetch(node, members, None)
+            return
+        for node, (members, touched) in list(self._again.items()):
+            if not self.cluster.ready(node):
+                self._look_at = now  # connecting, or gone: the next pass finds out
+                continue
+            del self._again[node]
+            removed = [key for key in touched if key in members and not members[key].active]
+            for key in removed:
+                del members[key]
+            if members:
+                changed = [self._position(members[key]) for key in touched if key in members]
+                self._fetch(node, members, (changed, removed))
+
+    def _scan(self, now: float) -> dict[int, dict[TopicPartition, FetchPartition]]:
+        """Every partition that may be fetched now, by the broker to fetch it from."""
+        self._look_at = float("inf")
+        by_node: dict[int, dict[TopicPartition, FetchPartition]] = collections.defaultdict(dict)
+        ready: dict[int, bool] = {}
         for state in self.active():
-            if state.node is not None or now < state.retry_at:
+            if state.node is not None:
+                continue  # in a fetch in flight
+            if now < state.retry_at:
+                self._look_at = min(self._look_at, state.retry_at)
                 continue
             leader = self.leaders.leader(state.key)
             if leader is None:
                 self.leaders.request_update()
+                self._look_at = now
                 continue
             if leader in self.in_flight:
+                self._rescan_after.add(leader)  # not in that fetch: look again once it is answered
                 continue
-            if not self.cluster.ready(leader):
+            if not ready.setdefault(leader, self.cluster.ready(leader)):
                 self.leaders.request_update()  # connecting, or gone (see Sender._destination)
+                self._look_at = now
                 continue
-            by_node[leader].append(state)
-        for node, states in by_node.items():
-            session = self.sessions.setdefault(node, FetchSession(node))
-            data = session.build(
-                FetchPosition(s.topic, s.partition, s.position, s.fetch_bytes, self.leaders.epoch(s.key))
-                for s in states
-            )
-            pending = self.cluster.fetch(
-                node,
-                data.to_send,
-                read_committed=self.settings.read_committed,
-                max_wait_ms=self.settings.max_wait_ms,
-                max_bytes=self.settings.max_bytes,
-                session=(data.metadata.session_id, data.metadata.epoch),
-                forgotten=data.to_forget,
-            )
-            self.in_flight[node] = (pending, [s.key for s in states])
-            for s in states:
-                s.node = node
+            by_node[leader][state.key] = state
+        return by_node
+
+    def _fetch(
+        self,
+        node: int,
+        members: dict[TopicPartition, FetchPartition],
+        changes: tuple[list[FetchPosition], list[TopicPartition]] | None,
+    ) -> None:
+        """One Fetch to ``node`` for ``members``; ``changes`` (positions that may have moved, partitions that
+        left) when only those may differ from the last fetch to it."""
+        session = self.sessions.setdefault(node, FetchSession(node))
+        if changes is None:
+            data = session.build([self._position(s) for s in members.values()])
+        else:
+            data = session.build_changes(*changes)
+        pending = self.cluster.fetch(
+            node,
+            data.to_send,
+            read_committed=self.settings.read_committed,
+            max_wait_ms=self.settings.max_wait_ms,
+            max_bytes=self.settings.max_bytes,
+            session=(data.metadata.session_id, data.metadata.epoch),
+            forgotten=data.to_forget,
+        )
+        self.in_flight[node] = (pending, members)
+        for s in members.values():
+            s.node = node
+
+    def _position(self, state: FetchPartition) -> FetchPosition:
+        """What to ask for ``state``: the same object as last time while nothing in it changed, so that the
+        fetch session finds the unchanged partitions at once."""
+        epoch, sent = self.leaders.epoch(state.key), state.sent
+        if sent is None or (sent.offset, sent.max_bytes, sent.leader_epoch) != (
+            state.position,
+            state.fetch_bytes,
+            epoch,
+        ):
+            sent = state.sent = FetchPosition(state.topic, state.partition, state.position, state.fetch_bytes, epoch)
+        return sent
 
     # -- answers ----------------------------------------------------------------------------------------------
 
     def _collect(self) -> list[tuple[FetchPartition, FetchedPartition]]:
         answered: list[tuple[FetchPartition, FetchedPartition]] = []
-        for node in [n for n, (pending, _keys) in self.in_flight.items() if pending.done]:
-            pending, keys = self.in_flight.pop(node)
-            for key in keys:
-                self.partitions[key].node = None
-            answer = pending.result()
-            now = self.clock()
-            session = self.sessions[node]
-            if not isinstance(answer, WireError) and answer.error is not None and answer.error.kind not in _SESSION:
-                answer = answer.error  # an error for the whole request that is not the session's: as a lost one
-            if isinstance(answer, WireError):
-                session.handle_error(answer)
-                self.leaders.node_failed(node)  # its partitions are looked up again before the next fetch
-                for key in keys:
-                    self._retry(self.partitions[key], answer, now)
-                continue
-            if not session.handle_answer(answer):
-                continue  # AbstractFetch.handleFetchSuccess: fetched again, from the same positions
-            for part in answer.partitions:
-                state = self.partitions.get((part.topic, part.partition))
-                if state is None or not state.active:
-                    continue
-                if part.error is not None:
-                    self._failed(state, part.error, now)
-                    continue
-                state.attempts = 0
-                state.source_end = part.last_stable_offset if self.settings.read_committed else part.high_watermark
-                state.log_start = part.log_start_offset
-                if state.caught_up or part.records:
-                    state.last_progress = now
-                if part.records:
-                    self.order.pop(state.key)
-                    self.order[state.key] = None
-                answered.append((state, part))
+        for node in [n for n, (pending, _members) in self.in_flight.items() if pending.done]:
+            pending, members = self.in_flight.pop(node)
+            for state in members.values():
+                state.node = None
+            clean = self._take_answer(node, pending.result(), members, answered)
+            if clean is None or node in self._rescan_after or self.sessions[node].next_metadata.full:
+                # Something changed beyond the partitions answered, or the next request lists them all (in
+                # fetch order: KIP-74): look at every partition.
+                self._rescan_after.discard(node)
+                self._look_at = 0.0
+            else:
+                self._again[node] = (members, clean)
         return answered
+
+    def _take_answer(
+        self,
+        node: int,
+        answer: FetchAnswer | WireError,
+        members: dict[TopicPartition, FetchPartition],
+        answered: list[tuple[FetchPartition, FetchedPartition]],
+    ) -> list[TopicPartition] | None:
+        """Take in ``node``'s answer, adding each partition answered with data to ``answered``; the partitions
+        it named, or None if it was not a clean answer (an error, a partition's error, the session's error)."""
+        now = self.clock()
+        session = self.sessions[node]
+        if not isinstance(answer, WireError) and answer.error is not None and answer.error.kind not in _SESSION:
+            answer = answer.error  # an error for the whole request that is not the session's: as a lost one
+        if isinstance(answer, WireError):
+            session.handle_error(answer)
+            self.leaders.node_failed(node)  # its partitions are looked up again before the next fetch
+            for member in members.values():
+                self._retry(member, answer, now)
+            return None
+        if not session.handle_answer(answer):
+            return None  # AbstractFetch.handleFetchSuccess: fetched again, from the same positions
+        named, clean = [], True
+        for part in answer.partitions:
+            key = (part.topic, part.partition)
+            named.append(key)
+            state = self.partitions.get(key)
+            if state is None or not state.active:
+                continue
+            if part.error is not None:
+                self._failed(state, part.error, now)
+                clean = False
+                continue
+            state.attempts = 0
+            state.source_end = part.last_stable_offset if self.settings.read_committed else part.high_watermark
+            state.log_start = part.log_start_offset
+            if state.caught_up or part.records:
+                state.last_progress = now
+            if part.records:
+                self.order.pop(key)
+                self.order[key] = None
+            answered.append((state, part))
+        return named if clean else None
 
     def _failed(self, state: FetchPartition, error: WireError, now: float) -> None:
         if error.kind is OFFSET_OUT_OF_RANGE or not error.retriable:
@@ -240,6 +328,10 @@ class Fetcher:
             self.cluster.poll(max(0.0, deadline - self.clock()))
 
     def _stop_stalled(self, now: float) -> None:
+        if now < self._stall_check_at:
+            return
+        self._stall_check_at = now + 1.0  # stall timeouts are seconds long: a look a second is enough
+        self._look_at = min(self._look_at, now)  # and a pass a second finds what the caller stopped meanwhile
         for state in self.active():
             if state.caught_up:
                 state.last_progress = now  # nothing to wait for: not a stall

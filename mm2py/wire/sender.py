@@ -97,6 +97,9 @@ class Sender:
         self.cluster = cluster
         self.settings = settings
         self.queues = {q.key: q for q in queues}
+        # The partitions given batches and not yet found idle: a turn looks at these, not at every partition (a
+        # task may follow hundreds of quiet ones). A partition becomes busy only through ``add``.
+        self._busy: dict[TopicPartition, PartitionQueue] = {}
         self.producer = producer
         self.clock = clock
         self.backoff = ExponentialBackoff(settings.retry_backoff_s, settings.retry_backoff_max_s)
@@ -113,10 +116,18 @@ class Sender:
         for batch in batches:
             batch.created = now
             q.unsent.append(batch)
+        self._busy[key] = q
 
     def busy(self) -> bool:
         """A partition still has batches to send or answers to wait for."""
-        return any(q.busy for q in self.queues.values())
+        return bool(self._busy_queues())
+
+    def _busy_queues(self) -> list[PartitionQueue]:
+        """The partitions with batches to send or answers to wait for (those found idle leave the set)."""
+        idle = [key for key, q in self._busy.items() if not q.busy]
+        for key in idle:
+            del self._busy[key]
+        return list(self._busy.values())
 
     def in_flight(self) -> int:
         return sum(len(r) for r in self.requests.values())
@@ -133,14 +144,14 @@ class Sender:
 
     def _wait(self, now: float, wait_s: float) -> float:
         """How long to wait for answers when nothing was sent: until a backoff ends, at most ``wait_s``."""
-        due = [q.retry_at - now for q in self.queues.values() if q.busy and q.retry_at > now]
+        due = [q.retry_at - now for q in self._busy_queues() if q.retry_at > now]
         return max(0.0, min([wait_s, *due]))
 
     # -- sending --------------------------------------------------------------------------------------------
 
     def _drain(self, now: float) -> bool:
         by_node: dict[int, list[PartitionQueue]] = collections.defaultdict(list)
-        for q in self.queues.values():
+        for q in self._busy_queues():
             node = self._destination(q, now)
             if node is not None:
                 by_node[node].append(q)
@@ -335,8 +346,8 @@ class Sender:
     def _expire(self, now: float) -> None:
         """delivery.timeout.ms: a partition whose oldest unacknowledged batch is older stops (Java:
         ``RecordAccumulator.expiredBatches`` and ``Sender.getExpiredInflightBatches``)."""
-        for q in self.queues.values():
-            oldest = q.oldest_unacknowledged() if q.busy else None
+        for q in self._busy_queues():
+            oldest = q.oldest_unacknowledged()
             if oldest is not None and now - oldest.created > self.settings.delivery_timeout_s:
                 q.stop(
                     WireError(
@@ -349,7 +360,7 @@ class Sender:
     def _bump_epochs(self) -> None:
         """Renumber, under a bumped epoch, the partitions that asked for it and have nothing in flight any more
         (TransactionManager.bumpIdempotentProducerEpoch: the epoch is bumped by the producer itself)."""
-        due = [q for q in self.queues.values() if q.bump_epoch and not q.in_flight and q.failure is None]
+        due = [q for q in self._busy_queues() if q.bump_epoch and not q.in_flight]
         if not due:
             return
         if self.producer.epoch >= MAX_EPOCH:

@@ -35,7 +35,7 @@ def read_topic(
     fetcher = Fetcher(cluster, partitions, FetcherSettings(read_committed, stall_timeout_s=timeout_s))
     records: dict[int, list[tuple[bytes | None, bytes | None]]] = {p.partition: [] for p in partitions}
     try:
-        while fetcher.active():
+        while fetcher.any_active():
             if time.monotonic() > deadline:
                 raise ReplicationError(
                     f"{purpose}: {topic} on {cluster.alias} not read to its end within {timeout_s:.0f} s"

@@ -3,6 +3,8 @@ it: what each request sends and forgets, and how each kind of answer moves the s
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from mm2py.wire.cluster import FetchAnswer, FetchedPartition, FetchPosition
@@ -49,7 +51,7 @@ def test_an_incremental_request_sends_added_then_altered_partitions_and_forgets_
     assert data.metadata == FetchMetadata(7, 1) and not data.metadata.full
     assert keys(data.to_send) == [5, 1, 2]
     assert data.to_forget == [("orders", 3)]
-    assert list(data.session_partitions) == [("orders", p) for p in (0, 1, 2, 5)]
+    assert list(session.partitions) == [("orders", p) for p in (0, 1, 2, 5)]
     assert session.handle_answer(answer(1, 5))  # only partitions with something new
     assert session.next_metadata == FetchMetadata(7, 2)
     quiet = session.build([at(0, 0), at(1, 4), at(2, 0, epoch=3), at(5, 0)])
@@ -129,3 +131,33 @@ def test_closing_sends_the_final_epoch_with_no_partitions_and_only_for_an_open_s
     data = session.closing()
     assert data is not None
     assert data.metadata == FetchMetadata(7, FINAL_EPOCH) and data.to_send == [] and data.to_forget == []
+
+
+def test_building_from_the_changes_alone_asks_for_what_building_from_every_partition_asks_for() -> None:
+    rng = random.Random(7)
+    whole, delta = opened(*range(12)), opened(*range(12))
+    wanted = {p: at(p, 0) for p in range(12)}
+    for _ in range(200):
+        changed, removed = [], []
+        for p in rng.sample(range(16), 4):
+            if p in wanted and rng.random() < 0.3:
+                del wanted[p]
+                removed.append(("orders", p))
+            else:
+                wanted[p] = at(p, (wanted[p].offset if p in wanted else 0) + rng.choice((0, 0, 5)))
+                changed.append(wanted[p])
+        a = whole.build(list(wanted.values()))
+        b = delta.build_changes(changed, removed)
+        assert (sorted(keys(a.to_send)), sorted(a.to_forget), a.metadata) == (
+            sorted(keys(b.to_send)),
+            sorted(b.to_forget),
+            b.metadata,
+        )  # the order within a request is the broker's no concern
+        assert whole.partitions == delta.partitions
+        for session in (whole, delta):
+            assert session.handle_answer(answer())
+
+
+def test_building_from_the_changes_alone_is_refused_for_a_full_request() -> None:
+    with pytest.raises(ValueError, match="full fetch request"):
+        FetchSession(1).build_changes([at(0, 0)], [])

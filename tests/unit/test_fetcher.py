@@ -272,3 +272,30 @@ def test_a_partition_led_elsewhere_is_forgotten_by_its_old_leader_and_the_sessio
     f.close()
     assert not any(s.sessions for s in cluster.fetch_sessions.values())
     assert {session[1] for _n, session, named, _g in cluster.fetch_requests[-2:]} == {-1}
+
+
+def test_a_quiet_partition_the_caller_stopped_leaves_the_session_within_a_second() -> None:
+    cluster = FakeCluster(brokers=1)
+    cluster.create(TOPIC, 8, 1)
+    states = [FetchPartition(TOPIC, p, 0, 10**9) for p in range(8)]
+    f = Fetcher(cluster, states, FetcherSettings(False), clock=cluster.clock)
+    for i in range(40):  # partition 3 busy throughout, so answers keep coming
+        cluster.at(0.05 * (i + 1), lambda i=i: cluster.partitions[(TOPIC, 3)].load([batch_of(i * BATCH)]))
+    stopped_at = None
+    while cluster.now < 2.0:
+        for state, part in f.step():
+            batches_to_send(state, part.records, None, 1_000_000, "target")
+        if stopped_at is None and cluster.now >= 0.5:
+            states[5].failure, stopped_at = WireError(REQUEST_TIMED_OUT, "the sender stopped it"), cluster.now
+    assert stopped_at is not None
+    forgotten = [
+        when for when, (_n, _s, _named, gone) in zip(fetch_times(cluster), cluster.fetch_requests, strict=True) if gone
+    ]
+    assert forgotten and stopped_at <= forgotten[0] <= stopped_at + 1.1
+    assert (TOPIC, 5) not in cluster.fetch_sessions[1].sessions[
+        next(iter(cluster.fetch_sessions[1].sessions))
+    ].partitions
+
+
+def fetch_times(cluster: FakeCluster) -> list[float]:
+    return [when for when, kind, _node, _keys in cluster.requests if kind == "fetch"]
