@@ -91,7 +91,7 @@ def test_a_real_broker_keeps_a_fetch_session_and_its_errors_cost_nothing(
             session.next_metadata = (
                 FetchMetadata(current.session_id, current.epoch + tampered)
                 if tampered is not None
-                else FetchMetadata(current.session_id + 1_000_003, 1)
+                else FetchMetadata(current.session_id % (2**31 - 1_000_003) + 1_000_003, 1)  # another int32 id
             )
             before = len(sent)
             fetch_until(fetcher, got, 0, until=lambda before=before: len(sent) >= before + 3)
