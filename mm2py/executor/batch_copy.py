@@ -151,7 +151,11 @@ class _BatchCopier:
                 if self.retried:
                     self._resume_from_recorded_progress()
                 settings = sender_settings(
-                    self.spec, self.spec.producer_settings, self.spec.target, eos.transactional_id if eos else None
+                    self.spec,
+                    self.spec.producer_settings,
+                    self.spec.target,
+                    eos.transactional_id if eos else None,
+                    lingers=True,
                 )
                 sender = Sender(target, queues, settings, producer)
                 self.fetch.start()
@@ -205,6 +209,8 @@ class _BatchCopier:
                     self._stop_fetching_stopped_queues()
             if eos is not None and self._transaction_step(sender, eos, copying_done=not fetching):
                 continue
+            if not fetching or (eos is not None and eos.committing):
+                sender.flush()  # nothing more will join what waits for linger.ms
             if sender.busy():
                 sender.step()
             now = time.monotonic()

@@ -46,6 +46,8 @@ MESSAGE_MAX_BYTES = "1000000"  # librdkafka's default message.max.bytes, which t
 # (or half of message.max.bytes): tiny batches would otherwise go one per partition per Produce request.
 MERGE_BELOW = 16 * 1024
 MERGE_UP_TO = 512 * 1024
+LINGER_S = 0.005  # the Java producer's linger.ms since Kafka 4.0 (KIP-1030)
+BATCH_BYTES = 16384  # and its batch.size
 
 
 def max_batch_bytes(settings: Mapping[str, str]) -> int:
@@ -54,10 +56,17 @@ def max_batch_bytes(settings: Mapping[str, str]) -> int:
 
 
 def sender_settings(
-    spec: CopySpec, settings: Mapping[str, str], cluster: str, transactional_id: str | None = None
+    spec: CopySpec,
+    settings: Mapping[str, str],
+    cluster: str,
+    transactional_id: str | None = None,
+    *,
+    lingers: bool = False,
 ) -> SenderSettings:
-    """A producer's ``settings`` that the sender honours, with the Java producer's defaults."""
+    """A producer's ``settings`` that the sender honours, with the Java producer's defaults. Only the copy's
+    own sender ``lingers`` (``linger.ms``, ``batch.size``): a recording is waited for, and sent at once."""
     backoff = client_backoff(settings)
+    merge_up_to = min(MERGE_UP_TO, max_batch_bytes(settings) // 2)
     return SenderSettings(
         spec.flow,
         cluster,
@@ -66,9 +75,17 @@ def sender_settings(
         retry_backoff_s=backoff.initial_s,
         retry_backoff_max_s=backoff.max_s,
         merge_below=MERGE_BELOW,
-        merge_up_to=min(MERGE_UP_TO, max_batch_bytes(settings) // 2),
+        merge_up_to=merge_up_to,
+        # A partition's batches are "full" at batch.size, or at the largest batch small ones merge into.
+        linger_s=client_seconds(settings, LINGER_S, "linger.ms", "queue.buffering.max.ms") if lingers else 0.0,
+        batch_bytes=min(merge_up_to, _whole_number(settings, "batch.size", BATCH_BYTES)),
         transactional_id=transactional_id,
     )
+
+
+def _whole_number(settings: Mapping[str, str], key: str, default: int) -> int:
+    value = str(settings.get(key, "")).strip()
+    return int(value) if value.isdigit() else default
 
 
 def producer_ids(spec: CopySpec, cluster: Cluster) -> ProducerIds:

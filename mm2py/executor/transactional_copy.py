@@ -125,6 +125,7 @@ class TransactionalCopy:
         for key, items in batches.items():
             sender.add(key, items)
         self.txn.add(batches, timeout_s)
+        sender.flush()
         while sender.busy():
             sender.step()
         stopped = [q for q in self.control_queues.values() if q.failure is not None]

@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 from mm2py.metrics.measurement import RangeMeasurer
 from mm2py.mirror.offset_syncs import Run, extend_runs
 from mm2py.mirror.topic_partition import TopicPartition
-from mm2py.wire.batches import RecordBatch, producer_parts
+from mm2py.wire.batch_codec import merge
+from mm2py.wire.batches import RecordBatch, RecordBatchError, producer_parts
 from mm2py.wire.cluster import ProducerIds
 from mm2py.wire.errors import WireError
 
@@ -169,6 +170,29 @@ class PartitionQueue:
     def assign_next(self, batch: ProducerBatch, producer: ProducerIds, transactional: bool = False) -> None:
         batch.assign(producer, self.next_sequence, transactional)
         self.next_sequence = (self.next_sequence + batch.record_count) % SEQUENCE_MODULO
+
+    def merge_unsent_head(self, below: int, up_to: int) -> None:
+        """Replace the never-sent batches at the head that are smaller than ``below`` bytes and share a codec by
+        one of at most ``up_to`` bytes holding their records (see :func:`mm2py.wire.batch_codec.merge` for why)."""
+        codec = self.unsent[0].batch.codec
+        run: list[ProducerBatch] = []
+        size = 0
+        for item in self.unsent:
+            batch = item.batch
+            if batch.size >= below or batch.codec != codec or size + batch.size > up_to:
+                break
+            run.append(item)
+            size += batch.size
+        if len(run) < 2:
+            return
+        try:
+            merged = RecordBatch(memoryview(merge([item.batch for item in run])))
+        except RecordBatchError:
+            return  # one would decompress past the limit (or not at all): they go as they came, unmerged
+        for _ in run:
+            self.unsent.popleft()
+        upstream = [offset for item in run for offset in item.upstream]
+        self.unsent.appendleft(ProducerBatch(merged, upstream, created=min(item.created for item in run)))
 
     def stop(self, failure: WireError) -> None:
         """Nothing more is sent for this partition; what was acknowledged stays counted."""

@@ -20,6 +20,7 @@ from mm2py.wire.errors import (
     UNKNOWN_PRODUCER_ID,
     WireError,
 )
+from mm2py.wire.partition_queue import ProducerBatch
 
 
 class Action(enum.Enum):
@@ -68,3 +69,19 @@ def failure_action(error: WireError, *, next_sequence: bool, current_producer: b
         return Action.STOP
     # An InvalidMetadataException (NOT_LEADER_OR_FOLLOWER, a lost connection, ...): Metadata.requestUpdate.
     return Action.REFRESH_METADATA_AND_RESEND if error.invalid_metadata else Action.RESEND
+
+
+def too_large(target: str, topic: str, batch: ProducerBatch, error: WireError) -> WireError:
+    """Why a partition stops on a batch the target refused as too large, in terms a user can act on. Java's
+    producer would split the batch and send the halves (``Sender.completeBatch`` -> ``splitAndReenqueue``); a
+    forwarded batch is the source's, kept whole, so the target topic must take it (or the record path re-batch
+    its records)."""
+    size, upstream = batch.batch.size, batch.upstream
+    offsets = f"source offsets {upstream[0]}..{upstream[-1]}" if upstream else "no records"
+    return WireError(
+        error.kind,
+        f"{target} refused a record batch of {size} bytes ({batch.record_count} records, {offsets}) as too "
+        f"large ({error.detail or error.name}); raise the max.message.bytes of topic {topic} on {target} (or "
+        f"the brokers' message.max.bytes) to at least {size}, or set mm2py.copy.mode=record to re-batch the "
+        "records",
+    )

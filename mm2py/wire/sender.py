@@ -27,6 +27,11 @@ rule for rule where they apply to batches that are already built:
   ``bumpIdempotentProducerEpoch``: an idempotent producer bumps its epoch itself, and asks InitProducerId for a
   new id only when the epoch is exhausted); an OUT_OF_ORDER_SEQUENCE_NUMBER for a later batch is only the echo
   of an earlier failure and is resent as it is;
+- a partition's new batches wait up to ``linger.ms`` for more to join them unless they already fill a batch
+  (``batch.size``, or the largest batch the sender merges small ones into), and a broker's request goes once
+  one of its partitions is ready, carrying every partition that has something (``RecordAccumulator.ready``:
+  full or expired; ``drainBatchesForOneNode``); :meth:`Sender.flush` sends everything at once until the sender
+  is idle (``beginFlush``: the copy's end, a transaction's commit);
 - the Produce request's timeout is the request timeout (``request.timeout.ms``), which is also how long its answer
   is awaited; ``delivery.timeout.ms`` bounds how long a batch may stay unacknowledged, after which its partition
   stops (its range is retried later from what was acknowledged);
@@ -46,13 +51,12 @@ from dataclasses import dataclass
 
 from mm2py.backoff import RETRY_BACKOFF_MAX_S, RETRY_BACKOFF_S, ExponentialBackoff
 from mm2py.mirror.topic_partition import TopicPartition
-from mm2py.wire.batch_codec import merge
-from mm2py.wire.batches import RecordBatch, RecordBatchError
+from mm2py.wire.batches import RecordBatch
 from mm2py.wire.cluster import Cluster, Pending, ProducedPartition, ProducerIds, RecordSetPieces
 from mm2py.wire.errors import INVALID_PRODUCER_EPOCH, REQUEST_TIMED_OUT, WireError
 from mm2py.wire.metadata import Leaders
 from mm2py.wire.partition_queue import OFFSET_UNKNOWN, PartitionQueue, ProducerBatch, State
-from mm2py.wire.produce_failures import Action, failure_action
+from mm2py.wire.produce_failures import Action, failure_action, too_large
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +77,8 @@ class SenderSettings:
     request_bytes: int = 16 * 1024 * 1024  # a Produce request stops taking partitions here
     merge_below: int = 0  # small unsent batches of one partition are merged (0: never) ...
     merge_up_to: int = 0  # ... into one of at most this many bytes
+    linger_s: float = 0.0  # linger.ms: how long a partition's new batches wait for more ...
+    batch_bytes: int = 0  # ... unless they add up to this many bytes (0: they never wait)
     transactional_id: str | None = None  # batches go inside this id's transactions (mm2py.wire.transactions)
 
 
@@ -106,6 +112,7 @@ class Sender:
         self.leaders = Leaders(cluster, {q.topic for q in self.queues.values()}, clock, self.backoff)
         self.requests: dict[int, collections.deque[_Request]] = collections.defaultdict(collections.deque)
         self.epoch_bumps = 0  # how often the epoch was bumped, for logs and tests
+        self._flushing = False
 
     def add(self, key: TopicPartition, batches: Iterable[ProducerBatch]) -> None:
         """Batches to send to partition ``key``, in order; their delivery timeout starts now."""
@@ -129,6 +136,11 @@ class Sender:
             del self._busy[key]
         return list(self._busy.values())
 
+    def flush(self) -> None:
+        """Send what waits for ``linger.ms`` at once, from now until the sender is idle (Java's
+        ``RecordAccumulator.beginFlush``, as ``KafkaProducer.flush`` and a transaction's commit call it)."""
+        self._flushing = True
+
     def in_flight(self) -> int:
         return sum(len(r) for r in self.requests.values())
 
@@ -141,11 +153,36 @@ class Sender:
         sent = self._drain(now)
         self.cluster.poll(0.0 if sent else self._wait(now, wait_s))
         self._complete()
+        if self._flushing and not self._busy_queues():
+            self._flushing = False
 
     def _wait(self, now: float, wait_s: float) -> float:
-        """How long to wait for answers when nothing was sent: until a backoff ends, at most ``wait_s``."""
-        due = [q.retry_at - now for q in self._busy_queues() if q.retry_at > now]
-        return max(0.0, min([wait_s, *due]))
+        """How long to wait for answers when nothing was sent: until a backoff or a linger ends, at most
+        ``wait_s``."""
+        due = [wait_s]
+        for q in self._busy_queues():
+            if q.retry_at > now:
+                due.append(q.retry_at - now)
+            lingering = self._linger_left(q, now)
+            if lingering > 0:
+                due.append(lingering)
+        return max(0.0, min(due))
+
+    def _linger_left(self, q: PartitionQueue, now: float) -> float:
+        """How much longer the partition's unsent batches wait for more (0: it is ready): until its oldest has
+        waited ``linger.ms``, unless they fill a batch, a batch is to be resent, or the sender flushes
+        (``RecordAccumulator.partitionReady``: sendable when full, expired or flushing)."""
+        if self._flushing or self.settings.linger_s <= 0 or not q.unsent or q.first_returned() is not None:
+            return 0.0
+        left = q.unsent[0].created + self.settings.linger_s - now
+        if left <= 0:
+            return 0.0
+        size = 0
+        for batch in q.unsent:
+            size += batch.batch.size
+            if size >= self.settings.batch_bytes:
+                return 0.0
+        return left
 
     # -- sending --------------------------------------------------------------------------------------------
 
@@ -157,6 +194,8 @@ class Sender:
                 by_node[node].append(q)
         sent = False
         for node, waiting in by_node.items():
+            if all(self._linger_left(q, now) > 0 for q in waiting):
+                continue  # no partition of this broker is ready yet
             while waiting and len(self.requests[node]) < self.settings.max_in_flight:
                 record_sets: dict[TopicPartition, RecordSetPieces] = {}
                 batches: dict[TopicPartition, ProducerBatch] = {}
@@ -219,7 +258,7 @@ class Sender:
             # the accumulator drains no new batch while in-flight ones have another epoch).
             return None
         if self.settings.merge_below and len(q.unsent) > 1:
-            self._merge_head(q)
+            q.merge_unsent_head(self.settings.merge_below, self.settings.merge_up_to)
         return q.unsent[0]
 
     def _commit(self, q: PartitionQueue, batch: ProducerBatch, node: int) -> None:
@@ -232,32 +271,6 @@ class Sender:
             q.sent.append(batch)
         batch.state = State.IN_FLIGHT
         q.node = node
-
-    def _merge_head(self, q: PartitionQueue) -> None:
-        """Replace the small never-sent batches at the head of ``q`` that share a codec by one batch holding
-        their records (see :func:`mm2py.wire.batch_codec.merge` for why)."""
-        first = q.unsent[0]
-        codec = first.batch.codec
-        run: list[ProducerBatch] = []
-        size = 0
-        for item in q.unsent:
-            batch = item.batch
-            if batch.size >= self.settings.merge_below or batch.codec != codec:
-                break
-            if size + batch.size > self.settings.merge_up_to:
-                break
-            run.append(item)
-            size += batch.size
-        if len(run) < 2:
-            return
-        try:
-            merged = RecordBatch(memoryview(merge([item.batch for item in run])))
-        except RecordBatchError:
-            return  # one would decompress past the limit (or not at all): they go as they came, unmerged
-        for _ in run:
-            q.unsent.popleft()
-        upstream = [offset for item in run for offset in item.upstream]
-        q.unsent.appendleft(ProducerBatch(merged, upstream, created=min(item.created for item in run)))
 
     # -- answers --------------------------------------------------------------------------------------------
 
@@ -309,7 +322,7 @@ class Sender:
             self._acknowledged(q, batch, OFFSET_UNKNOWN)
             return
         if action is Action.STOP_TOO_LARGE:
-            q.stop(self._too_large(q, batch, error))
+            q.stop(too_large(self.settings.target, q.topic, batch, error))
             return
         if action is Action.STOP:
             q.stop(error)
@@ -328,20 +341,6 @@ class Sender:
             )
         batch.attempts += 1
         q.returned(batch, now, self.backoff.backoff(batch.attempts - 1))  # RecordAccumulator.shouldBackoff
-
-    def _too_large(self, q: PartitionQueue, batch: ProducerBatch, error: WireError) -> WireError:
-        """Why the partition stops, in terms a user can act on. Java's producer would split the batch and send the
-        halves (``Sender.completeBatch`` -> ``splitAndReenqueue``); a forwarded batch is the source's, kept whole,
-        so the target topic must take it (or the record path re-batch its records)."""
-        size, target, upstream = batch.batch.size, self.settings.target, batch.upstream
-        offsets = f"source offsets {upstream[0]}..{upstream[-1]}" if upstream else "no records"
-        return WireError(
-            error.kind,
-            f"{target} refused a record batch of {size} bytes ({batch.record_count} records, {offsets}) as too "
-            f"large ({error.detail or error.name}); raise the max.message.bytes of topic {q.topic} on {target} (or "
-            f"the brokers' message.max.bytes) to at least {size}, or set mm2py.copy.mode=record to re-batch the "
-            "records",
-        )
 
     def _expire(self, now: float) -> None:
         """delivery.timeout.ms: a partition whose oldest unacknowledged batch is older stops (Java:

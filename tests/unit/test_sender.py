@@ -4,6 +4,7 @@ producer's rules that it follows changes the outcome when it is left out."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections import Counter
 from collections.abc import Callable
@@ -401,3 +402,95 @@ def test_a_batch_already_sent_keeps_its_bytes_and_is_not_merged() -> None:
     q.sent.clear()
     assert sender._peek(q) is q.unsent[0] and len(q.unsent) == 1
     assert list(q.unsent[0].upstream) == list(range(10, 50))
+
+
+LINGERING = SenderSettings(
+    "a->b", "b", merge_below=16 * 1024, merge_up_to=64 * 1024, linger_s=0.010, batch_bytes=64 * 1024
+)
+
+
+def lingering(**changes: float) -> SenderSettings:
+    return dataclasses.replace(LINGERING, **changes)
+
+
+def leaders_known(cluster: FakeCluster, sender: Sender, keys: list[TopicPartition]) -> float:
+    """Serve the sender until it knows the leaders of ``keys`` (a Metadata round trip); the clock then."""
+    while any(sender.leaders.leader(key) is None for key in keys):
+        sender.leaders.request_update()
+        sender.step(0.001)
+    return cluster.now
+
+
+def trickle(cluster: FakeCluster, sender: Sender, keys: list[TopicPartition], batches: int, every_s: float) -> float:
+    """One batch of 10 records for each of ``keys`` every ``every_s`` of virtual time once the sender knows their
+    leaders, the sender served in between, until every batch is acknowledged; when the first was handed over."""
+    start = leaders_known(cluster, sender, keys)
+    for i in range(batches):
+        for key in keys:
+            sender.add(key, source_batches(1, first=10 * i))
+        until = start + (i + 1) * every_s
+        while cluster.now < until - 1e-9:
+            sender.step(until - cluster.now)
+    run(sender)
+    return start
+
+
+def produced(cluster: FakeCluster, since: float = 0.0) -> list[tuple[float, list[TopicPartition]]]:
+    """Each Produce request since ``since``: when, relative to it, and for which partitions."""
+    return [(r[0] - since, sorted(r[3])) for r in cluster.requests if r[1] == "produce"]
+
+
+@pytest.mark.parametrize("linger_s", [0.0, 0.010])
+def test_a_partition_s_batches_wait_up_to_linger_ms_for_more_and_then_go_together(linger_s: float) -> None:
+    cluster = FakeCluster()
+    sender, queues = make(cluster, partitions=1, batches=0, settings=lingering(linger_s=linger_s))
+    start = trickle(cluster, sender, [queues[0].key], batches=50, every_s=0.002)
+    exactly_once_in_order(cluster, queues[0].key, 500)
+    sent_at = [t for t, _ in produced(cluster, start)]
+    if linger_s == 0:
+        assert sent_at == pytest.approx([0.002 * i for i in range(50)])  # each batch at once, alone
+        return
+    # A request when the oldest batch waiting has waited linger.ms; it takes the one that came that moment, so
+    # the next waits from 2 ms later: 100 ms of a batch every 2 ms in 9 requests, each batch in the first
+    # request after it came.
+    assert sent_at == pytest.approx([0.010 + 0.012 * i for i in range(9)])
+    for i in range(50):
+        assert min(t for t in sent_at if t >= 0.002 * i - 1e-9) - 0.002 * i <= linger_s + 1e-9
+
+
+def test_batches_that_fill_batch_size_go_without_waiting() -> None:
+    cluster = FakeCluster()
+    one_batch = source_batches(1)[0].batch.size
+    sender, queues = make(cluster, partitions=1, batches=0, settings=lingering(batch_bytes=one_batch))
+    start = trickle(cluster, sender, [queues[0].key], batches=20, every_s=0.002)
+    assert [t for t, _ in produced(cluster, start)] == pytest.approx([0.002 * i for i in range(20)])
+    exactly_once_in_order(cluster, queues[0].key, 200)
+
+
+def test_a_broker_s_request_goes_once_one_partition_is_ready_and_takes_the_others_along() -> None:
+    cluster = FakeCluster()
+    cluster.create(TOPIC, 6)  # partitions 0 and 3 share a leader
+    queues = [PartitionQueue(TOPIC, p, f"partition={p}") for p in (0, 3)]
+    sender = Sender(cluster, queues, LINGERING, ProducerIds(7, 0), clock=cluster.clock)
+    start = leaders_known(cluster, sender, [q.key for q in queues])
+    sender.add(queues[0].key, source_batches(1))
+    while cluster.now < start + 0.008:
+        sender.step(start + 0.008 - cluster.now)
+    assert produced(cluster) == []
+    sender.add(queues[1].key, source_batches(1))  # 2 ms before the first one's linger ends
+    run(sender)
+    assert produced(cluster, start) == [(pytest.approx(0.010), [queues[0].key, queues[1].key])]
+
+
+def test_a_flush_sends_what_lingers_at_once_until_the_sender_is_idle() -> None:
+    cluster = FakeCluster()
+    sender, queues = make(cluster, partitions=1, batches=0, settings=LINGERING)
+    start = leaders_known(cluster, sender, [queues[0].key])
+    sender.add(queues[0].key, source_batches(1))
+    sender.flush()
+    run(sender)
+    again = cluster.now
+    sender.add(queues[0].key, source_batches(1, first=10))  # after the flush ended: it waits again
+    run(sender)
+    assert [t for t, _ in produced(cluster)] == pytest.approx([start, again + 0.010])
+    exactly_once_in_order(cluster, queues[0].key, 20)
