@@ -9,7 +9,8 @@ per-record work the batch path exists to avoid. So this package keeps a batch as
 response holds (``batches``), rewrites only its 61-byte header (the target producer's id, epoch and sequence, a
 fresh CRC-32C) and sends the rest as received (``produce_request``); only batches a broker would refuse are
 decoded and rebuilt (``forwarding``, ``batch_codec``, ``compression``). kafka-python 3.0.12 provides the
-connections, TLS, SASL, version negotiation and request classes, behind ``connection``.
+connections, TLS, SASL, version negotiation and the request classes other than Fetch and Produce, behind
+``connection``.
 
 The modules, from the cluster up:
 
@@ -21,7 +22,8 @@ The modules, from the cluster up:
 - ``metadata``: which broker leads each partition, refreshed as the Java clients refresh it;
 - ``fetcher``: every partition fetched from its leader, through leader moves and lost brokers (Java's consumer
   fetcher), with ``fetch_session`` (incremental fetch sessions, Java's FetchSessionHandler) and
-  ``fetch_request`` (the Fetch request and its answer); ``read_committed``: control batches and aborted
+  ``fetch_request`` (the Fetch request and its answer, encoded and decoded here with ``wire_types``, Kafka's
+  primitive types and headers); ``read_committed``: control batches and aborted
   transactions dropped;
 - ``sender`` and ``partition_queue``: the idempotent producer (Java's Sender, RecordAccumulator and
   TransactionManager): pipelined, resent in order with the same sequences, epochs bumped when a broker lost them;

@@ -56,11 +56,11 @@ from mm2py.wire.errors import (
     broker_error,
     disconnected,
 )
-from mm2py.wire.fetch_request import fetch_request, fetched
+from mm2py.wire.fetch_request import FetchRequest, fetched
 from mm2py.wire.login_failures import LoginFailures
 from mm2py.wire.msk_iam import use_aws_msk_iam
 from mm2py.wire.oauth_tokens import LibraryTokenProvider
-from mm2py.wire.produce_request import ForwardingProduceRequest
+from mm2py.wire.produce_request import ForwardingProduceRequest, produced
 
 log = logging.getLogger(__name__)
 _FIRST_BOOTSTRAP_SLICE_S = 1.0  # when bootstrap first looks for a refused login
@@ -244,7 +244,7 @@ class KafkaConnection:
         session: tuple[int, int] = (0, -1),
         forgotten: Sequence[TopicPartition] = (),
     ) -> _Pending[FetchAnswer]:
-        request = fetch_request(
+        request = FetchRequest(
             positions,
             read_committed=read_committed,
             max_wait_ms=max_wait_ms,
@@ -265,21 +265,7 @@ class KafkaConnection:
         request = ForwardingProduceRequest(
             record_sets, acks=-1, timeout_ms=timeout_ms, transactional_id=transactional_id
         )
-
-        def decode(response: Any) -> list[ProducedPartition]:
-            return [
-                ProducedPartition(
-                    topic.name,
-                    p.index,
-                    broker_error(p.error_code, f"node {node}"),
-                    p.base_offset,
-                    getattr(p, "log_start_offset", -1),
-                )
-                for topic in response.responses
-                for p in topic.partition_responses
-            ]
-
-        return self._send(node, request, decode)
+        return self._send(node, request, lambda response: produced(node, response))
 
     def init_producer_id(
         self,

@@ -1,12 +1,9 @@
-"""Three changes to kafka-python 3.0.12's receive path, for exactly that version (any other keeps its own code).
+"""Two changes to kafka-python 3.0.12's receive path, for exactly that version (any other keeps its own code).
 
 - It reads a plain TCP socket 4 KiB per ``recv()`` call (the chunk size is fixed), so a multi-megabyte Fetch
   response took thousands of calls, each a Python-level loop turn. Measured in one process copying 500k records
   of 1 KB: 18-22% of the copier's CPU. The transport's read is replaced by the same loop with a larger chunk;
   TLS transports keep theirs (a TLS record holds at most 16 KiB).
-- ``FetchResponse.decode`` took ``read()`` of the receive buffer: a slice and then ``bytes()`` of the slice,
-  two copies of every fetched byte before the record sets are cut out. It now decodes a view of the unread
-  rest, which is what decode makes of a ``bytes`` argument; nothing reads or writes the buffer after decode.
 - When one read took bytes and then met the peer's close, the transport aborted with the error and dropped the
   bytes. A broker that refuses a SASL login answers with the reason and closes the connection at once, so the
   answer was lost about as often as not and the refusal looked like a broken connection, retried until the
@@ -25,8 +22,6 @@ from typing import Any
 import kafka.errors as kafka_errors  # type: ignore[import-untyped]
 import kafka.version  # type: ignore[import-untyped]
 from kafka.net.transport import KafkaSSLTransport, KafkaTCPTransport  # type: ignore[import-untyped]
-from kafka.protocol.consumer import FetchResponse  # type: ignore[import-untyped]
-from kafka.protocol.frame import KafkaBytes  # type: ignore[import-untyped]
 
 log = logging.getLogger(__name__)
 
@@ -71,16 +66,6 @@ def _received_before_the_close(receive: Any) -> Any:
     return read
 
 
-_decode_fetch_response = FetchResponse.decode.__func__
-
-
-def _decode_fetch_in_place(cls: Any, data: Any, *args: Any, **kwargs: Any) -> Any:
-    """FetchResponse.decode over a view of the received frame instead of a copy of it."""
-    if isinstance(data, KafkaBytes):
-        data = memoryview(data)[data.tell() :]
-    return _decode_fetch_response(cls, data, *args, **kwargs)
-
-
 def apply() -> bool:
     """Patch the pinned version once; False (nothing changed) for any other."""
     if kafka.version.__version__ != PATCHED_VERSION:
@@ -88,5 +73,4 @@ def apply() -> bool:
     if KafkaTCPTransport._sock_recv is not _sock_recv:
         KafkaTCPTransport._sock_recv = _sock_recv
         KafkaSSLTransport._sock_recv = _received_before_the_close(KafkaSSLTransport._sock_recv)
-        FetchResponse.decode = classmethod(_decode_fetch_in_place)
     return True

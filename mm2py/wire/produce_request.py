@@ -1,40 +1,75 @@
-"""A Produce request that carries forwarded record batches in pieces, copied once into the bytes sent.
+"""A Produce request that carries forwarded record batches in pieces, copied once into the bytes sent, and its
+answer, both encoded and decoded here (:mod:`mm2py.wire.wire_types` says why not by kafka-python).
 
 kafka-python encodes a Produce request by copying each record set into a reusable buffer and then copying
 that buffer out, and a forwarded batch needs a new header first: three copies of every byte the batch path
-sends, each as large as the data (a megabyte or so per batch). This request keeps the library's
-connection, version negotiation, request header and response decoding, and encodes only its own body:
-the pieces of each partition's record set (:func:`mm2py.wire.batches.producer_parts`: a new header
-and a view of the rest of the batch) are joined once into the request's bytes.
+sends, each as large as the data (a megabyte or so per batch). Here the pieces of each partition's record set
+(:func:`mm2py.wire.batches.producer_parts`: a new header and a view of the rest of the batch) are joined once
+into the request's bytes.
 
 Versions 3 to 8 only: the ones with v2 record batches whose body is not "flexible" (no tagged fields, no
-compact arrays), so one layout serves all of them; version 9 adds nothing but that encoding. A unit test
-checks the bytes against the library's own encoder for every version.
+compact arrays), so one layout serves all of them; version 9 adds nothing but that encoding. The layouts are
+Kafka's ``clients/src/main/resources/common/message/ProduceRequest.json`` and ``ProduceResponse.json``. Unit
+tests check the request against kafka-python's encoder and the answer against its decoder for every version.
 """
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
+from typing import Any
 
-from kafka.protocol.producer import ProduceRequest  # type: ignore[import-untyped]
+from mm2py.wire.cluster import Buffer, ProducedPartition, RecordSetPieces
+from mm2py.wire.errors import broker_error
+from mm2py.wire.wire_types import INT16, INT32, OwnRequest, Reader, ResponseHeader, string
 
-Buffer = bytes | bytearray | memoryview
-RecordSetPieces = Sequence[Buffer]  # one partition's record set, as pieces sent back to back
 VERSIONS = (3, 8)
 
-_INT16 = struct.Struct(">h")
-_INT32 = struct.Struct(">i")
 _PARTITION = struct.Struct(">ii")  # partition index, record set length
-_NULL_STRING = _INT16.pack(-1)
+_ANSWER_PARTITION = struct.Struct(">ihqq")  # index, error code, base offset, log append time
 
 
-# init=False: the class has no protocol schema of its own (the library would look for one by its name).
-class ForwardingProduceRequest(ProduceRequest, init=False):  # type: ignore[misc,call-arg]
+class ProduceAnswerFrame:
+    """A received Produce answer, kept as a view of its frame until :func:`produced` reads it; its throttle time
+    (the frame's last field in these versions) is what the library's connection reads for KIP-219."""
+
+    __slots__ = ("data", "throttle_time_ms", "version")
+
+    def __init__(self, data: memoryview, version: int) -> None:
+        self.data = data
+        self.version = version
+        self.throttle_time_ms = INT32.unpack_from(data, len(data) - 4)[0]
+
+    def __repr__(self) -> str:
+        return f"ProduceAnswerFrame(v{self.version}, {len(self.data)} bytes)"
+
+
+def _answer_class(version: int) -> Any:
+    class ProduceAnswerDecoder:
+        @staticmethod
+        def parse_header(frame: Any) -> ResponseHeader:
+            correlation_id = INT32.unpack_from(frame, frame.tell())[0]
+            frame.seek(frame.tell() + 4)
+            return ResponseHeader(correlation_id)
+
+        @staticmethod
+        def decode(frame: Any) -> ProduceAnswerFrame:
+            return ProduceAnswerFrame(memoryview(frame)[frame.tell() :], version)
+
+    return ProduceAnswerDecoder
+
+
+_ANSWER_CLASSES = {v: _answer_class(v) for v in range(VERSIONS[0], VERSIONS[1] + 1)}
+
+
+class ForwardingProduceRequest(OwnRequest):
     """Produce of ``record_sets``: {(topic, partition): pieces}, in the mapping's order; inside the transaction of
     ``transactional_id`` when one is given (its batches carry the transactional bit)."""
 
-    __slots__ = ("record_sets",)
+    API_KEY = 0
+    name = "Produce"
+    VERSIONS = VERSIONS
+    FIRST_FLEXIBLE = 9
 
     def __init__(
         self,
@@ -44,51 +79,51 @@ class ForwardingProduceRequest(ProduceRequest, init=False):  # type: ignore[misc
         timeout_ms: int,
         transactional_id: str | None = None,
     ) -> None:
-        super().__init__(
-            transactional_id=transactional_id,
-            acks=acks,
-            timeout_ms=timeout_ms,
-            topic_data=[],  # the library's view of the body; encode() below writes the real one
-            min_version=VERSIONS[0],
-            max_version=VERSIONS[1],
-        )
+        super().__init__()
         self.record_sets = record_sets
+        self.acks = acks
+        self.timeout_ms = timeout_ms
+        self.transactional_id = transactional_id
 
     def __repr__(self) -> str:
         return f"ForwardingProduceRequest(acks={self.acks}, partitions={len(self.record_sets)})"
 
-    def encode(self, version: int | None = None, header: bool = False, framed: bool = False) -> bytes:
-        if version is not None:
-            self.API_VERSION = version  # type: ignore[misc]  # the library's property, as its encode() sets it
-        version = self.API_VERSION
-        if version is None or not VERSIONS[0] <= version <= VERSIONS[1]:
-            raise ValueError(f"ForwardingProduceRequest encodes Produce v{VERSIONS[0]}-v{VERSIONS[1]}, not {version}")
+    def answer_class(self, version: int) -> Any:
+        return _ANSWER_CLASSES[version]
+
+    def encode_body(self, version: int, flexible: bool) -> list[Buffer]:
         by_topic: dict[str, list[tuple[int, RecordSetPieces]]] = {}
         for (topic, partition), pieces in self.record_sets.items():
             by_topic.setdefault(topic, []).append((partition, pieces))
-        parts: list[Buffer] = [b""] if framed else []  # the frame's size goes first, once it is known
-        if header:
-            parts.append(self.encode_header(flexible=False))
-        parts.append(
-            _string(self.transactional_id)
-            + _INT16.pack(self.acks)
-            + _INT32.pack(self.timeout_ms)
-            + _INT32.pack(len(by_topic))
-        )
+        parts: list[Buffer] = [
+            string(self.transactional_id, compact=False)
+            + INT16.pack(self.acks)
+            + INT32.pack(self.timeout_ms)
+            + INT32.pack(len(by_topic))
+        ]
         for topic, partitions in by_topic.items():
-            name = topic.encode()
-            parts.append(_INT16.pack(len(name)) + name + _INT32.pack(len(partitions)))
+            parts.append(string(topic, compact=False) + INT32.pack(len(partitions)))
             for partition, pieces in partitions:
                 parts.append(_PARTITION.pack(partition, sum(len(piece) for piece in pieces)))
                 parts.extend(pieces)
-        if framed:
-            parts[0] = _INT32.pack(sum(len(part) for part in parts))
-        return b"".join(parts)
+        return parts
 
 
-def _string(value: str | None) -> bytes:
-    """A nullable STRING: int16 length (-1: null), then UTF-8."""
-    if value is None:
-        return _NULL_STRING
-    encoded = value.encode()
-    return _INT16.pack(len(encoded)) + encoded
+def produced(node: int, frame: ProduceAnswerFrame) -> list[ProducedPartition]:
+    """The answer ``node`` gave: an entry per partition of the request."""
+    version = frame.version
+    reader = Reader(frame.data)
+    result = []
+    for _ in range(reader.int32()):
+        topic = reader.string(compact=False) or ""
+        for _ in range(reader.int32()):
+            index, error, base_offset, _append_time = _ANSWER_PARTITION.unpack_from(reader.data, reader.pos)
+            reader.pos += _ANSWER_PARTITION.size
+            log_start = reader.int64() if version >= 5 else -1
+            if version >= 8:
+                for _ in range(reader.int32()):  # record errors: the batch path's batches go whole or not at all
+                    reader.int32()
+                    reader.string(compact=False)
+                reader.string(compact=False)  # the error message: the code says it for the batch path
+            result.append(ProducedPartition(topic, index, broker_error(error, f"node {node}"), base_offset, log_start))
+    return result

@@ -65,43 +65,6 @@ def test_the_tls_read_hands_on_what_it_read_before_the_close_too() -> None:
     assert KafkaSSLTransport._sock_recv.__wrapped__ is not None  # applied to the pinned version's TLS transport
 
 
-def test_a_fetch_response_decodes_from_a_view_of_the_receive_buffer_as_from_bytes() -> None:
-    from kafka.protocol.consumer import FetchResponse  # type: ignore[import-untyped]
-    from kafka.protocol.frame import KafkaBytes  # type: ignore[import-untyped]
-
-    assert FetchResponse.decode.__func__ is wire._decode_fetch_in_place  # the pinned kafka-python version
-    partition = FetchResponse.FetchableTopicResponse.PartitionData
-    response = FetchResponse(
-        throttle_time_ms=0,
-        error_code=0,
-        session_id=0,
-        responses=[
-            FetchResponse.FetchableTopicResponse(
-                topic="orders",
-                partitions=[
-                    partition(
-                        partition_index=p,
-                        error_code=0,
-                        high_watermark=10 + p,
-                        last_stable_offset=10 + p,
-                        log_start_offset=0,
-                        aborted_transactions=[],
-                        records=bytes([p]) * (1000 + p),
-                    )
-                    for p in range(3)
-                ],
-            )
-        ],
-    )
-    encoded = bytes(response.encode(version=12))
-    received = KafkaBytes(len(encoded) + 4)  # as the protocol parser holds a frame: something read before it
-    received.write(b"\0\0\0\7" + encoded)
-    received.seek(4)
-    from_buffer = FetchResponse.decode(received, version=12)
-    assert from_buffer == FetchResponse.decode(encoded, version=12)
-    assert [p.records for p in from_buffer.responses[0].partitions] == [bytes([p]) * (1000 + p) for p in range(3)]
-
-
 def test_the_library_s_failures_become_retriable_lost_connections_where_a_new_leader_fixes_them() -> None:
     """A request to a broker that a Metadata answer no longer lists raises UnknownBrokerIdError in the library,
     which counts it as permanent; for the batch path it is a broker that died or left: retriable, and a metadata
