@@ -115,8 +115,12 @@ class FetchThread:
                 continue
             if outgoing is None:
                 continue
+            fetched_at = time.monotonic()
             with self.measure_lock:  # MM2 measures record age when the task reads the records
                 for item in outgoing:
+                    # linger.ms and the delivery timeout count from here, as a Java producer's batch is created
+                    # when MM2's task hands it the records it polled, not when the sender next looks
+                    item.created = fetched_at
                     count, low, high, total, last = batch_timestamps(item.batch)
                     state.queue.measurer.read(now, count, low, high, total, last, item.batch.size)
             if self.throttle.limited:

@@ -47,7 +47,7 @@ class ProducerBatch:
 
     batch: RecordBatch
     upstream: range | list[int]
-    created: float = -1.0  # when the sender took it (the start of its delivery timeout)
+    created: float = -1.0  # when it was fetched, or the sender took it: its linger and delivery timeout start
     producer: ProducerIds | None = None  # set when it gets a sequence
     base_sequence: int = -1
     # What is sent: the target producer's header, then the rest of the batch as it came; fixed when the

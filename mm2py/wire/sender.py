@@ -115,13 +115,15 @@ class Sender:
         self._flushing = False
 
     def add(self, key: TopicPartition, batches: Iterable[ProducerBatch]) -> None:
-        """Batches to send to partition ``key``, in order; their delivery timeout starts now."""
+        """Batches to send to partition ``key``, in order; their linger and delivery timeout start when they were
+        created (``ProducerBatch.created``, on the sender's clock), or now."""
         q = self.queues[key]
         if q.failure is not None:
             return  # the partition stopped: its range is copied again from what was acknowledged
         now = self.clock()
         for batch in batches:
-            batch.created = now
+            if batch.created < 0:
+                batch.created = now
             q.unsent.append(batch)
         self._busy[key] = q
 

@@ -494,3 +494,16 @@ def test_a_flush_sends_what_lingers_at_once_until_the_sender_is_idle() -> None:
     run(sender)
     assert [t for t, _ in produced(cluster)] == pytest.approx([start, again + 0.010])
     exactly_once_in_order(cluster, queues[0].key, 20)
+
+
+def test_a_batch_lingers_from_when_it_was_fetched_not_from_when_the_sender_took_it() -> None:
+    cluster = FakeCluster()
+    sender, queues = make(cluster, partitions=1, batches=0, settings=LINGERING)
+    leaders_known(cluster, sender, [queues[0].key])
+    cluster.poll(0.1)  # a clock well past 0: a batch's creation time is never negative
+    start = cluster.now
+    batch = source_batches(1)[0]
+    batch.created = start - 0.006  # fetched 6 ms ago, waiting for the task's thread since
+    sender.add(queues[0].key, [batch])
+    run(sender)
+    assert [t for t, _ in produced(cluster, start)] == pytest.approx([0.004])
