@@ -41,10 +41,17 @@ def verdict(runs: list[dict[str, Any]]) -> dict[str, Any]:
                 "ratio": ratio,
                 "goal": goal,
                 "met": ratio >= goal,
-                "steady_ratio": (mm2py["warm_records_per_s"] or 0) / (loop["mid80_records_per_s"] or 1),
+                # the same steady-state measure as the table's column (older result files carry only the others)
+                "steady_ratio": (_steady(mm2py) or 0) / (_steady(loop) or 1),
                 "wall_ratio": loop["wall_s"] / mm2py["wall_s"],
             }
     return out
+
+
+def _steady(r: dict[str, Any]) -> float | None:
+    """A run's steady-state rate: the slope of the target's end offsets, or what older result files kept."""
+    value = r.get("steady_records_per_s") or r.get("mid80_records_per_s") or r.get("warm_records_per_s")
+    return float(value) if value else None
 
 
 def _fmt(value: Any, spec: str) -> str:
@@ -75,7 +82,7 @@ def render_table(results: dict[str, Any]) -> str:
         )
     ]
     for r in results["runs"]:
-        steady = r.get("steady_records_per_s") or r.get("mid80_records_per_s") or r.get("warm_records_per_s")
+        steady = _steady(r)
         rows.append(
             (
                 r["contender"],

@@ -10,9 +10,10 @@ import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, Protocol, TypeVar
 
 T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
 INTERVAL_S = 0.1
 
 
@@ -44,3 +45,21 @@ def poll_until(
         if time.monotonic() > deadline:
             raise ConditionNotMet(f"{what}: not true after {timeout} s{tail()}")
         time.sleep(interval)  # the poll interval of a condition with a deadline
+
+
+class _Served(Protocol[T_co]):
+    @property
+    def done(self) -> bool: ...
+
+    def result(self) -> T_co: ...
+
+
+def answer_of(client: Any, pending: _Served[T], timeout: float, what: str = "an answer") -> T:
+    """Serve the wire ``client`` (its ``poll``) until ``pending`` is answered, and return the answer (or the
+    error it failed with); ConditionNotMet naming ``what`` after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while not pending.done:
+        if time.monotonic() > deadline:
+            raise ConditionNotMet(f"{what}: none after {timeout} s")
+        client.poll(0.05)  # waits on the client's sockets: an answer ends it at once
+    return pending.result()

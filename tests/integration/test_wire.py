@@ -3,7 +3,6 @@ InitProducerId, raw Produce, and what a broker that stops answering turns into."
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -23,17 +22,14 @@ from mm2py.wire.cluster import (
 from mm2py.wire.connection import KafkaConnection
 from mm2py.wire.errors import WireError
 from tests.harness.kafka_harness import ClusterFactory, create_topic, make_records, produce, read_all
+from tests.harness.polling import answer_of
 
 pytestmark = pytest.mark.integration
 T = TypeVar("T")
 
 
 def wait(client: KafkaConnection, pending: Pending[T], timeout_s: float = 10.0) -> T | WireError:
-    deadline = time.monotonic() + timeout_s
-    while not pending.done and time.monotonic() < deadline:
-        client.poll(0.05)
-    assert pending.done, "no answer"
-    return pending.result()
+    return answer_of(client, pending, timeout_s)
 
 
 def leaders(client: KafkaConnection, topic: str) -> dict[int, int]:

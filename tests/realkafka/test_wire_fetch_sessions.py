@@ -21,6 +21,7 @@ from mm2py.wire.fetch_session import FetchMetadata
 from mm2py.wire.fetcher import Fetcher, FetcherSettings, FetchPartition
 from mm2py.wire.forwarding import batches_to_send
 from tests.harness.kafka_harness import Record, create_topic, produce
+from tests.harness.polling import answer_of
 from tests.harness.real_kafka import KafkaCluster
 
 pytestmark = pytest.mark.realkafka
@@ -56,9 +57,7 @@ def served_everywhere(connection: KafkaConnection, topic: str) -> None:
             max_wait_ms=0,
             max_bytes=1 << 20,
         )
-        while not pending.done and time.monotonic() < deadline:
-            connection.poll(0.05)
-        answer = pending.result() if pending.done else None
+        answer = answer_of(connection, pending, max(0.0, deadline - time.monotonic()), f"a Fetch of {topic}")
         served = isinstance(answer, FetchAnswer) and answer.error is None and len(answer.partitions) == PARTITIONS
         if served and all(p.error is None for p in answer.partitions):  # type: ignore[union-attr]
             return
@@ -150,9 +149,6 @@ def test_a_real_broker_keeps_a_fetch_session_and_its_errors_cost_nothing(
             session=(closed.session_id, closed.epoch),
             forgotten=[],
         )
-        deadline = time.monotonic() + 10
-        while not after.done and time.monotonic() < deadline:
-            connection.poll(0.05)
-        assert after.result().error.kind is FETCH_SESSION_ID_NOT_FOUND  # type: ignore[union-attr]
+        assert answer_of(connection, after, 10).error.kind is FETCH_SESSION_ID_NOT_FOUND  # type: ignore[union-attr]
     finally:
         connection.close()
