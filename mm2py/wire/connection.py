@@ -24,6 +24,7 @@ before the flexible encoding; Metadata up to v9 (leader epochs from v7).
 from __future__ import annotations
 
 import logging
+import struct
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
@@ -107,7 +108,13 @@ class _Pending(Generic[T]):
     def result(self) -> T | WireError:
         if self._future.failed():
             return wire_error(self._future.exception, self.node)
-        return self._decode(self._future.value)
+        try:
+            return self._decode(self._future.value)
+        except (ValueError, IndexError, struct.error) as exc:
+            # An answer that does not parse: what the library reports for its own decoding as a protocol error
+            # on the connection, retried as a lost connection is (Fetch and Produce are decoded by mm2py).
+            log.error("node %s: an answer that does not decode: %s", self.node, exc)
+            return WireError(NETWORK_EXCEPTION, f"node {self.node}: an answer that does not decode: {exc}")
 
 
 class KafkaConnection:

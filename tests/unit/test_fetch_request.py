@@ -214,3 +214,18 @@ def test_unsigned_varints_read_back_what_was_written() -> None:
     assert [len(uvarint(v)) for v in (127, 128, 16383, 16384)] == [1, 2, 2, 3]
     with pytest.raises(ValueError, match="longer than 5 bytes"):
         Reader(memoryview(b"\xff" * 6)).uvarint()
+
+
+def test_an_answer_cut_short_is_a_retriable_network_error_not_a_crash() -> None:
+    from kafka.future import Future  # type: ignore[import-untyped]
+
+    from mm2py.wire.connection import _Pending
+    from mm2py.wire.errors import NETWORK_EXCEPTION, WireError
+
+    request = FetchRequest([], read_committed=False, max_wait_ms=0, max_bytes=1, session=(0, -1), forgotten=())
+    whole = received(library_answer(12), 12, request)
+    cut = FetchAnswerFrame(whole.data[: len(whole.data) // 2], 12)
+    pending = _Pending(4, Future().success(cut), lambda frame: fetched(4, frame))
+    answer = pending.result()
+    assert isinstance(answer, WireError) and answer.kind is NETWORK_EXCEPTION and answer.retriable
+    assert "node 4" in str(answer) and "does not decode" in str(answer)
