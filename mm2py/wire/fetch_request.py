@@ -26,7 +26,7 @@ from mm2py.wire.wire_types import (
     NO_TAGGED_FIELDS,
     OwnRequest,
     Reader,
-    ResponseHeader,
+    answer_decoders,
     array_length,
     string,
 )
@@ -60,28 +60,7 @@ class FetchAnswerFrame:
         return f"FetchAnswerFrame(v{self.version}, {len(self.data)} bytes)"
 
 
-def _answer_class(version: int) -> Any:
-    """The object the library's parser decodes a Fetch answer of ``version`` with (its ``parse_header`` and
-    ``decode``), reading the frame it holds (a bytearray with a read position)."""
-
-    class FetchAnswerDecoder:
-        @staticmethod
-        def parse_header(frame: Any) -> ResponseHeader:
-            reader = Reader(memoryview(frame), frame.tell())
-            correlation_id = reader.int32()
-            if version >= FIRST_FLEXIBLE:
-                reader.skip_tagged_fields()
-            frame.seek(reader.pos)
-            return ResponseHeader(correlation_id)
-
-        @staticmethod
-        def decode(frame: Any) -> FetchAnswerFrame:
-            return FetchAnswerFrame(memoryview(frame)[frame.tell() :], version)
-
-    return FetchAnswerDecoder
-
-
-_ANSWER_CLASSES = {v: _answer_class(v) for v in range(VERSIONS[0], VERSIONS[1] + 1)}
+_ANSWER_CLASSES = answer_decoders(range(VERSIONS[0], VERSIONS[1] + 1), FIRST_FLEXIBLE, FetchAnswerFrame)
 
 
 class FetchRequest(OwnRequest):

@@ -21,9 +21,10 @@ from typing import Any
 
 from mm2py.wire.cluster import Buffer, ProducedPartition, RecordSetPieces
 from mm2py.wire.errors import broker_error
-from mm2py.wire.wire_types import INT16, INT32, OwnRequest, Reader, ResponseHeader, string
+from mm2py.wire.wire_types import INT16, INT32, OwnRequest, Reader, answer_decoders, string
 
 VERSIONS = (3, 8)
+FIRST_FLEXIBLE = 9  # not encoded here
 
 _PARTITION = struct.Struct(">ii")  # partition index, record set length
 _ANSWER_PARTITION = struct.Struct(">ihqq")  # index, error code, base offset, log append time
@@ -44,22 +45,7 @@ class ProduceAnswerFrame:
         return f"ProduceAnswerFrame(v{self.version}, {len(self.data)} bytes)"
 
 
-def _answer_class(version: int) -> Any:
-    class ProduceAnswerDecoder:
-        @staticmethod
-        def parse_header(frame: Any) -> ResponseHeader:
-            correlation_id = INT32.unpack_from(frame, frame.tell())[0]
-            frame.seek(frame.tell() + 4)
-            return ResponseHeader(correlation_id)
-
-        @staticmethod
-        def decode(frame: Any) -> ProduceAnswerFrame:
-            return ProduceAnswerFrame(memoryview(frame)[frame.tell() :], version)
-
-    return ProduceAnswerDecoder
-
-
-_ANSWER_CLASSES = {v: _answer_class(v) for v in range(VERSIONS[0], VERSIONS[1] + 1)}
+_ANSWER_CLASSES = answer_decoders(range(VERSIONS[0], VERSIONS[1] + 1), FIRST_FLEXIBLE, ProduceAnswerFrame)
 
 
 class ForwardingProduceRequest(OwnRequest):
@@ -69,7 +55,7 @@ class ForwardingProduceRequest(OwnRequest):
     API_KEY = 0
     name = "Produce"
     VERSIONS = VERSIONS
-    FIRST_FLEXIBLE = 9
+    FIRST_FLEXIBLE = FIRST_FLEXIBLE
 
     def __init__(
         self,

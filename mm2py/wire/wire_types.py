@@ -14,6 +14,7 @@ fields after the correlation id).
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from typing import Any
 
 from mm2py.wire.cluster import Buffer
@@ -85,6 +86,32 @@ class ResponseHeader:
 
     def __init__(self, correlation_id: int) -> None:
         self.correlation_id = correlation_id
+
+
+def answer_decoders(versions: range, first_flexible: int, frame: Callable[[memoryview, int], Any]) -> dict[int, Any]:
+    """Per version, what the library's parser decodes an answer with, as its response classes do: ``parse_header``
+    reads the correlation id (ResponseHeader v0; v1, with tagged fields, from ``first_flexible``) from the frame
+    it holds (a bytearray with a read position) and ``decode`` keeps a view of the rest as ``frame(view,
+    version)``, parsed when the fetcher or the sender takes the answer."""
+
+    def decoder(version: int) -> Any:
+        class AnswerDecoder:
+            @staticmethod
+            def parse_header(received: Any) -> ResponseHeader:
+                reader = Reader(memoryview(received), received.tell())
+                correlation_id = reader.int32()
+                if version >= first_flexible:
+                    reader.skip_tagged_fields()
+                received.seek(reader.pos)
+                return ResponseHeader(correlation_id)
+
+            @staticmethod
+            def decode(received: Any) -> Any:
+                return frame(memoryview(received)[received.tell() :], version)
+
+        return AnswerDecoder
+
+    return {version: decoder(version) for version in versions}
 
 
 class Reader:
