@@ -115,12 +115,8 @@ class FetchThread:
                 continue
             if outgoing is None:
                 continue
-            fetched_at = time.monotonic()
             with self.measure_lock:  # MM2 measures record age when the task reads the records
                 for item in outgoing:
-                    # linger.ms and the delivery timeout count from here, as a Java producer's batch is created
-                    # when MM2's task hands it the records it polled, not when the sender next looks
-                    item.created = fetched_at
                     count, low, high, total, last = batch_timestamps(item.batch)
                     state.queue.measurer.read(now, count, low, high, total, last, item.batch.size)
             if self.throttle.limited:
@@ -142,6 +138,14 @@ class FetchThread:
                     state.queue.measurer.throttled_ms += share
 
     def _put(self, item: Fetched | BaseException | None) -> None:
+        if isinstance(item, list):
+            # linger.ms and the delivery timeout count from the hand-over (after any throttling), as a Java
+            # producer's batch is created when MM2's task hands it the records it polled, not when the sender
+            # next looks at its queue
+            handed_at = time.monotonic()
+            for _state, outgoing, _position in item:
+                for batch in outgoing:
+                    batch.created = handed_at
         while not self.stop.is_set():
             try:
                 self.inbox.put(item, timeout=0.1)
