@@ -35,6 +35,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.spark]
 IDENTITY = "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"
 PARTITIONS = 3
 PER_PARTITION = 3_000
+FIRST_RUN = 600  # records per partition
 
 
 def compacted_topics(broker: TansuBroker) -> list[str]:
@@ -85,13 +86,15 @@ def test_lagging_group_on_a_merged_topic_translates_exactly_after_compaction_and
     kafka_cluster: ClusterFactory, tmp_path: Path
 ) -> None:
     brokers = kafka_cluster("dc1", "dc2", "target")
+    # A first run copies the first FIRST_RUN records of each partition of both sources, so dc2's are on the target
+    # before the offsets the group has committed on dc1 (1234, 2999) whatever order the two flows run in; the
+    # second run copies the rest, its rounds of the two flows interleaving as they may.
+    later: dict[str, list[Record]] = {}
     for seed, dc in enumerate(("dc1", "dc2")):
         create_topic(brokers[dc].bootstrap, "orders", PARTITIONS)
-        produce(
-            brokers[dc].bootstrap,
-            "orders",
-            make_records(PARTITIONS * PER_PARTITION, partitions=PARTITIONS, seed=seed + 20, with_headers=False),
-        )
+        records = make_records(PARTITIONS * PER_PARTITION, partitions=PARTITIONS, seed=seed + 20, with_headers=False)
+        produce(brokers[dc].bootstrap, "orders", records[: PARTITIONS * FIRST_RUN])  # record i: partition i % 3
+        later[dc] = records[PARTITIONS * FIRST_RUN :]
     config = write_config(
         tmp_path / "mm2.properties",
         brokers,
@@ -102,6 +105,9 @@ def test_lagging_group_on_a_merged_topic_translates_exactly_after_compaction_and
         ),
     )  # several rounds per flow, so dc1 and dc2 interleave
     commit_group(brokers["dc1"].bootstrap, "billing", "orders", {0: 1234, 1: 2999, 2: 17})
+    assert mm2py("run", str(config), "--once").returncode == 0
+    for dc, records in later.items():
+        produce(brokers[dc].bootstrap, "orders", records)
     assert mm2py("run", str(config), "--once").returncode == 0
     before = translate(config)
     assert [r["method"] for r in before] == ["exact"] * PARTITIONS
