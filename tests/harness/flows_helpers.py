@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 from mm2py.control.progress_store import read_progress
-from tests.harness.kafka_harness import TansuBroker, read_all, records_in
+from tests.harness.kafka_harness import TansuBroker, end_offsets, read_all, records_in
 from tests.harness.mm2py_cli import mm2py_argv, write_config
 
 IDENTITY = "replication.policy.class = org.apache.kafka.connect.mirror.IdentityReplicationPolicy\n"
@@ -45,11 +45,18 @@ def copied_past_progress(brokers: dict[str, TansuBroker], topic: str = "orders")
     copy again (at-least-once), and so the bound on its duplicates. A target partition holds a prefix of its
     source partition, with repeats (the tests check that order separately), so its distinct values count the
     source offsets copied; the values must be unique, as the harness's ``make_records`` makes them. The remote
-    topic has the source topic's name (IdentityReplicationPolicy)."""
+    topic has the source topic's name (IdentityReplicationPolicy).
+
+    The progress is read first and the target's ends right after, both within milliseconds, and only records below
+    those ends count: reading the whole target takes seconds under load, in which a killed task's retry may
+    already have recorded progress past what its predecessor left unrecorded (which made the bound 0 once)."""
+    target = brokers["target"].bootstrap
+    progress = read_progress("target", {"bootstrap.servers": target}, "dc1")
+    ends = end_offsets(target, topic)
     distinct: dict[int, set[bytes | None]] = {}
-    for r in read_all(brokers["target"].bootstrap, topic):
-        distinct.setdefault(r.partition, set()).add(r.value)
-    progress = read_progress("target", {"bootstrap.servers": brokers["target"].bootstrap}, "dc1")
+    for r in read_all(target, topic):
+        if r.offset < ends.get(r.partition, 0):
+            distinct.setdefault(r.partition, set()).add(r.value)
     return sum(max(0, len(values) - 1 - progress.get((topic, p), -1)) for p, values in distinct.items())
 
 
