@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
-from typing import Any
 
 from mm2py.mirror.topic_partition import TopicPartition
 from mm2py.wire.cluster import Buffer, FetchAnswer, FetchedPartition, FetchPosition
@@ -26,7 +25,6 @@ from mm2py.wire.wire_types import (
     NO_TAGGED_FIELDS,
     OwnRequest,
     Reader,
-    answer_decoders,
     array_length,
     string,
 )
@@ -60,9 +58,6 @@ class FetchAnswerFrame:
         return f"FetchAnswerFrame(v{self.version}, {len(self.data)} bytes)"
 
 
-_ANSWER_CLASSES = answer_decoders(range(VERSIONS[0], VERSIONS[1] + 1), FIRST_FLEXIBLE, FetchAnswerFrame)
-
-
 class FetchRequest(OwnRequest):
     """A consumer's Fetch (replica id -1) for ``positions``, in the session ``session`` (id, epoch)."""
 
@@ -70,6 +65,7 @@ class FetchRequest(OwnRequest):
     name = "Fetch"
     VERSIONS = VERSIONS
     FIRST_FLEXIBLE = FIRST_FLEXIBLE
+    ANSWER_FRAME = FetchAnswerFrame
 
     def __init__(
         self,
@@ -88,9 +84,6 @@ class FetchRequest(OwnRequest):
         self.max_bytes = max_bytes
         self.session = session
         self.forgotten = forgotten
-
-    def answer_class(self, version: int) -> Any:
-        return _ANSWER_CLASSES[version]
 
     def __repr__(self) -> str:
         return f"FetchRequest(session={self.session}, partitions={len(self.positions)}, gone={len(self.forgotten)})"
@@ -147,21 +140,16 @@ def fetched(node: int, frame: FetchAnswerFrame) -> FetchAnswer:
         topic = reader.string(compact=flexible) or ""
         for _ in range(reader.length(compact=flexible)):
             if version >= 5:
-                index, error, high_watermark, last_stable, log_start = _ANSWER_PARTITION.unpack_from(
-                    reader.data, reader.pos
-                )
-                reader.pos += _ANSWER_PARTITION.size
+                index, error, high_watermark, last_stable, log_start = reader.fields(_ANSWER_PARTITION)
             else:
-                index, error, high_watermark, last_stable = _ANSWER_PARTITION_V4.unpack_from(reader.data, reader.pos)
-                reader.pos += _ANSWER_PARTITION_V4.size
+                index, error, high_watermark, last_stable = reader.fields(_ANSWER_PARTITION_V4)
                 log_start = -1
             aborted = None
             count = reader.length(compact=flexible)
             if count >= 0:
                 aborted = []
                 for _ in range(count):
-                    aborted.append(_ABORTED.unpack_from(reader.data, reader.pos))
-                    reader.pos += _ABORTED.size
+                    aborted.append(reader.fields(_ABORTED))
                     if flexible:
                         reader.skip_tagged_fields()
             if version >= 11:

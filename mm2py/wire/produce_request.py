@@ -17,11 +17,10 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Mapping
-from typing import Any
 
 from mm2py.wire.cluster import Buffer, ProducedPartition, RecordSetPieces
 from mm2py.wire.errors import broker_error
-from mm2py.wire.wire_types import INT16, INT32, OwnRequest, Reader, answer_decoders, string
+from mm2py.wire.wire_types import INT16, INT32, OwnRequest, Reader, string
 
 VERSIONS = (3, 8)
 FIRST_FLEXIBLE = 9  # not encoded here
@@ -45,9 +44,6 @@ class ProduceAnswerFrame:
         return f"ProduceAnswerFrame(v{self.version}, {len(self.data)} bytes)"
 
 
-_ANSWER_CLASSES = answer_decoders(range(VERSIONS[0], VERSIONS[1] + 1), FIRST_FLEXIBLE, ProduceAnswerFrame)
-
-
 class ForwardingProduceRequest(OwnRequest):
     """Produce of ``record_sets``: {(topic, partition): pieces}, in the mapping's order; inside the transaction of
     ``transactional_id`` when one is given (its batches carry the transactional bit)."""
@@ -56,6 +52,7 @@ class ForwardingProduceRequest(OwnRequest):
     name = "Produce"
     VERSIONS = VERSIONS
     FIRST_FLEXIBLE = FIRST_FLEXIBLE
+    ANSWER_FRAME = ProduceAnswerFrame
 
     def __init__(
         self,
@@ -73,9 +70,6 @@ class ForwardingProduceRequest(OwnRequest):
 
     def __repr__(self) -> str:
         return f"ForwardingProduceRequest(acks={self.acks}, partitions={len(self.record_sets)})"
-
-    def answer_class(self, version: int) -> Any:
-        return _ANSWER_CLASSES[version]
 
     def encode_body(self, version: int, flexible: bool) -> list[Buffer]:
         by_topic: dict[str, list[tuple[int, RecordSetPieces]]] = {}
@@ -103,8 +97,7 @@ def produced(node: int, frame: ProduceAnswerFrame) -> list[ProducedPartition]:
     for _ in range(reader.int32()):
         topic = reader.string(compact=False) or ""
         for _ in range(reader.int32()):
-            index, error, base_offset, _append_time = _ANSWER_PARTITION.unpack_from(reader.data, reader.pos)
-            reader.pos += _ANSWER_PARTITION.size
+            index, error, base_offset, _append_time = reader.fields(_ANSWER_PARTITION)
             log_start = reader.int64() if version >= 5 else -1
             if version >= 8:
                 for _ in range(reader.int32()):  # record errors: the batch path's batches go whole or not at all

@@ -15,11 +15,10 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 from mm2py.wire.cluster import Buffer
 
-INT8 = struct.Struct(">b")
 INT16 = struct.Struct(">h")
 INT32 = struct.Struct(">i")
 INT64 = struct.Struct(">q")
@@ -123,24 +122,22 @@ class Reader:
         self.data = data
         self.pos = pos
 
-    def int8(self) -> int:
-        value: int = INT8.unpack_from(self.data, self.pos)[0]
-        self.pos += 1
-        return value
+    def fields(self, layout: struct.Struct) -> tuple[Any, ...]:
+        """The next fixed-width fields, as ``layout`` reads them."""
+        values = layout.unpack_from(self.data, self.pos)
+        self.pos += layout.size
+        return values
 
     def int16(self) -> int:
-        value: int = INT16.unpack_from(self.data, self.pos)[0]
-        self.pos += 2
+        value: int = self.fields(INT16)[0]
         return value
 
     def int32(self) -> int:
-        value: int = INT32.unpack_from(self.data, self.pos)[0]
-        self.pos += 4
+        value: int = self.fields(INT32)[0]
         return value
 
     def int64(self) -> int:
-        value: int = INT64.unpack_from(self.data, self.pos)[0]
-        self.pos += 8
+        value: int = self.fields(INT64)[0]
         return value
 
     def uvarint(self) -> int:
@@ -186,13 +183,21 @@ class Reader:
 class OwnRequest:
     """What kafka-python's connection asks of a request (version negotiation, header, encoding) for a request
     whose body and answer we encode and decode ourselves: ``API_KEY``, ``name``, ``VERSIONS`` and
-    ``FIRST_FLEXIBLE`` from the subclass, with ``encode_body`` and ``answer_class`` (what decodes an answer of a
-    version: ``parse_header`` and ``decode`` of the frame, as the library's response classes have them)."""
+    ``FIRST_FLEXIBLE`` from the subclass, with ``encode_body`` and ``ANSWER_FRAME`` (what keeps a received answer:
+    ``ANSWER_FRAME(view, version)``; the per-version decoders the library's parser calls are made from it once per
+    class, :func:`answer_decoders`)."""
 
     API_KEY: int
     name: str
     VERSIONS: tuple[int, int]
     FIRST_FLEXIBLE: int  # the first version with the flexible encoding
+    ANSWER_FRAME: Callable[[memoryview, int], Any]
+    _answers: ClassVar[dict[int, Any]] = {}  # set for each subclass
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        versions = range(cls.VERSIONS[0], cls.VERSIONS[1] + 1)
+        cls._answers = answer_decoders(versions, cls.FIRST_FLEXIBLE, cls.ANSWER_FRAME)
 
     def __init__(self) -> None:
         self._version: int | None = None
@@ -252,4 +257,5 @@ class OwnRequest:
         raise NotImplementedError
 
     def answer_class(self, version: int) -> Any:
-        raise NotImplementedError
+        """What decodes this request's answer at ``version`` (the library's parser asks the header for it)."""
+        return self._answers[version]
