@@ -68,10 +68,17 @@ class ProgressLayout:
         self.spec = spec
         self.ranges = list(ranges)
         self.partitions = partition_count(target, spec.progress_topic, timeout_s)
+        self._keys: dict[TopicPartition, TopicPartition] = {}
 
     def progress_key(self, rng: PartitionRange) -> TopicPartition:
-        key = progress_record(self.spec.source, rng.topic, rng.partition, 0).key
-        return (self.spec.progress_topic, int((murmur2(key) & 0x7FFFFFFF) % self.partitions))
+        """The progress topic's partition for ``rng``: the Java producer's default partitioner on the key, as
+        Connect's offset writer chooses it (worked out once per source partition)."""
+        source = (rng.topic, rng.partition)
+        found = self._keys.get(source)
+        if found is None:
+            key = progress_record(self.spec.source, rng.topic, rng.partition, 0).key
+            found = self._keys[source] = (self.spec.progress_topic, int((murmur2(key) & 0x7FFFFFFF) % self.partitions))
+        return found
 
     def queues(self) -> dict[TopicPartition, PartitionQueue]:
         """A queue for every target partition the task's progress and syncs may go to."""
