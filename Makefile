@@ -49,10 +49,10 @@ $(KRB5_KDC):
 
 install: $(STAMP) $(KAFKA_LIBS_ALL) $(KRB5_KDC)
 
-# Lint and type errors fail the build before any test runs (CI runs this target through .ci/run). Two workers
-# (a third was faster but starved the executor-loss test: docs/testing.md); tests/conftest.py hands out the
-# longest units first, by tests/durations.json.
-PYTEST_N := $(BIN)/pytest -n 2 --dist loadfile --no-loadscope-reorder
+# Lint and type errors fail the build before any test runs (CI runs this target through .ci/run). Three workers
+# on two cores (half of a test's time is waiting), whole modules each, the longest first (tests/durations.json),
+# and never more than two of the heaviest fault modules at once (tests/harness/scheduling.py; docs/testing.md).
+PYTEST_N := $(BIN)/pytest -n 3 --dist loadfile --no-loadscope-reorder
 test: lint $(KAFKA_LIBS_ALL) $(KRB5_KDC)
 	$(PYTEST_N) --durations=15 tests
 

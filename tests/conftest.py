@@ -280,16 +280,26 @@ def _shared_clusters_left_as_found(request: pytest.FixtureRequest) -> Iterator[N
             pytest.fail(f"{request.node.nodeid} left a shared cluster damaged: {'; '.join(damage)}", pytrace=False)
 
 
-# --- Two pytest-xdist workers (`make test` runs -n 2 --dist loadfile --no-loadscope-reorder) ----------------
+# --- Three pytest-xdist workers (`make test` runs -n 3 --dist loadfile --no-loadscope-reorder) --------------
 
 # A unit of work is a test module: its module-wide fixtures (a SparkContext, the broker-fault clusters) start in
 # one worker only. xdist hands units out in the order the collection lists them, each to whichever worker is
-# free; listed longest first by the durations measured (tests/durations.json, written by `make durations`), the
-# workers end within about one short unit of each other (longest processing time first). A session-wide
-# cluster (real_kafka, ...) starts in each worker that runs a module needing it.
+# free and may take it (tests/harness/scheduling.py keeps the heaviest modules apart); listed longest first by
+# the durations measured (tests/durations.json, written by `make durations`), the workers end close together. A
+# session-wide cluster (real_kafka, ...) starts in each worker that runs a module needing it.
 DURATIONS = Path(__file__).with_name("durations.json")
 # Estimates for a test not measured yet, by tier.
 _UNMEASURED_S = {"unit": 0.1, "integration": 5.0, "realkafka": 15.0}
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """``--dist loadfile`` (what ``make test`` asks for) with the machine's heaviest modules kept apart
+    (tests/harness/scheduling.py); any other distribution is pytest-xdist's own."""
+    if config.getoption("dist") != "loadfile":
+        return None
+    from tests.harness.scheduling import HeavyModulesApart
+
+    return HeavyModulesApart(config, log)
 
 
 def _unit(item: pytest.Item) -> str:
