@@ -22,7 +22,10 @@ from tests.harness.real_kafka_mm2 import one_flow_config
 pytestmark = [pytest.mark.realkafka, pytest.mark.spark]
 
 LIMIT = 1_000_000  # bytes per second
-RECORDS, VALUE = 600, 5000  # 3 MB of values over two partitions: three seconds at the limit
+# 5 MB of values over two partitions: five seconds at the limit. A partition's 2.5 MB cannot go in one
+# transaction: a first-round task's share is half the limit, and within the 2-s commit deadline it copies at most
+# 1.5 MB (2 s at its rate and the one second's worth its bucket may have banked while its consumer started).
+RECORDS, VALUE = 1000, 5000
 TRANSACTION_TIMEOUT_MS = 4000  # the record path commits a range within half of it: 2 s, less than a range takes
 
 
@@ -56,7 +59,7 @@ def test_a_limited_exactly_once_flow_copies_every_record_once_and_commits_before
     copied = read_all(real_kafka_target.bootstrap, remote, isolation_level="read_committed")
     faults = copy_faults(records, copied)
     assert faults == {**faults, "lost": 0, "duplicated": 0, "extra": 0, "reordered": 0}, faults
-    if path == "record":  # 1.5 MB a partition at the task's share of the limit takes longer than 2 s
+    if path == "record":  # 2.5 MB a partition: more than a first-round range copies within 2 s
         for p in (0, 1):
             commits = [b for b in log_batches(real_kafka_target, 1, remote, p) if b["control"]]
             assert len(commits) >= 2 and all(b["marker"] == "COMMIT" for b in commits), (p, commits)
