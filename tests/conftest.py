@@ -9,14 +9,17 @@ from __future__ import annotations
 import itertools
 import json
 import re
+import shutil
 import sys
+import tempfile
 import uuid
 from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests.harness import suite_timing
+from tests.harness import scheduling, suite_timing
 from tests.harness.kafka_harness import ClusterFactory, TansuBinaryMissing, find_tansu_binary
 
 _REPORTS = pytest.StashKey[dict[str, pytest.TestReport]]()
@@ -116,6 +119,15 @@ class _RealKafkaLogTails:
 def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(_RealKafkaLogTails(), "real-kafka-log-tails")
     suite_timing.register(config)
+    if not hasattr(config, "workerinput") and config.getoption("dist", "no") == "loadfile":
+        # the controller: where the first worker writes which session clusters each module uses
+        config.stash[scheduling.NEEDS_FILE] = Path(tempfile.mkdtemp(prefix="mm2py-schedule-")) / "needs.json"
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    needs = config.stash.get(scheduling.NEEDS_FILE, None)
+    if needs is not None:
+        shutil.rmtree(needs.parent, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
@@ -293,13 +305,17 @@ _UNMEASURED_S = {"unit": 0.1, "integration": 5.0, "realkafka": 15.0}
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
-    """``--dist loadfile`` (what ``make test`` asks for) with the machine's heaviest modules kept apart
-    (tests/harness/scheduling.py); any other distribution is pytest-xdist's own."""
+    """``--dist loadfile`` (what ``make test`` asks for) with the machine's heaviest modules kept apart and the
+    session clusters started late (tests/harness/scheduling.py); any other distribution is pytest-xdist's own."""
     if config.getoption("dist") != "loadfile":
         return None
-    from tests.harness.scheduling import HeavyModulesApart
+    return scheduling.HeavyModulesApart(config, log)
 
-    return HeavyModulesApart(config, log)
+
+def pytest_configure_node(node: Any) -> None:
+    needs = node.config.stash.get(scheduling.NEEDS_FILE, None)
+    if needs is not None:
+        node.workerinput[scheduling.NEEDS] = str(needs)
 
 
 def _unit(item: pytest.Item) -> str:
@@ -318,3 +334,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
     length = {unit: sum(map(estimate, members)) for unit, members in units.items()}
     items[:] = [item for unit in sorted(units, key=lambda u: -length[u]) for item in units[unit]]
+    worker = getattr(config, "workerinput", {})
+    if scheduling.NEEDS in worker and worker.get("workerid") == "gw0":
+        needs = scheduling.cluster_needs((item.nodeid, getattr(item, "fixturenames", ())) for item in items)
+        scheduling.write_needs(Path(worker[scheduling.NEEDS]), needs)

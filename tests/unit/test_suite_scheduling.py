@@ -20,7 +20,16 @@ from types import SimpleNamespace
 
 import pytest
 
-from tests.harness.scheduling import HEAVY_AT_ONCE, HEAVY_MODULES, HeavyModulesApart, holds_heavy, next_module
+from tests.harness.scheduling import (
+    HEAVY_AT_ONCE,
+    HEAVY_MODULES,
+    HeavyModulesApart,
+    cluster_needs,
+    holds_heavy,
+    next_module,
+    read_needs,
+    write_needs,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -86,6 +95,9 @@ class _Worker:
 class _Config:
     option = SimpleNamespace(loadscopereorder=False)
 
+    def __init__(self) -> None:
+        self.stash = pytest.Stash()
+
     def getvalue(self, name: str) -> list[str]:
         assert name == "tx"
         return ["3*popen"]
@@ -131,3 +143,70 @@ def test_a_free_worker_takes_the_first_light_module_while_two_heavy_ones_run() -
     assert next_module(waiting, heavy_elsewhere=1) == HEAVY[0]
     assert next_module(waiting, heavy_elsewhere=2) == "tests/unit/test_a.py"
     assert next_module([HEAVY[0], HEAVY[1]], heavy_elsewhere=2) is None
+
+
+def test_a_worker_takes_first_what_needs_no_session_cluster_it_has_not_started() -> None:
+    needs = {"a.py": ["real_kafka"], "b.py": [], "c.py": ["real_kafka", "real_kafka_acl"], "d.py": ["real_kafka"]}
+    waiting = ["a.py", "b.py", "c.py", "d.py"]
+    assert next_module(waiting, 0, frozenset(), needs) == "b.py"  # a.py would start real_kafka in this worker
+    assert next_module(waiting, 0, frozenset({"real_kafka"}), needs) == "a.py"
+    assert next_module(["c.py", "d.py"], 0, frozenset({"real_kafka"}), needs) == "d.py"
+    # nothing fits: the first, and the worker starts what it needs
+    assert next_module(["c.py", "a.py"], 0, frozenset(), needs) == "c.py"
+    # a module not in the needs (a file that did not come through) needs nothing
+    assert next_module(["e.py", "a.py"], 0, frozenset(), needs) == "e.py"
+
+
+def test_the_session_clusters_each_module_uses_go_from_a_worker_to_the_controller_whole(tmp_path: Path) -> None:
+    needs = cluster_needs(
+        [
+            ("tests/realkafka/test_x.py::test_a", ["real_kafka", "tmp_path", "request"]),
+            ("tests/realkafka/test_x.py::test_b[1]", ["real_kafka_versions", "real_kafka"]),
+            ("tests/integration/test_y.py::test_c", ["tansu_bin", "unique_topic"]),
+        ]
+    )
+    assert needs == {
+        "tests/realkafka/test_x.py": ["real_kafka", "real_kafka_versions"],
+        "tests/integration/test_y.py": [],
+    }
+    path = tmp_path / "needs.json"
+    assert read_needs(path) == {} and read_needs(None) == {}
+    write_needs(path, needs)
+    assert read_needs(path) == needs
+    assert [p.name for p in tmp_path.iterdir()] == ["needs.json"]
+
+
+def test_with_the_needs_known_three_workers_start_fewer_session_clusters_and_still_run_every_test_once() -> None:
+    light = [f"tests/integration/test_light_{i}.py" for i in range(6)]
+    kafka = [f"tests/realkafka/test_kafka_{i}.py" for i in range(6)]
+    modules = [*HEAVY, *kafka, *light]  # the Kafka modules listed before the light ones, as by duration
+    collection = [f"{module}::test_{i}" for module in modules for i in range(2)]
+
+    needs = {module: ["real_kafka"] for module in kafka}
+
+    def real_kafka_lifetimes(known: dict[str, list[str]]) -> int:
+        """Summed over the workers: how many modules each ran with its real_kafka started (it lives from the
+        first module that asks for it to the worker's end)."""
+        scheduler = HeavyModulesApart(_Config())  # type: ignore[arg-type]
+        scheduler.needs = known
+        workers = [_Worker(f"gw{i}") for i in range(3)]
+        for worker in workers:
+            scheduler.add_node(worker)  # type: ignore[arg-type]
+            scheduler.add_node_collection(worker, collection)  # type: ignore[arg-type]
+        scheduler.schedule()
+        ran: dict[str, list[str]] = defaultdict(list)
+        while any(w.queue for w in workers):
+            # the workers take turns ending a test
+            worker = min((w for w in workers if w.queue), key=lambda w: len(ran[w.name]))
+            index = worker.queue.pop(0)
+            module = collection[index].split("::")[0]
+            if module not in ran[worker.name]:
+                ran[worker.name].append(module)
+            scheduler.mark_test_complete(worker, index)  # type: ignore[arg-type]
+        assert sorted(m for modules in ran.values() for m in modules) == sorted(modules)
+        first = {w: next((i for i, m in enumerate(ms) if needs.get(m)), len(ms)) for w, ms in ran.items()}
+        return sum(len(ran[w]) - first[w] for w in ran)
+
+    # Without the file, duration order alone (as pytest-xdist's loadfile): each worker starts real_kafka at once.
+    assert real_kafka_lifetimes({}) >= len(kafka) + len(light) - 2
+    assert real_kafka_lifetimes(needs) <= len(kafka) + 1
