@@ -68,6 +68,9 @@ def _dynamic_configs(cluster: KafkaCluster) -> dict[str, dict[str, str]]:
 # How long a running cluster may take to answer DescribeConfigs: a node restarted or thawed by the test may still
 # be catching up, and on a loaded machine a SIGSTOP may reach the JVM's threads only after the first look.
 _ANSWER_TIMEOUT_S = 60.0
+# Asked again with a new client: no answer yet, or the connection it was sent on went away (librdkafka drops the
+# handle of a bootstrap address once it learns the node's own, failing what waited on it: _DESTROY_BROKER).
+_ASK_AGAIN = {KafkaError._TIMED_OUT, KafkaError._DESTROY_BROKER, KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN}
 
 
 def state_of(cluster: KafkaCluster) -> ClusterState:
@@ -79,7 +82,7 @@ def state_of(cluster: KafkaCluster) -> ClusterState:
         try:
             return ClusterState(nodes, _dynamic_configs(cluster))
         except KafkaException as exc:
-            if exc.args[0].code() != KafkaError._TIMED_OUT or time.monotonic() > deadline:
+            if exc.args[0].code() not in _ASK_AGAIN or time.monotonic() > deadline:
                 raise
 
 
