@@ -1,18 +1,14 @@
 """How ``make test`` hands test modules to its pytest-xdist workers: whole modules, in the order the collection
-lists them (longest first, ``tests/conftest.py``), and never more than ``HEAVY_AT_ONCE`` of the modules that load
-the whole machine at the same time.
+lists them (longest first, ``tests/conftest.py``), never more than ``HEAVY_AT_ONCE`` of the modules that load the
+whole machine at the same time, and each worker's session clusters started as late as the order allows.
 
-Why: half of a test's time is waiting, so three workers on this 2-core machine finish sooner than two (1,193 s
-against 1,570 s, docs/testing.md); but with three, the heavy fault modules listed first ran side by side, and the
-executor-loss test's standalone Spark cluster had no executor registered within 120 s. Two heavy modules at once is
-what two workers always allowed; the third worker takes the light modules meanwhile.
-
-A free worker also takes, of the modules it may take, the first that needs no session cluster it has not started
-yet (``SESSION_CLUSTERS``), and the first of all only when none does. Why: a session cluster runs in each worker
-that asked for it, idle most of the time, until that worker ends; with three workers taking modules in duration
-order, all three started nearly every one early (23 nodes, 11,500 node-seconds in a simulation of the measured
-durations). Taken this way each worker starts a cluster only once nothing it could run without one is left: 17
-nodes and 4,400 node-seconds, the workers ending as close together.
+Why: half of a test's time is waiting, so three workers on two cores finish sooner than two; but with three, the
+heavy fault modules listed first ran side by side and starved each other (the executor-loss test's standalone Spark
+cluster had no executor registered in time). Two heavy modules at once is what two workers always allowed; the
+third worker takes light modules meanwhile. And a session cluster (``SESSION_CLUSTERS``) runs in each worker that
+asked for it, idle most of the time, until that worker ends: taken in duration order, every worker started nearly
+every one early. So a free worker takes, of the modules it may take, the first whose session clusters it has
+already started, and the first of all only when none is left. docs/testing.md has the measurements.
 
 The scheduler runs in pytest-xdist's controller, which collects nothing: it sees node ids, not markers or
 fixtures. So the heavy modules are named here by path, and the first worker writes which session clusters each

@@ -210,3 +210,8 @@ def test_with_the_needs_known_three_workers_start_fewer_session_clusters_and_sti
     # Without the file, duration order alone (as pytest-xdist's loadfile): each worker starts real_kafka at once.
     assert real_kafka_lifetimes({}) >= len(kafka) + len(light) - 2
     assert real_kafka_lifetimes(needs) <= len(kafka) + 1
+
+
+def test_every_heavy_module_named_exists() -> None:
+    """A heavy module renamed or moved would silently run beside the others again."""
+    assert [m for m in sorted(HEAVY_MODULES) if not (ROOT / m).is_file()] == []
