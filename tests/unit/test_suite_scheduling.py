@@ -176,7 +176,7 @@ def test_the_session_clusters_each_module_uses_go_from_a_worker_to_the_controlle
     assert [p.name for p in tmp_path.iterdir()] == ["needs.json"]
 
 
-def test_with_the_needs_known_three_workers_start_fewer_session_clusters_and_still_run_every_test_once() -> None:
+def test_with_the_needs_known_session_clusters_live_through_fewer_modules_and_each_module_runs_in_one_worker() -> None:
     light = [f"tests/integration/test_light_{i}.py" for i in range(6)]
     kafka = [f"tests/realkafka/test_kafka_{i}.py" for i in range(6)]
     modules = [*HEAVY, *kafka, *light]  # the Kafka modules listed before the light ones, as by duration
@@ -203,7 +203,7 @@ def test_with_the_needs_known_three_workers_start_fewer_session_clusters_and_sti
             if module not in ran[worker.name]:
                 ran[worker.name].append(module)
             scheduler.mark_test_complete(worker, index)  # type: ignore[arg-type]
-        assert sorted(m for modules in ran.values() for m in modules) == sorted(modules)
+        assert sorted(m for ms in ran.values() for m in ms) == sorted(modules)  # each in one worker, all of them
         first = {w: next((i for i, m in enumerate(ms) if needs.get(m)), len(ms)) for w, ms in ran.items()}
         return sum(len(ran[w]) - first[w] for w in ran)
 
