@@ -103,6 +103,22 @@ class _Config:
         return ["3*popen"]
 
 
+def _scheduled(
+    collection: list[str], needs: dict[str, list[str]] | None = None
+) -> tuple[HeavyModulesApart, list[_Worker]]:
+    """Three workers that collected ``collection``, after the scheduler's first hand-out (``needs`` known, as
+    the controller reads them from the first worker's file)."""
+    scheduler = HeavyModulesApart(_Config())  # type: ignore[arg-type]
+    if needs is not None:
+        scheduler.needs = needs
+    workers = [_Worker(f"gw{i}") for i in range(3)]
+    for worker in workers:
+        scheduler.add_node(worker)  # type: ignore[arg-type]
+        scheduler.add_node_collection(worker, collection)  # type: ignore[arg-type]
+    scheduler.schedule()
+    return scheduler, workers
+
+
 def _heavy_running(scheduler: HeavyModulesApart) -> int:
     """Workers holding a heavy module (each runs one module at a time)."""
     return sum(holds_heavy(work) for work in scheduler.assigned_work.values())
@@ -113,12 +129,7 @@ def test_three_workers_never_run_more_than_two_heavy_modules_at_once_and_run_eve
     # The heavy modules first, as the durations order them, then light ones, each of a few tests.
     modules = [*HEAVY, *(f"tests/integration/test_light_{i}.py" for i in range(8))]
     collection = [f"{module}::test_{i}" for module in modules for i in range(3)]
-    scheduler = HeavyModulesApart(_Config())  # type: ignore[arg-type]
-    workers = [_Worker(f"gw{i}") for i in range(3)]
-    for worker in workers:
-        scheduler.add_node(worker)  # type: ignore[arg-type]
-        scheduler.add_node_collection(worker, collection)  # type: ignore[arg-type]
-    scheduler.schedule()
+    scheduler, workers = _scheduled(collection)
     assert sum(1 for w in workers for i in w.queue if collection[i].split("::")[0] in HEAVY_MODULES) == 2 * 3
 
     rng = random.Random(seed)
@@ -187,13 +198,7 @@ def test_with_the_needs_known_session_clusters_live_through_fewer_modules_and_ea
     def real_kafka_lifetimes(known: dict[str, list[str]]) -> int:
         """Summed over the workers: how many modules each ran with its real_kafka started (it lives from the
         first module that asks for it to the worker's end)."""
-        scheduler = HeavyModulesApart(_Config())  # type: ignore[arg-type]
-        scheduler.needs = known
-        workers = [_Worker(f"gw{i}") for i in range(3)]
-        for worker in workers:
-            scheduler.add_node(worker)  # type: ignore[arg-type]
-            scheduler.add_node_collection(worker, collection)  # type: ignore[arg-type]
-        scheduler.schedule()
+        scheduler, workers = _scheduled(collection, known)
         ran: dict[str, list[str]] = defaultdict(list)
         while any(w.queue for w in workers):
             # the workers take turns ending a test
