@@ -18,6 +18,7 @@ from mm2py.config.keys import (
     CONNECTION_KEYS,
     CONNECTOR_KEYS,
     FLOW_LEVEL_ONLY_KEYS,
+    RENAMED_KEYS,
     WORKER_KEYS,
     WORKER_PREFIXES,
 )
@@ -161,6 +162,12 @@ class MirrorMakerConfig:
         props.setdefault("target.cluster.alias", Setting(flow.target, None))
         props.update(self._with_prefix(f"{flow}."))
         props.setdefault("enabled", Setting("false", None))
+        # Kafka 3.x's ConfigUtils.translateDeprecatedConfigs on the flattened connector config: a removed name
+        # (topics.blacklist) gives its value to the new one (topics.exclude) unless the new one is set.
+        for old, new in RENAMED_KEYS.items():
+            renamed = props.pop(old, None) or self._props.get(old)
+            if renamed is not None:
+                props.setdefault(new, renamed)
         return props
 
     def worker_props(self, flow: Flow) -> Props:

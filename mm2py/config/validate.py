@@ -265,6 +265,8 @@ class _Validator:
             self.check_typed_value(key, rest)
         elif rest.startswith(_FLOW_CLIENT_PREFIXES) or rest.startswith(("ssl.", "sasl.")):
             return
+        elif rest in RENAMED_KEYS:
+            self.problem("warning", key, f"was removed in Kafka 4.0; mm2py reads it as {flow}.{RENAMED_KEYS[rest]}")
         elif rest in MM2PY_KEYS:
             self.problem(
                 "warning",

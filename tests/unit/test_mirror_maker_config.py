@@ -350,6 +350,32 @@ def test_flow_level_topic_lists_reach_the_topic_filter() -> None:
     assert [topic_filter.should_replicate_topic(t) for t in ("topic1", "topic2", "topic3")] == [True, True, False]
 
 
+def test_the_names_kafka_4_removed_are_read_as_their_new_names_which_win_when_both_are_set() -> None:
+    # Kafka 3.x's translateDeprecatedConfigs: topics.blacklist excluded topics until 4.0; a 3.x file keeps
+    # excluding what it excluded (the validator warns), and topics.exclude wins where both are set.
+    config = mm2("""
+        clusters = a, b
+        topics.blacklist = secret.*
+        groups.blacklist = batch-.*
+        config.properties.blacklist = retention.ms
+        b->a.topics.blacklist = only-b.*
+        b->a.groups.exclude = kept-.*
+        b->a.groups.blacklist = ignored-.*
+    """)
+    ab, ba = build_flow_config(config, AB), build_flow_config(config, Flow("b", "a"))
+    assert (ab.topics_exclude, ab.groups_exclude, ab.config_properties_exclude) == (
+        ("secret.*",),
+        ("batch-.*",),
+        ("retention.ms",),
+    )
+    assert (ba.topics_exclude, ba.groups_exclude) == (("only-b.*",), ("kept-.*",))
+    topic_filter = load_topic_filter(ab.topic_filter_class, ab.plugin_config())
+    assert [topic_filter.should_replicate_topic(t) for t in ("secret.orders", "orders")] == [False, True]
+    warned = {p.key: p.reason for p in validate(config)}
+    assert warned["topics.blacklist"] == "was removed in Kafka 4.0; mm2py reads it as topics.exclude"
+    assert warned["b->a.groups.blacklist"] == "was removed in Kafka 4.0; mm2py reads it as b->a.groups.exclude"
+
+
 def test_connector_fills_in_aliases_and_disables_itself_unless_enabled() -> None:
     # connectorBaseConfig: source/target.cluster.alias if absent, `enabled = false` if absent.
     props = plain(mm2("clusters = a, b").connector_props(AB))
