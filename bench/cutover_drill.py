@@ -13,7 +13,7 @@ of their own (bench/cutover_roles.py), so that none of them takes CPU from the m
   end. Measured: per group the records processed on A and on B, read twice, skipped (both must be 0); the
   report's ``handover`` line; the cut-over's wall time; that the run logged it stood down; and that B holds every
   record of A once, in order (tests/harness/record_check.py: lost, duplicated, reordered, unexpected).
-- ``unplanned``: the same load and a run copying in rounds of ``--batch-max-records`` (5,000) per partition; A
+- ``unplanned``: the same load and a run copying in rounds of ``--range-max-records`` (5,000) per partition; A
   has ``--a-nodes`` (3) nodes. Group ``billing`` processes ``--billing-records`` on A and stops; once its checkpoint
   is on B and the run copies along, every process of the run is SIGSTOPped for ``--freeze-seconds`` (24) while the
   load goes on, building the backlog; the load stops, the run is SIGCONTed and, once it has kept on B a listing of
@@ -158,8 +158,8 @@ def unplanned(args: argparse.Namespace, runtime: KafkaRuntime, work: Path) -> di
     nodes, group = args.a_nodes, "billing"
     with KafkaCluster(work / "a", nodes, runtime=runtime) as a, KafkaCluster(work / "b", 1, runtime=runtime) as b:
         topic = a.create_topic(TOPIC, partitions=args.partitions, replication_factor=nodes)
-        rounds = f"mm2py.continuous.tasks = rounds\nmm2py.batch.max.records = {args.batch_max_records}\n"
-        settings = FAILOVER_SETTINGS + (rounds if args.batch_max_records else "")
+        rounds = f"mm2py.continuous.tasks = rounds\nmm2py.range.max.records = {args.range_max_records}\n"
+        settings = FAILOVER_SETTINGS + (rounds if args.range_max_records else "")
         config, src, tgt = one_flow_config(work / "mm2.properties", a.bootstrap, b.bootstrap, topic, settings)
         flow, remote = f"{src}->{tgt}", f"{src}.{topic}"
         with MirrorRun(config, work / "run.log") as run, Roles(work) as roles:
@@ -301,7 +301,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--billing-records", type=int, default=50_000, help="unplanned: records billing processes")
     parser.add_argument("--freeze-seconds", type=float, default=24.0, help="unplanned: the run's SIGSTOP (24 s)")
     parser.add_argument(
-        "--batch-max-records",
+        "--range-max-records",
         type=int,
         default=5000,
         help="unplanned: copy in rounds of at most this many records per partition (default 5,000; 0: follow, the "

@@ -20,7 +20,7 @@ from mm2py.config.mirror_maker import (
     client_props,
     worker_producer_props,
 )
-from mm2py.config.mm2py_keys import FLOW_MM2PY_KEYS, MM2PY_KEYS, SPARK_CONF_PREFIX
+from mm2py.config.mm2py_keys import FLOW_MM2PY_KEYS, MM2PY_KEYS, MM2PY_RENAMED_KEYS, SPARK_CONF_PREFIX
 from mm2py.config.problems import Problem, ProblemSink
 from mm2py.config.values import Setting, ValueProblem, parse_value
 from mm2py.librdkafka.settings import masked, translate_client_config
@@ -107,7 +107,7 @@ class FlowConfig:
     task_shutdown_graceful_timeout_ms: int = _key("task.shutdown.graceful.timeout.ms")  # worker key of the target
     offset_storage_partitions: int = _key("offset.storage.partitions")  # worker key of the target
     offset_storage_replication_factor: int = _key("offset.storage.replication.factor")
-    batch_max_records: int = _key("mm2py.batch.max.records")
+    range_max_records: int = _key("mm2py.range.max.records")
     continuous_tasks: str = _key("mm2py.continuous.tasks")
     provenance_header_enabled: bool = _key("mm2py.provenance.header.enabled")
     copy_mode: str = _key("mm2py.copy.mode")
@@ -166,6 +166,9 @@ def build_flow_config(mm: MirrorMakerConfig, flow: Flow, sink: ProblemSink | Non
     connector = mm.connector_props(flow)
     worker = mm.worker_props(flow)
     top = {k: Setting(v, k) for k, v in mm.resolved_values().items() if k.startswith("mm2py.")}
+    for old, new in MM2PY_RENAMED_KEYS.items():
+        if old in top:
+            top.setdefault(new, top.pop(old))
     values: dict[str, Any] = {}
     for f in _KEY_FIELDS:
         key = f.metadata["key"]

@@ -14,10 +14,10 @@ MM2PY_KEYS: dict[str, KeyDef] = {
         k("mm2py.spark.master", S, "local[*]", "Spark master URL for run", "M"),
         k("mm2py.spark.deploy-mode", S, "client", "Spark deploy mode", "M", choices=("client", "cluster")),
         k(
-            "mm2py.batch.max.records",
+            "mm2py.range.max.records",
             INT,
             "500000",
-            "records one copy task moves per partition and batch",
+            "the most records of one partition that one range (what a copy task moves of it in one round) holds",
             "M",
             minimum=1,
         ),
@@ -129,3 +129,6 @@ MM2PY_KEYS: dict[str, KeyDef] = {
 # one flow behaves, where the others tune the run as a whole.
 FLOW_MM2PY_KEYS = frozenset({"mm2py.source.loss", "mm2py.start.timestamp", "mm2py.throughput.max.bytes.per.second"})
 SPARK_CONF_PREFIX = "mm2py.spark.conf."
+# mm2py's own keys under an earlier name, read as the new one with a warning: "batch" names Kafka's record
+# batches only.
+MM2PY_RENAMED_KEYS = {"mm2py.batch.max.records": "mm2py.range.max.records"}

@@ -25,7 +25,7 @@ from mm2py.config.keys import (
     is_known_top_level,
 )
 from mm2py.config.mirror_maker import Flow, MirrorMakerConfig
-from mm2py.config.mm2py_keys import FLOW_MM2PY_KEYS, MM2PY_KEYS
+from mm2py.config.mm2py_keys import FLOW_MM2PY_KEYS, MM2PY_KEYS, MM2PY_RENAMED_KEYS
 from mm2py.config.not_acted_on import CONNECT_WORKER_KEYS, not_acted_on
 from mm2py.config.problems import Problem, ProblemSink
 from mm2py.config.values import ValueProblem, parse_value
@@ -169,6 +169,10 @@ class _Validator:
             self.problem(
                 "warning", key, f"was removed in Kafka 4.0; mm2py reads it as {RENAMED_KEYS[key]}", RENAMED_KEYS[key]
             )
+        elif key in MM2PY_RENAMED_KEYS:
+            new = MM2PY_RENAMED_KEYS[key]
+            self.problem("warning", key, f"is mm2py's earlier name for {new}, and is read as it", new)
+            self.check_typed_value(key, new)
         elif key in NEVER_VALID_KEYS:
             self.problem(
                 "warning", key, "is not an MM2 key, so MM2 ignores it", f"did you mean {NEVER_VALID_KEYS[key]}?"

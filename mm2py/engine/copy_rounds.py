@@ -1,7 +1,7 @@
 """One flow's copy jobs and where each of its partitions stands (driver side; never touches records).
 
 A job takes at most one offset range per source partition (so per-partition order holds and progress never goes
-backwards) of at most ``mm2py.batch.max.records`` records. Positions move only past ranges a task reported as
+backwards) of at most ``mm2py.range.max.records`` records. Positions move only past ranges a task reported as
 copied; a source partition that shrank below its position (deleted, re-created, truncated), or whose records at the
 position are gone (a task says so), is placed again by the resume rule, and what it lost is counted
 (:mod:`mm2py.engine.losses`); a partition whose leader is away is left out, and named, until it is back.
@@ -226,7 +226,7 @@ class CopyRounds:
             # partitions that were away) keeps the end last seen, so its lag is still reported.
             planned = set(self.partitions())
             self.ends = {tp: end for tp, end in self.ends.items() if tp in planned} | ends
-            ranges = round_ranges(ends, self.positions, self.remote, self.flow.batch_max_records)
+            ranges = round_ranges(ends, self.positions, self.remote, self.flow.range_max_records)
             self.stats.lag = self.lag()
         if not ranges:
             return 0

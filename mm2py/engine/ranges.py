@@ -1,7 +1,7 @@
 """Which offset ranges a copy job takes (driver side): pure functions of the source's ends and the positions.
 
 A job takes at most one range per source partition, so per-partition order holds and progress never goes
-backwards; ``mm2py.batch.max.records`` caps each range, which bounds what a crash re-copies (at-least-once).
+backwards; ``mm2py.range.max.records`` caps each range, which bounds what a crash re-copies (at-least-once).
 """
 
 from __future__ import annotations

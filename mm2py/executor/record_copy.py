@@ -36,7 +36,7 @@ PROVENANCE_HEADER = "mm2py.provenance"
 
 
 @dataclass
-class RangeBatch:
+class RangeCopy:
     """What the hot loop collected for one range."""
 
     upstream: list[int] = field(default_factory=list)
@@ -122,61 +122,63 @@ def copy_range(spec: CopySpec, rng: PartitionRange, throttle: Throttle | None = 
     if spec.syncs_producer_settings is not None:
         cached_producer(spec.syncs_producer_settings)  # created now, so its producer id arrives in parallel
     consumer = cached_consumer(spec.consumer_settings)
-    batch = RangeBatch(position=rng.start, producer=producer, throttle=throttle or Throttle(0))
+    copying = RangeCopy(position=rng.start, producer=producer, throttle=throttle or Throttle(0))
     syncs = 0
     if spec.exactly_once:
         _transaction(producer, settings, where, "begin_transaction")
     consumer.assign([TopicPartition(rng.topic, rng.partition, rng.start)])
     try:
-        _pump(spec, rng, consumer, producer, batch, where)
-        copied = f"{where} offsets {rng.start}..{batch.last_read} to {rng.remote_topic}"
-        flush_producer(spec, producer, settings, batch.failures, copied)
-        batch.acknowledged()
-        if len(batch.downstream) != len(batch.upstream):
-            raise ReplicationError(f"{where}: {len(batch.upstream)} records sent, {len(batch.downstream)} acknowledged")
+        _pump(spec, rng, consumer, producer, copying, where)
+        copied = f"{where} offsets {rng.start}..{copying.last_read} to {rng.remote_topic}"
+        flush_producer(spec, producer, settings, copying.failures, copied)
+        copying.acknowledged()
+        if len(copying.downstream) != len(copying.upstream):
+            raise ReplicationError(
+                f"{where}: {len(copying.upstream)} records sent, {len(copying.downstream)} acknowledged"
+            )
         if not spec.exactly_once:  # syncs before progress, as on the batch path (executor/batch_results.py)
-            syncs = _syncs(spec, rng, batch, where)
-        if batch.last_read >= 0:
-            record = progress_record(spec.source, rng.topic, rng.partition, batch.last_read)
-            producer.produce(spec.progress_topic, record.value, record.key, on_delivery=_failures_to(batch))
+            syncs = _syncs(spec, rng, copying, where)
+        if copying.last_read >= 0:
+            record = progress_record(spec.source, rng.topic, rng.partition, copying.last_read)
+            producer.produce(spec.progress_topic, record.value, record.key, on_delivery=_failures_to(copying))
         if spec.exactly_once:
             _transaction(producer, settings, where, "commit_transaction")
         else:
-            flush_producer(spec, producer, settings, batch.failures, f"{where} (progress)")
+            flush_producer(spec, producer, settings, copying.failures, f"{where} (progress)")
     except BaseException:
         if spec.exactly_once:
             _abort(producer, settings)
         raise
     finally:
         consumer.unassign()
-        if batch.login_refused:
+        if copying.login_refused:
             # librdkafka reports a refusal once per client (an OIDC token failure only when its text changes), so
             # a later task of this worker would wait on this consumer for its stall timeout instead of meeting the
             # refusal, and be retried: it gets a new consumer, which reports the refusal again.
             drop_consumer(spec.consumer_settings)
     if spec.exactly_once:  # after the commit: an aborted transaction's records must not be synced
-        syncs = _syncs(spec, rng, batch, where)
-    measurement = batch.measurer.measurement(spec.source, spec.target, rng.topic, rng.remote_topic, rng.partition)
+        syncs = _syncs(spec, rng, copying, where)
+    measurement = copying.measurer.measurement(spec.source, spec.target, rng.topic, rng.remote_topic, rng.partition)
     return CopyResult(
         rng.topic,
         rng.partition,
         rng.start,
-        batch.position,
-        batch.last_read,
-        len(batch.upstream),
-        batch.bytes,
+        copying.position,
+        copying.last_read,
+        len(copying.upstream),
+        copying.bytes,
         syncs,
         time.monotonic() - started,
-        error=batch.gone,
+        error=copying.gone,
         measurement=measurement,
     )
 
 
-def _syncs(spec: CopySpec, rng: PartitionRange, batch: RangeBatch, where: str) -> int:
+def _syncs(spec: CopySpec, rng: PartitionRange, copying: RangeCopy, where: str) -> int:
     """Write (and wait for) the offset syncs of the range's acknowledged records; how many were written."""
-    if spec.syncs_topic is None or not batch.upstream:
+    if spec.syncs_topic is None or not copying.upstream:
         return 0
-    return write_offset_syncs(spec, rng, batch.upstream, batch.downstream, where)
+    return write_offset_syncs(spec, rng, copying.upstream, copying.downstream, where)
 
 
 def _producer_settings(spec: CopySpec, rng: PartitionRange) -> Mapping[str, str]:
@@ -185,51 +187,51 @@ def _producer_settings(spec: CopySpec, rng: PartitionRange) -> Mapping[str, str]
     return {**spec.producer_settings, "transactional.id": spec.record_transactional_id(rng.topic, rng.partition)}
 
 
-def _failures_to(batch: RangeBatch) -> Any:
-    return lambda err, _msg: batch.failures.append(err) if err is not None else None
+def _failures_to(copying: RangeCopy) -> Any:
+    return lambda err, _msg: copying.failures.append(err) if err is not None else None
 
 
-def _pump(spec: CopySpec, rng: PartitionRange, consumer: Any, producer: Any, batch: RangeBatch, where: str) -> None:
+def _pump(spec: CopySpec, rng: PartitionRange, consumer: Any, producer: Any, copying: RangeCopy, where: str) -> None:
     """The hot loop: consume a batch, produce each record, repeat until the range's end. Under a throughput limit
     each record waits until the task's throttle lets it through, and an exactly-once range ends early, committing
     what it copied, before its transaction could outlive ``transaction.timeout.ms`` (the next round goes on)."""
     produce = producer.produce
     poll = producer.poll
-    on_delivery = batch.on_delivery
+    on_delivery = copying.on_delivery
     remote, partition, end = rng.remote_topic, rng.partition, rng.end
-    append = batch.upstream.append
+    append = copying.upstream.append
     origin = f"{spec.source}:{rng.topic}:{partition}:".encode() if spec.provenance else b""
     cycle_mark = f"{spec.target}:".encode()
     last_progress = time.monotonic()
     # consume() returns once it has num_messages events or the timeout passed: ask for no more than the range
     # still holds, and wait a little, so the end of a range costs no idle poll.ms.
     wait = min(spec.poll_timeout_s, 0.1)
-    limited = batch.throttle.limited
+    limited = copying.throttle.limited
     # under a limit, an exactly-once range commits within half its transaction timeout
     deadline = last_progress + spec.transaction_timeout_ms / 2000 if spec.exactly_once else math.inf
-    while batch.position < end:
-        messages = consumer.consume(num_messages=max(1, min(_CONSUME_BATCH, end - batch.position)), timeout=wait)
+    while copying.position < end:
+        messages = consumer.consume(num_messages=max(1, min(_CONSUME_BATCH, end - copying.position)), timeout=wait)
         if not messages:
-            _quiet(spec, rng, batch, poll, last_progress, where)
+            _quiet(spec, rng, copying, poll, last_progress, where)
             continue
         stamps: list[int] = []
-        position_before = batch.position
-        bytes_before = batch.bytes
+        position_before = copying.position
+        bytes_before = copying.bytes
         for msg in messages:
             err = msg.error()
             if err is not None:
-                if _range_ends_at(spec, batch, msg, err, where):
+                if _range_ends_at(spec, copying, msg, err, where):
                     break
                 continue
             offset = msg.offset()
             if offset >= end:
-                batch.position = end
+                copying.position = end
                 break
-            if limited and not _let_through(batch, poll, msg, deadline):
-                end = batch.position  # out of time: the range ends before this record
+            if limited and not _let_through(copying, poll, msg, deadline):
+                end = copying.position  # out of time: the range ends before this record
                 break
-            batch.last_read = offset
-            batch.position = offset + 1
+            copying.last_read = offset
+            copying.position = offset + 1
             headers = msg.headers()
             if origin:
                 if headers and any(k == PROVENANCE_HEADER and v and v.startswith(cycle_mark) for k, v in headers):
@@ -256,28 +258,30 @@ def _pump(spec: CopySpec, rng: PartitionRange, consumer: Any, producer: Any, bat
             append(offset)
             stamps.append(timestamp)
             if value is not None:
-                batch.bytes += len(value)
-        batch.read(stamps, batch.bytes - bytes_before)
+                copying.bytes += len(value)
+        copying.read(stamps, copying.bytes - bytes_before)
         poll(0)
-        if batch.gone is not None:
+        if copying.gone is not None:
             return
-        if batch.position != position_before:
+        if copying.position != position_before:
             last_progress = time.monotonic()
         else:  # only events that did not move the position (a login cut short): the source is still silent
-            _stop_if_stalled(spec, batch, end, last_progress, where)
-        _stop_if_failed(spec, rng, batch, where)
+            _stop_if_stalled(spec, copying, end, last_progress, where)
+        _stop_if_failed(spec, rng, copying, where)
 
 
-def _quiet(spec: CopySpec, rng: PartitionRange, batch: RangeBatch, poll: Any, last_progress: float, where: str) -> None:
+def _quiet(
+    spec: CopySpec, rng: PartitionRange, copying: RangeCopy, poll: Any, last_progress: float, where: str
+) -> None:
     """No record came: delivery reports go on while the source is slow (a failure voids the producer at once);
     a refused login or a stall ends the range."""
     poll(0)
-    _stop_if_failed(spec, rng, batch, where)
-    _stop_if_refused(spec, batch, where)
-    _stop_if_stalled(spec, batch, rng.end, last_progress, where)
+    _stop_if_failed(spec, rng, copying, where)
+    _stop_if_refused(spec, copying, where)
+    _stop_if_stalled(spec, copying, rng.end, last_progress, where)
 
 
-def _let_through(batch: RangeBatch, poll: Any, msg: Any, deadline: float) -> bool:
+def _let_through(copying: RangeCopy, poll: Any, msg: Any, deadline: float) -> bool:
     """Wait until the throughput limit lets the record's key and value through, serving delivery reports
     meanwhile; False, without waiting, once ``deadline`` has passed (the range ends before this record)."""
     if time.monotonic() >= deadline:
@@ -289,55 +293,55 @@ def _let_through(batch: RangeBatch, poll: Any, msg: Any, deadline: float) -> boo
         while (left := until - time.monotonic()) > 0:
             poll(left)
 
-    batch.measurer.throttled_ms += 1000 * batch.throttle.hold(nbytes, sleep=serving)
+    copying.measurer.throttled_ms += 1000 * copying.throttle.hold(nbytes, sleep=serving)
     return True
 
 
-def _stop_if_failed(spec: CopySpec, rng: PartitionRange, batch: RangeBatch, where: str) -> None:
-    if batch.failures:
-        where = f"{where} offsets {rng.start}..{batch.last_read} to {rng.remote_topic}"
-        raise_delivery_failure(spec, _producer_settings(spec, rng), batch.failures, where)
+def _stop_if_failed(spec: CopySpec, rng: PartitionRange, copying: RangeCopy, where: str) -> None:
+    if copying.failures:
+        where = f"{where} offsets {rng.start}..{copying.last_read} to {rng.remote_topic}"
+        raise_delivery_failure(spec, _producer_settings(spec, rng), copying.failures, where)
 
 
-def _stop_if_refused(spec: CopySpec, batch: RangeBatch, where: str) -> None:
+def _stop_if_refused(spec: CopySpec, copying: RangeCopy, where: str) -> None:
     """Stops the range if the consumer's login was refused (a wrong password, a certificate for another host): no
     record will come."""
     refused = login_error(spec.consumer_settings)
     if refused is not None:
-        batch.login_refused = True
+        copying.login_refused = True
         raise _login_refused(spec, refused, where)
 
 
-def _stop_if_stalled(spec: CopySpec, batch: RangeBatch, end: int, last_progress: float, where: str) -> None:
+def _stop_if_stalled(spec: CopySpec, copying: RangeCopy, end: int, last_progress: float, where: str) -> None:
     if time.monotonic() - last_progress > spec.stall_timeout_s:
         raise ReplicationError(
             f"{where}: no records from the source for {spec.stall_timeout_s:.0f} s "
-            f"at offset {batch.position} (range ends at {end})"
+            f"at offset {copying.position} (range ends at {end})"
         )
 
 
-def _range_ends_at(spec: CopySpec, batch: RangeBatch, msg: Any, err: KafkaError, where: str) -> bool:
+def _range_ends_at(spec: CopySpec, copying: RangeCopy, msg: Any, err: KafkaError, where: str) -> bool:
     """A consumer event: partition EOF moves the position (False: go on); records gone at the position end the
     range there (True: what came before it is acknowledged and recorded as usual, and the driver counts the gap,
     which retrying cannot bring back); a failed login stops the range only if it was refused; anything else
     raises."""
     if err.code() == KafkaError._PARTITION_EOF:
-        batch.position = max(batch.position, msg.offset())
+        copying.position = max(copying.position, msg.offset())
         return False
     if err.code() == KafkaError._AUTHENTICATION:
         # A request the consumer made on a connection whose login failed ("FindCoordinator response error: Local:
         # Authentication failure"). The consumer's error_cb saw the login itself and tells a refusal from a login
         # cut short (librdkafka.clients._CUT_SHORT), after which the client logs in again by itself.
-        _stop_if_refused(spec, batch, where)
+        _stop_if_refused(spec, copying, where)
         return False
     if err.code() == KafkaError.GROUP_AUTHORIZATION_FAILED:
         return False  # librdkafka looks the group.id's coordinator up, but a consumer that never commits needs none
     if err.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
-        message = f"{where}: offset {batch.position} is no longer on {spec.source}: {err.str()}"
-        batch.gone = Failure(message, RECORDS_GONE, retriable=False)
+        message = f"{where}: offset {copying.position} is no longer on {spec.source}: {err.str()}"
+        copying.gone = Failure(message, RECORDS_GONE, retriable=False)
         return True
     raise ReplicationError.of_kafka(
-        f"{where}: consuming from {spec.source} at offset {batch.position} failed: {err.str()}", err
+        f"{where}: consuming from {spec.source} at offset {copying.position} failed: {err.str()}", err
     )
 
 

@@ -58,7 +58,7 @@ def test_ctrl_c_to_the_process_group_finishes_the_batch_and_exits_0(
 ) -> None:
     """A terminal's Ctrl-C signals the whole foreground process group; Spark's JVM and workers must not die of it
     (they have a group of their own) and PySpark must not cancel the job: the run stops as after SIGTERM."""
-    config = config_for(tmp_path, pair, FLOW + "mm2py.batch.max.records = 20000\n")
+    config = config_for(tmp_path, pair, FLOW + "mm2py.range.max.records = 20000\n")
     produce(
         pair["dc1"].bootstrap,
         "orders",

@@ -37,7 +37,7 @@ def test_merged_group_sync_commits_an_offset_that_loses_nothing_of_either_source
         (
             "dc1->target.enabled = true\ndc2->target.enabled = true\ntopics = orders\n"
             + IDENTITY
-            + "sync.group.offsets.enabled = true\nmm2py.batch.max.records = 50\n"
+            + "sync.group.offsets.enabled = true\nmm2py.range.max.records = 50\n"
         ),
     )
     result = mm2py("run", str(config), "--once")

@@ -82,7 +82,7 @@ def test_heartbeats_keep_their_interval_during_a_long_copy_and_reach_both_sides(
         (
             "dc1->target.enabled = true\ntopics = orders\n"
             "refresh.topics.interval.seconds = 2\n"
-            "mm2py.batch.max.records = 100000000\n"
+            "mm2py.range.max.records = 100000000\n"
         ),
     )  # one long copy job for the whole backlog
     backlog = 600_000

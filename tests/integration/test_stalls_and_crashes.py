@@ -40,7 +40,7 @@ STALL_S = 12.0
 
 def settings(batch: int = BATCH) -> str:
     """Merged (Identity) layout, short polls, and ``batch`` records per range."""
-    return IDENTITY + f"dc1->target.consumer.poll.timeout.ms = 200\nmm2py.batch.max.records = {batch}\n"
+    return IDENTITY + f"dc1->target.consumer.poll.timeout.ms = 200\nmm2py.range.max.records = {batch}\n"
 
 
 def source_total(source: TansuBroker) -> int:

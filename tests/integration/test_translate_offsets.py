@@ -56,7 +56,7 @@ def merged(kafka_cluster: ClusterFactory, tmp_path: Path) -> tuple[dict[str, Tan
             "dc1->target.enabled = true\ndc2->target.enabled = true\ntopics = orders\n"
             f"replication.policy.class = {IDENTITY}\n"
             # small batches so both flows' writes interleave in the merged partitions
-            "mm2py.batch.max.records = 40\n"
+            "mm2py.range.max.records = 40\n"
         ),
     )
     return brokers, config

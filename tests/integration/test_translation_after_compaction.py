@@ -101,7 +101,7 @@ def test_lagging_group_on_a_merged_topic_translates_exactly_after_compaction_and
         (
             "dc1->target.enabled = true\ndc2->target.enabled = true\ntopics = orders\n"
             f"replication.policy.class = {IDENTITY}\n"
-            "mm2py.batch.max.records = 700\n"
+            "mm2py.range.max.records = 700\n"
         ),
     )  # several rounds per flow, so dc1 and dc2 interleave
     commit_group(brokers["dc1"].bootstrap, "billing", "orders", {0: 1234, 1: 2999, 2: 17})

@@ -65,7 +65,7 @@ def test_clean_prefixed_copy_of_two_sources_passes(kafka_cluster: ClusterFactory
     config = write_config(
         tmp_path / "mm2.properties",
         brokers,
-        "dc1->target.enabled = true\ndc2->target.enabled = true\ntopics = orders\nmm2py.batch.max.records = 70\n",
+        "dc1->target.enabled = true\ndc2->target.enabled = true\ntopics = orders\nmm2py.range.max.records = 70\n",
     )
     assert mm2py("run", str(config), "--once").returncode == 0
 
@@ -96,7 +96,7 @@ def merged(kafka_cluster: ClusterFactory, tmp_path: Path) -> tuple[dict[str, Tan
         tmp_path / "mm2.properties",
         brokers,
         "dc1->target.enabled = true\ndc2->target.enabled = true\ntopics = orders\n"
-        f"replication.policy.class = {IDENTITY}\nmm2py.batch.max.records = 40\n",
+        f"replication.policy.class = {IDENTITY}\nmm2py.range.max.records = 40\n",
     )
     assert mm2py("run", str(config), "--once").returncode == 0
     return brokers, config
@@ -171,7 +171,7 @@ def test_records_copied_twice_after_a_lost_progress_write_are_duplicates(
     config = write_config(
         tmp_path / "mm2.properties",
         brokers,
-        "dc1->target.enabled = true\ntopics = orders\nmm2py.batch.max.records = 30\n",
+        "dc1->target.enabled = true\ntopics = orders\nmm2py.range.max.records = 30\n",
     )
     assert mm2py("run", str(config), "--once").returncode == 0
     assert mm2py("verify", str(config)).returncode == 0
@@ -203,7 +203,7 @@ def test_without_dense_syncs_records_are_matched_by_content_and_a_loss_is_found(
     config = write_config(
         tmp_path / "mm2.properties",
         brokers,
-        "dc1->target.enabled = true\ntopics = orders\nmm2py.batch.max.records = 50\n"
+        "dc1->target.enabled = true\ntopics = orders\nmm2py.range.max.records = 50\n"
         "mm2py.offset-syncs.dense.enabled = false\noffset.lag.max = 20\n",
     )
     assert mm2py("run", str(config), "--once").returncode == 0

@@ -67,7 +67,7 @@ def test_aborted_source_transactions_are_not_copied(
     committed = _produce_transactions(real_kafka.bootstrap, topic, [True, False, True, False, False, True], 40)
     uncommitted_source = read_all(real_kafka.bootstrap, topic, isolation_level="read_uncommitted")
     assert len(uncommitted_source) == 6 * 80  # the aborted records are in the source log
-    config, src, _tgt = _config(tmp_path, real_kafka, real_kafka_target, topic, "mm2py.batch.max.records = 100\n")
+    config, src, _tgt = _config(tmp_path, real_kafka, real_kafka_target, topic, "mm2py.range.max.records = 100\n")
 
     result = mm2py("run", str(config), "--once")
     assert result.returncode == 0, result.stderr
@@ -185,7 +185,7 @@ def test_a_run_killed_mid_transaction_leaves_committed_prefixes_and_a_later_once
         real_kafka,
         real_kafka_target,
         topic,
-        "mm2py.batch.max.records = 4000\nconsumer.poll.timeout.ms = 200\n",
+        "mm2py.range.max.records = 4000\nconsumer.poll.timeout.ms = 200\n",
     )
     remote = f"{src}.{topic}"
 

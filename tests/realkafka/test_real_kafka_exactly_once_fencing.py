@@ -46,7 +46,7 @@ def test_ranges_and_progress_are_committed_in_transactions(
     topic = real_kafka.create_topic(unique_topic("eos-ranges"), partitions=2)
     records = make_records(400, partitions=2, seed=5)
     produce(real_kafka.bootstrap, topic, records)
-    config, src = _config(tmp_path, real_kafka, real_kafka_target, topic, "mm2py.batch.max.records = 50\n")
+    config, src = _config(tmp_path, real_kafka, real_kafka_target, topic, "mm2py.range.max.records = 50\n")
     result = mm2py("run", str(config), "--once")
     assert result.returncode == 0, result.stderr
     remote = f"{src}.{topic}"
@@ -96,7 +96,7 @@ def test_a_running_flow_whose_transactional_id_another_producer_takes_stops_with
         real_kafka,
         real_kafka_target,
         topic,
-        "mm2py.batch.max.records = 100\nconsumer.poll.timeout.ms = 200\n",
+        "mm2py.range.max.records = 100\nconsumer.poll.timeout.ms = 200\n",
     )
     remote = f"{src}.{topic}"
     with MirrorRun(config, tmp_path / "run.log") as run:

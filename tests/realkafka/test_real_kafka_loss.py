@@ -148,7 +148,7 @@ def test_a_topic_re_created_loses_the_tail_a_run_saw_but_did_not_copy(
     config = write_real_config(
         tmp_path / "mm2.properties",
         {alias: real_kafka.bootstrap, "dst": real_kafka_target.bootstrap},
-        QUIET + f"{alias}->dst.enabled = true\n{alias}->dst.topics = {topic}\nmm2py.batch.max.records = 1000\n",
+        QUIET + f"{alias}->dst.enabled = true\n{alias}->dst.topics = {topic}\nmm2py.range.max.records = 1000\n",
     )
     produce(real_kafka.bootstrap, topic, make_records(20_000, partitions=PARTITIONS, seed=3))
     # A run that saw the end (10,000 per partition) but stopped after its first jobs (SIGTERM): the tail is

@@ -68,7 +68,7 @@ def test_a_source_leader_killed_mid_copy_loses_nothing_and_the_run_carries_on(
     records = make_records(40_000, partitions=2, seed=31, value_size=64, with_headers=False)
     produce(cluster.bootstrap, topic, records)
     config, remote = _config(
-        tmp_path, cluster, real_kafka, topic, "mm2py.batch.max.records = 4000\nconsumer.poll.timeout.ms = 200\n"
+        tmp_path, cluster, real_kafka, topic, "mm2py.range.max.records = 4000\nconsumer.poll.timeout.ms = 200\n"
     )
     victim = -1
     started = time.monotonic()

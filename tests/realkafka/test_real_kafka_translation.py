@@ -99,7 +99,7 @@ def test_translation_and_checkpoints_stay_exact_after_the_cleaner_compacted_the_
             f"{dc1}->{tgt}.enabled = true\n{dc2}->{tgt}.enabled = true\n"
             f"{dc2}->{tgt}.offset-syncs.topic.location = target\n"
             f"topics = {topic}\ngroups = (behind|end)-.*\nreplication.policy.class = {IDENTITY}\n"
-            "mm2py.batch.max.records = 100\n"
+            "mm2py.range.max.records = 100\n"
         ),
     )  # several ranges: many syncs, and both flows interleave in the merge
     groups = {

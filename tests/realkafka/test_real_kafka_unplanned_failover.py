@@ -57,7 +57,7 @@ FLOW_SETTINGS = (
     "offset-syncs.topic.location = target\n"
     "emit.checkpoints.interval.seconds = 1\n"
     "mm2py.continuous.tasks = rounds\n"
-    "mm2py.batch.max.records = 50\n"
+    "mm2py.range.max.records = 50\n"
 )
 
 

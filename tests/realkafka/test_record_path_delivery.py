@@ -19,7 +19,7 @@ from collections.abc import Callable
 import pytest
 from confluent_kafka import KafkaError
 
-from mm2py.executor.record_copy import RangeBatch
+from mm2py.executor.record_copy import RangeCopy
 from mm2py.librdkafka.clients import cached_producer, drop_producer
 from mm2py.librdkafka.defaults import copy_producer_settings
 from tests.harness.broker_faults import freeze, thaw
@@ -59,17 +59,17 @@ def test_records_queued_behind_a_timed_out_record_never_land(
         target.produce(topic, b"before", partition=0)
         assert target.flush(30) == 0
         written_before = 1
-    batch = RangeBatch(producer=target)
+    copying = RangeCopy(producer=target)
     node = real_kafka.nodes[0].node_id
     freeze(real_kafka, node)
     try:
         for i in range(100):
-            target.produce(topic, f"first-{i}".encode(), partition=0, on_delivery=batch.on_delivery)
+            target.produce(topic, f"first-{i}".encode(), partition=0, on_delivery=copying.on_delivery)
         target.poll(0)
         time.sleep(WAVE_GAP_S)  # the fault's shape, not a wait for an event: the second wave is younger by this
         for i in range(100):
-            target.produce(topic, f"second-{i}".encode(), partition=0, on_delivery=batch.on_delivery)
-        poll_until(lambda: target.poll(0.05) >= 0 and batch.failures, 30, "the first wave timed out")
+            target.produce(topic, f"second-{i}".encode(), partition=0, on_delivery=copying.on_delivery)
+        poll_until(lambda: target.poll(0.05) >= 0 and copying.failures, 30, "the first wave timed out")
     finally:
         thaw(real_kafka, node)
     thawed = time.monotonic()
@@ -81,12 +81,12 @@ def test_records_queued_behind_a_timed_out_record_never_land(
         assert left > 0, "the node came back after the second wave's timeout too: nothing was proven"
     finally:
         drop_producer(settings)
-    codes = Counter(err.code() for err in batch.failures)
-    assert batch.downstream == [], "a record was acknowledged after the node stopped"
+    codes = Counter(err.code() for err in copying.failures)
+    assert copying.downstream == [], "a record was acknowledged after the node stopped"
     assert codes[KafkaError._MSG_TIMED_OUT] >= 1, codes
     assert (
         codes[KafkaError._MSG_TIMED_OUT] + codes[KafkaError._PURGE_QUEUE] + codes[KafkaError._PURGE_INFLIGHT]
-        == len(batch.failures)
+        == len(copying.failures)
         == 200
     ), codes
     # What the stopped node may still append is what was on the wire before it stopped: a head of the first

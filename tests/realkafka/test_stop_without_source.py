@@ -41,7 +41,7 @@ def test_sigterm_ends_a_run_whose_source_died_mid_copy_within_the_grace_period_a
     b = real_kafka_target
     with KafkaCluster(tmp_path / "a", 1, runtime=kafka_runtime) as a:
         topic = a.create_topic(unique_topic("orders"), partitions=PARTITIONS)
-        settings = f"mm2py.continuous.tasks = {tasks}\nmm2py.batch.max.records = 50\n"
+        settings = f"mm2py.continuous.tasks = {tasks}\nmm2py.range.max.records = 50\n"
         config, src, tgt = one_flow_config(tmp_path / "mm2.properties", a.bootstrap, b.bootstrap, topic, settings)
         config.write_text(f"{config.read_text()}task.shutdown.graceful.timeout.ms = {GRACE_MS}\n")
         remote = f"{src}.{topic}"

@@ -11,7 +11,7 @@ from confluent_kafka import KafkaError
 
 from mm2py.errors import ReplicationError
 from mm2py.executor.delivery import raise_delivery_failure
-from mm2py.executor.record_copy import RangeBatch
+from mm2py.executor.record_copy import RangeCopy
 from mm2py.librdkafka import clients
 from tests.unit.test_errors import SPEC
 
@@ -44,16 +44,16 @@ class FakeProducer:
 
 def test_the_first_failed_record_voids_the_producer_once_and_acknowledged_records_are_kept() -> None:
     producer = FakeProducer()
-    batch = RangeBatch(producer=producer)
-    batch.on_delivery(None, _Message(7))
+    copying = RangeCopy(producer=producer)
+    copying.on_delivery(None, _Message(7))
     assert producer.purges == []
-    batch.on_delivery(KafkaError(KafkaError._MSG_TIMED_OUT), None)
+    copying.on_delivery(KafkaError(KafkaError._MSG_TIMED_OUT), None)
     # not blocking: this runs inside the producer's own poll
     assert producer.purges == [(True, True, False)]
-    batch.on_delivery(KafkaError(KafkaError._MSG_TIMED_OUT), None)
-    batch.on_delivery(KafkaError(KafkaError._PURGE_QUEUE), None)
+    copying.on_delivery(KafkaError(KafkaError._MSG_TIMED_OUT), None)
+    copying.on_delivery(KafkaError(KafkaError._PURGE_QUEUE), None)
     assert producer.purges == [(True, True, False)]
-    assert batch.downstream == [7] and len(batch.failures) == 3
+    assert copying.downstream == [7] and len(copying.failures) == 3
 
 
 @pytest.mark.parametrize("code", [KafkaError._MSG_TIMED_OUT, KafkaError.NOT_ENOUGH_REPLICAS])

@@ -31,7 +31,7 @@ from mm2py.librdkafka.admin import ClusterAdmin
 def flow(extra: str = "") -> FlowConfig:
     text = (
         "clusters = dc1, target\ndc1.bootstrap.servers = a:1\ntarget.bootstrap.servers = b:1\n"
-        "dc1->target.enabled = true\nmm2py.batch.max.records = 100\nmm2py.retry.timeout.seconds = 60\n" + extra
+        "dc1->target.enabled = true\nmm2py.range.max.records = 100\nmm2py.retry.timeout.seconds = 60\n" + extra
     )
     return build_flow_config(MirrorMakerConfig(parse_properties(text, "t.properties"), {}), Flow("dc1", "target"))
 
@@ -132,7 +132,7 @@ def runner(source: FakeSource, spark: FakeSpark, partitions: int = 2, extra: str
     return FlowRunner(f, plan, spark, AdminPool(factory))  # type: ignore[arg-type]
 
 
-def test_once_copies_in_ranges_of_at_most_batch_max_records_one_per_partition_per_job(
+def test_once_copies_in_ranges_of_at_most_range_max_records_one_per_partition_per_job(
     recorded: list[Mapping[tuple[str, int], int]],
 ) -> None:
     source = FakeSource({("orders", 0): 0, ("orders", 1): 0}, {("orders", 0): 250, ("orders", 1): 40})

@@ -104,7 +104,7 @@ def test_a_loss_record_that_is_not_json_is_named_not_misread(value: bytes) -> No
 def test_a_gap_found_when_the_flow_starts_is_counted_recorded_and_skipped(written: Written) -> None:
     source = FakeSource({P0: 7500, P1: 7500}, {P0: 10_000, P1: 10_000})
     spark = FakeSpark()
-    r = runner(source, spark, extra="mm2py.batch.max.records = 100000\n")
+    r = runner(source, spark, extra="mm2py.range.max.records = 100000\n")
     r.rounds.losses.load({})
     r.rounds.place({P0: 4999, P1: 4999})
     assert r.stats.lost == 5000
@@ -153,7 +153,7 @@ class GoneOnce(FakeSpark):
 def test_records_gone_during_a_copy_are_counted_from_where_the_task_stopped(written: Written) -> None:
     source = FakeSource({P0: 0}, {P0: 1000})
     spark = GoneOnce(source, upto=300, new_start=700)
-    r = runner(source, spark, partitions=1, extra="mm2py.batch.max.records = 5000\n")
+    r = runner(source, spark, partitions=1, extra="mm2py.range.max.records = 5000\n")
     r.rounds.place({})
     r.run_once(InstantStop())
     assert [(j[0].start, j[0].end) for j in spark.jobs] == [(0, 1000), (700, 1000)]
@@ -164,7 +164,7 @@ def test_records_gone_during_a_copy_are_counted_from_where_the_task_stopped(writ
 def test_records_gone_under_fail_stop_the_run_after_what_was_copied_before_the_gap(written: Written) -> None:
     source = FakeSource({P0: 0}, {P0: 1000})
     spark = GoneOnce(source, upto=300, new_start=700)
-    r = runner(source, spark, partitions=1, extra="mm2py.source.loss = fail\nmm2py.batch.max.records = 5000\n")
+    r = runner(source, spark, partitions=1, extra="mm2py.source.loss = fail\nmm2py.range.max.records = 5000\n")
     r.rounds.place({})
     with pytest.raises(ReplicationError, match="offsets 300-699"):
         r.run_once(InstantStop())

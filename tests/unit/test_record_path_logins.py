@@ -16,7 +16,7 @@ from confluent_kafka import KafkaError
 from mm2py.errors import ReplicationError
 from mm2py.executor import record_copy
 from mm2py.executor.contract import PartitionRange
-from mm2py.executor.record_copy import RangeBatch, _pump
+from mm2py.executor.record_copy import RangeCopy, _pump
 from mm2py.librdkafka.clients import _key, _LoginErrors
 from tests.unit.test_consumer_login_errors import REAUTHENTICATION, REFUSED
 from tests.unit.test_errors import SPEC
@@ -84,21 +84,21 @@ def _spec(stall_timeout_s: float = 60.0) -> Any:
 
 def test_a_login_cut_short_mid_copy_lets_the_range_finish() -> None:
     rounds = iter([(None, [_Event(0)]), (REAUTHENTICATION, [_auth_event()]), (None, [_Event(1), _Event(2)])])
-    producer, batch = _Producer(), RangeBatch(position=0)
+    producer, copying = _Producer(), RangeCopy(position=0)
 
-    _pump(_spec(), RANGE, _Consumer(rounds), producer, batch, "where")
+    _pump(_spec(), RANGE, _Consumer(rounds), producer, copying, "where")
 
-    assert producer.produced == [b"v0", b"v1", b"v2"] and batch.position == 3 and not batch.login_refused
+    assert producer.produced == [b"v0", b"v1", b"v2"] and copying.position == 3 and not copying.login_refused
 
 
 def test_a_refused_login_seen_through_a_failed_request_stops_the_range_naming_the_refusal() -> None:
     rounds = iter([(None, [_Event(0)]), (REFUSED, [_auth_event()]), (None, [_Event(1)])])
-    batch = RangeBatch(position=0)
+    copying = RangeCopy(position=0)
 
     with pytest.raises(ReplicationError, match="invalid_client") as refused:
-        _pump(_spec(), RANGE, _Consumer(rounds), _Producer(), batch, "where")
+        _pump(_spec(), RANGE, _Consumer(rounds), _Producer(), copying, "where")
 
-    assert refused.value.code == "SASL_AUTHENTICATION_FAILED" and batch.login_refused and batch.position == 1
+    assert refused.value.code == "SASL_AUTHENTICATION_FAILED" and copying.login_refused and copying.position == 1
 
 
 def test_events_that_move_nothing_do_not_hide_a_stalled_source(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -107,4 +107,4 @@ def test_events_that_move_nothing_do_not_hide_a_stalled_source(monkeypatch: pyte
     rounds = iter([(REAUTHENTICATION, [_auth_event()])] * 100)
 
     with pytest.raises(ReplicationError, match="no records from the source for 5 s at offset 0"):
-        _pump(_spec(stall_timeout_s=5), RANGE, _Consumer(rounds), _Producer(), RangeBatch(position=0), "where")
+        _pump(_spec(stall_timeout_s=5), RANGE, _Consumer(rounds), _Producer(), RangeCopy(position=0), "where")

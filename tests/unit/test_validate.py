@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from mm2py.config import MirrorMakerConfig, validate
+from mm2py.config import MirrorMakerConfig, build_flow_config, validate
+from mm2py.config.mirror_maker import Flow
 from mm2py.config.problems import Problem
 from mm2py.config.properties import parse_properties
 from tests.harness.keystore_files import identity, jks_truststore
@@ -242,8 +243,20 @@ def test_an_empty_metric_names_formats_is_an_error_as_kafkas_validlist_makes_it(
 
 def test_run_wide_mm2py_keys_given_per_flow_are_said_to_be_read_at_the_top_level() -> None:
     problem = find(
-        problems_of(GOOD + "dc1->target.mm2py.batch.max.records = 5\n"),
-        "dc1->target.mm2py.batch.max.records",
+        problems_of(GOOD + "dc1->target.mm2py.range.max.records = 5\n"),
+        "dc1->target.mm2py.range.max.records",
         "top level only",
     )
     assert problem.severity == "warning" and "mm2py.start.timestamp" in (problem.allowed or "")
+
+
+def test_mm2pys_earlier_name_for_the_range_cap_is_read_as_the_new_one_with_a_warning() -> None:
+    old = find(problems_of(GOOD + "mm2py.batch.max.records = 100\n"), "mm2py.batch.max.records", "earlier name")
+    assert (old.severity, old.allowed) == ("warning", "mm2py.range.max.records")
+    bad = [p for p in problems_of(GOOD + "mm2py.batch.max.records = none\n") if p.severity == "error"]
+    assert [(p.key, p.line, p.value) for p in bad] == [("mm2py.batch.max.records", 6, "none")]
+    mm = MirrorMakerConfig(parse_properties(GOOD + "mm2py.batch.max.records = 100\n", "mm2.properties"), {})
+    both = GOOD + "mm2py.batch.max.records = 100\nmm2py.range.max.records = 7\n"
+    newer = MirrorMakerConfig(parse_properties(both, "mm2.properties"), {})
+    flow = Flow("dc1", "target")
+    assert (build_flow_config(mm, flow).range_max_records, build_flow_config(newer, flow).range_max_records) == (100, 7)

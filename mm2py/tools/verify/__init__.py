@@ -12,7 +12,7 @@ topics) or copies from an interrupted task. Records are matched at the offset th
 content second, so a target that lost or gained a record is reported at that record, not as a shift of
 everything after it. Where a partition has no dense syncs (Java MM2), records are matched by content only,
 and the result says so. A record is reported as a duplicate when its copy lies within about one window of
-the copy that counts: an interrupted copy task (at-least-once) leaves up to ``mm2py.batch.max.records``
+the copy that counts: an interrupted copy task (at-least-once) leaves up to ``mm2py.range.max.records``
 copies just before its retry's, so a larger ``--window-records`` finds all of a large batch's.
 """
 

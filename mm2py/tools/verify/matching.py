@@ -4,7 +4,7 @@ Every record is reduced to a fingerprint of (key, value, headers, timestamp); ea
 order-sensitive digest. Records are matched at the offset the syncs name first and by content second, so a
 target that lost or gained a record is reported at that record, not as a shift of everything after it.
 A record is reported as a duplicate when its copy lies within about one window of the copy that counts: an
-interrupted copy task (at-least-once) leaves up to ``mm2py.batch.max.records`` copies just before its
+interrupted copy task (at-least-once) leaves up to ``mm2py.range.max.records`` copies just before its
 retry's.
 """
 
