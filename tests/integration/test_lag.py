@@ -160,6 +160,12 @@ def test_lag_groups_shows_target_groups_on_remote_topics(kafka_cluster: ClusterF
     assert mm2py("lag", str(config), "--groups", "--max-lag-seconds", "1").returncode == 2
 
 
+def _sigint_as_at_a_terminal() -> None:
+    """The watcher gets SIGINT's default action, as a command started at a terminal has: a suite started in the
+    background by a shell without job control inherits SIGINT ignored, and Ctrl-C would then prove nothing."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_lag_watch_shows_lag_growing_and_stops_cleanly_on_ctrl_c(kafka_cluster: ClusterFactory, tmp_path: Path) -> None:
     brokers = kafka_cluster("dc1", "target")
     create_topic(brokers["dc1"].bootstrap, "orders", 1)
@@ -171,6 +177,7 @@ def test_lag_watch_shows_lag_growing_and_stops_cleanly_on_ctrl_c(kafka_cluster: 
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "PYTHONFAULTHANDLER": "1"},  # a hang below is answered by SIGABRT: every thread's stack
+        preexec_fn=_sigint_as_at_a_terminal,
     )
     lines: queue.Queue[str] = queue.Queue()
     errors: list[str] = []  # stderr is drained too: a full pipe would block the watcher's next log line
