@@ -26,7 +26,14 @@ from mm2py.executor.contract import CopyResult, CopySpec, PartitionRange, failed
 from mm2py.executor.delivery import flush_producer, raise_delivery_failure, write_offset_syncs
 from mm2py.executor.task_logging import executor_logging
 from mm2py.executor.throttle import Throttle
-from mm2py.librdkafka.clients import cached_consumer, cached_producer, drop_consumer, drop_producer, login_error
+from mm2py.librdkafka.clients import (
+    cached_consumer,
+    cached_producer,
+    close_idle,
+    drop_consumer,
+    drop_producer,
+    login_error,
+)
 from mm2py.librdkafka.tls_diagnosis import certificate_problem
 from mm2py.metrics.measurement import RangeMeasurer
 from mm2py.mirror.progress import progress_record
@@ -89,6 +96,7 @@ def copy_partitions(
     returned at once, because more attempts would fail the same way.
     """
     executor_logging(spec)
+    close_idle()  # what earlier tasks of this Python worker left cached and no task has asked for since
     todo = list(ranges)
     throttle = Throttle(spec.task_throughput(len(todo)))  # the task's share of the flow's throughput limit
     for rng in todo:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import atexit
 import logging
 import threading
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -23,6 +24,12 @@ _lock = threading.Lock()
 _producers: dict[tuple[tuple[str, str], ...], Producer] = {}
 _consumers: dict[tuple[tuple[str, str], ...], Consumer] = {}
 _login_errors: dict[tuple[tuple[str, str], ...], KafkaError] = {}
+_last_used: dict[tuple[tuple[str, str], ...], float] = {}
+# A cached client that no task has asked for in this long is closed as the next record-path task starts: a
+# Python worker outlives the flows it served (a flow stopped, a cluster gone), and every client keeps a thread
+# per broker reconnecting to it. Kafka's clients close an idle connection after connections.max.idle.ms (9
+# minutes); a client object costs more, and a task that finds its client closed pays one connection set-up.
+IDLE_CLOSE_S = 120.0
 # librdkafka reports as _AUTHENTICATION too a login that was cut short rather than refused: the connection dropped
 # in the middle of the SASL handshake ("SASL OAUTHBEARER mechanism handshake failed: Local: Broker transport
 # failure"), or a re-authentication met the broker in another SASL state ("... handshake failed: Broker: Request
@@ -82,6 +89,7 @@ def cached_producer(settings: Mapping[str, str]) -> Producer:
     key = _key(settings)
     transactional = "transactional.id" in settings
     with _lock:
+        _last_used[key] = time.monotonic()
         producer = _producers.get(key)
         if producer is None or transactional:
             producer = new_producer(settings)
@@ -111,6 +119,7 @@ def cached_consumer(settings: Mapping[str, str]) -> Consumer:
     """This process's consumer for these settings; callers assign() what they read."""
     key = _key(settings)
     with _lock:
+        _last_used[key] = time.monotonic()
         consumer = _consumers.get(key)
         if consumer is None:
             consumer = _consumers[key] = new_consumer(settings)
@@ -125,6 +134,24 @@ def drop_consumer(settings: Mapping[str, str]) -> None:
         consumer.close()
 
 
+def close_idle(now: float | None = None) -> int:
+    """Close every cached client not asked for in :data:`IDLE_CLOSE_S`; how many. Called as a task starts, when
+    no client of this process is in use (a Python worker runs one task at a time)."""
+    now = time.monotonic() if now is None else now
+    with _lock:
+        idle = [key for key, used in _last_used.items() if now - used > IDLE_CLOSE_S]
+        producers = [_producers.pop(key) for key in idle if key in _producers]
+        consumers = [_consumers.pop(key) for key in idle if key in _consumers]
+        for key in idle:
+            del _last_used[key]
+            _login_errors.pop(key, None)
+    for producer in producers:
+        producer.flush(0)  # a range flushes what it produced before it ends: nothing is left to send
+    for consumer in consumers:
+        consumer.close()  # assign()ed, no group membership and no commits: closes at once
+    return len(producers) + len(consumers)
+
+
 @atexit.register
 def _close_all() -> None:
     with _lock:
@@ -134,3 +161,4 @@ def _close_all() -> None:
             consumer.close()
         _producers.clear()
         _consumers.clear()
+        _last_used.clear()

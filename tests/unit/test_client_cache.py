@@ -1,0 +1,37 @@
+"""A record-path Python worker's cached clients: one per settings, reused by the tasks it runs, and closed as a
+task starts once no task has asked for them in ``IDLE_CLOSE_S`` (a stopped flow or a cluster gone leaves no client
+reconnecting for the rest of the worker's life). Real confluent-kafka clients, aimed at a port nothing listens on:
+creating and closing one needs no broker."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from mm2py.librdkafka import clients
+
+GONE = {"bootstrap.servers": "127.0.0.1:1", "group.id": "client-cache-gone", "enable.auto.commit": "false"}
+KEPT = {"bootstrap.servers": "127.0.0.1:1", "group.id": "client-cache-kept", "enable.auto.commit": "false"}
+PRODUCER = {"bootstrap.servers": "127.0.0.1:1", "client.id": "client-cache-producer"}
+
+
+def test_clients_no_task_asked_for_in_the_idle_time_are_closed_and_the_others_kept(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = SimpleNamespace(now=1000.0)
+    monkeypatch.setattr(clients, "time", SimpleNamespace(monotonic=lambda: clock.now))
+    gone, producer = clients.cached_consumer(GONE), clients.cached_producer(PRODUCER)
+    assert clients.cached_consumer(GONE) is gone  # reused while asked for
+    clock.now += clients.IDLE_CLOSE_S / 2
+    kept = clients.cached_consumer(KEPT)
+    try:
+        clock.now += clients.IDLE_CLOSE_S / 2 + 1
+        assert clients.close_idle() == 2
+        assert clients.cached_consumer(KEPT) is kept
+        assert clients.cached_consumer(GONE) is not gone and clients.cached_producer(PRODUCER) is not producer
+        assert clients.close_idle() == 0  # each was just asked for
+    finally:
+        clients.drop_consumer(GONE)
+        clients.drop_consumer(KEPT)
+        clients.drop_producer(PRODUCER)
