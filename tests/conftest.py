@@ -39,11 +39,19 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     return report
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _shared_spark_per_module() -> Iterator[None]:
-    """The SparkContext a module's in-process ``run --once`` commands share (tests/harness/in_process.py) is
-    stopped when the module ends, with the Python workers and the clients they cached."""
+@pytest.fixture(autouse=True, scope="session")
+def _shared_spark_per_worker() -> Iterator[None]:
+    """The SparkContext a worker's in-process ``run --once`` commands share (tests/harness/in_process.py) is
+    stopped when the worker ends, with the Python workers and the clients they cached."""
     yield
+    if "tests.harness.in_process" in sys.modules:
+        sys.modules["tests.harness.in_process"].stop_shared_spark()
+
+
+@pytest.fixture(scope="module")
+def own_spark_context() -> None:
+    """For a module whose tests start SparkContexts of their own in the test's process: PySpark allows one at a
+    time, so the worker's shared one (started by an earlier module) is stopped first."""
     if "tests.harness.in_process" in sys.modules:
         sys.modules["tests.harness.in_process"].stop_shared_spark()
 

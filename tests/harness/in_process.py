@@ -1,6 +1,6 @@
 """``mm2py`` run inside the test's own process: the command's one entry point (``mm2py.cli.app.main``), its exit
 code, stdout and stderr captured as a subprocess's would be, and for ``run --once`` a SparkContext shared by
-the runs of one test module instead of a Spark JVM started and stopped by every run.
+the runs of one pytest worker instead of a Spark JVM started and stopped by every run.
 
 Why: a new interpreter and a new SparkContext cost about 7 s per ``run`` on this machine, which was the largest
 single cost of the suite (docs/testing.md). What a new process would prove beyond this — the console script,
@@ -9,9 +9,10 @@ continuous runs, runs with Spark settings or a metrics port of their own, and th
 mm2py (``tests/harness/mm2py_cli.py`` decides).
 
 The shared context is the one the run itself would start (``SparkRunner.start`` with the run's master and
-Spark settings); a run that asks for other settings gets a context of its own, which the module then shares.
-Its Python workers live as long as the context, as in a long continuous run. ``stop_shared_spark`` (a
-module-scoped fixture in tests/conftest.py) stops it after each module.
+Spark settings); a run that asks for other settings gets a context of its own, which the runs after it then share.
+Its Python workers live as long as the context, as in a long continuous run: the clients they cached for the
+brokers of tests that ended are closed by the next task once idle (``mm2py.librdkafka.clients.close_idle``).
+``stop_shared_spark`` (a session-scoped fixture in tests/conftest.py) stops it when the worker ends.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ _start_own_context = SparkRunner.start
 
 
 class _SharedSpark:
-    """The SparkContext of this module's in-process runs, keyed by the master and settings it was started with."""
+    """The SparkContext of this worker's in-process runs, keyed by the master and settings it was started with."""
 
     def __init__(self) -> None:
         self.runner: SparkRunner | None = None

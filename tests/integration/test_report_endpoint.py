@@ -32,7 +32,7 @@ from tests.harness.flows_helpers import IDENTITY, config_for, copied
 from tests.harness.kafka_harness import TansuBroker, end_offsets, make_records, produce, read_all
 from tests.harness.polling import poll_until
 
-pytestmark = [pytest.mark.integration, pytest.mark.spark]
+pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.usefixtures("own_spark_context")]
 
 PARTITIONS = 4
 GIB = 1024**3

@@ -10,7 +10,7 @@ import pytest
 
 from mm2py.engine.spark import SparkRunner
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("own_spark_context")]
 
 
 def jvm_maps(runner: SparkRunner) -> str:
