@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import re
 import shutil
 import sys
@@ -46,6 +47,10 @@ def _shared_spark_per_worker() -> Iterator[None]:
     yield
     if "tests.harness.in_process" in sys.modules:
         sys.modules["tests.harness.in_process"].stop_shared_spark()
+    if "mm2py.librdkafka.clients" in sys.modules:
+        # Tests that ran record-path code in this process cached its clients here too, for brokers long gone:
+        # closed while pytest still reads the log, not at exit (thousands of lines to a closed stream).
+        sys.modules["mm2py.librdkafka.clients"].close_idle(now=math.inf)
 
 
 @pytest.fixture(scope="module")
