@@ -99,10 +99,21 @@ def produced(node: int, frame: ProduceAnswerFrame) -> list[ProducedPartition]:
         for _ in range(reader.int32()):
             index, error, base_offset, _append_time = reader.fields(_ANSWER_PARTITION)
             log_start = reader.int64() if version >= 5 else -1
+            detail = f"node {node}"
             if version >= 8:
-                for _ in range(reader.int32()):  # record errors: the batch path's batches go whole or not at all
-                    reader.int32()
-                    reader.string(compact=False)
-                reader.string(compact=False)  # the error message: the code says it for the batch path
-            result.append(ProducedPartition(topic, index, broker_error(error, f"node {node}"), base_offset, log_start))
+                record_errors = [(reader.int32(), reader.string(compact=False)) for _ in range(reader.int32())]
+                detail = _detail(node, reader.string(compact=False), record_errors)
+            result.append(ProducedPartition(topic, index, broker_error(error, detail), base_offset, log_start))
     return result
+
+
+def _detail(node: int, message: str | None, record_errors: list[tuple[int, str | None]]) -> str:
+    """What the broker said beside the error code (v8+), as Java's producer shows it (``Sender.formatErrMsg`` and
+    ``Sender.failBatch``: a record's own message, else the partition's). A forwarded batch is written whole or not
+    at all, so the first record the broker names says why."""
+    detail = f"node {node}: {message}" if message else f"node {node}"
+    if record_errors:
+        position, reason = record_errors[0]
+        more = f" (and {len(record_errors) - 1} more)" if len(record_errors) > 1 else ""
+        detail += f"; record {position} of the batch{more}: {reason or message or 'no reason given'}"
+    return detail

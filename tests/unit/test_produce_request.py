@@ -94,3 +94,9 @@ def test_the_answer_is_what_the_library_decodes(version: int) -> None:
         (p.topic, p.partition, p.error.code if p.error else 0, p.base_offset, p.log_start_offset) for p in ours
     ] == theirs
     assert {p.error.kind for p in ours if p.error} == {MESSAGE_TOO_LARGE, OUT_OF_ORDER_SEQUENCE_NUMBER}
+    # v8 adds what the broker says beside the code, shown as Java's producer shows it
+    details = [p.error.detail for p in ours if p.error]
+    if version >= 8:
+        assert details == ["node 3: refused; record 0 of the batch: too big", "node 3: refused"]
+    else:
+        assert details == ["node 3"] * 2
