@@ -108,12 +108,11 @@ def produced(node: int, frame: ProduceAnswerFrame) -> list[ProducedPartition]:
 
 
 def _detail(node: int, message: str | None, record_errors: list[tuple[int, str | None]]) -> str:
-    """What the broker said beside the error code (v8+), as Java's producer shows it (``Sender.formatErrMsg`` and
-    ``Sender.failBatch``: a record's own message, else the partition's). A forwarded batch is written whole or not
-    at all, so the first record the broker names says why."""
-    detail = f"node {node}: {message}" if message else f"node {node}"
-    if record_errors:
-        position, reason = record_errors[0]
-        more = f" (and {len(record_errors) - 1} more)" if len(record_errors) > 1 else ""
-        detail += f"; record {position} of the batch{more}: {reason or message or 'no reason given'}"
-    return detail
+    """What the broker said beside the error code (v8+), as Java's producer reports it (``Sender.failBatch``): the
+    first record the broker names, with its own reason (else the partition's message), or the partition's message
+    (``Sender.formatErrMsg``). A forwarded batch is written whole or not at all, so that record says why."""
+    if not record_errors:
+        return f"node {node}: {message}" if message else f"node {node}"
+    position, reason = record_errors[0]
+    more = f" (and {len(record_errors) - 1} more)" if len(record_errors) > 1 else ""
+    return f"node {node}: record {position} of the batch{more}: {reason or message or 'no reason given'}"

@@ -238,3 +238,19 @@ def test_a_range_whose_records_were_deleted_stops_at_them_with_records_gone(
     assert result.error is not None and result.error.records_gone and not result.error.retriable, result
     assert (result.records, result.next_offset) == (0, 200)
     assert read_all(target.bootstrap, remote) == []
+
+
+def test_a_batch_the_target_refuses_names_the_record_and_the_brokers_reason(
+    pair: Pair, topics: Callable[..., tuple[str, str, str]]
+) -> None:
+    """A keyless record into a compacted remote topic: the broker refuses its batch with INVALID_RECORD and says
+    why in the Produce answer (v8's record errors), which the failure carries as Java's producer shows it."""
+    src, dst = pair
+    topic, remote, progress = topics("keyless", partitions=1, target_config={"cleanup.policy": "compact"})
+    produce_batched(src, topic, [replace(r, key=None) for r in make_records(1, partitions=1, seed=8)])
+    [result] = copy(src, spec_for(src, dst, progress), topic, remote, 1)
+    assert result.error is not None and not result.error.retriable, result
+    assert result.error.code == "INVALID_RECORD", result.error
+    reason = "record 0 of the batch: Compacted topic cannot accept message without key"
+    assert reason in result.error.message, result.error.message
+    assert read_all(dst.bootstrap, remote) == []

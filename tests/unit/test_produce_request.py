@@ -97,6 +97,6 @@ def test_the_answer_is_what_the_library_decodes(version: int) -> None:
     # v8 adds what the broker says beside the code, shown as Java's producer shows it
     details = [p.error.detail for p in ours if p.error]
     if version >= 8:
-        assert details == ["node 3: refused; record 0 of the batch: too big", "node 3: refused"]
+        assert details == ["node 3: record 0 of the batch: too big", "node 3: refused"]
     else:
         assert details == ["node 3"] * 2
