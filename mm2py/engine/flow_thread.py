@@ -20,7 +20,7 @@ from mm2py.control.topics import LEASE_TOPIC
 from mm2py.engine.driver import FlowRunner
 from mm2py.engine.flow_sync import say_skipped
 from mm2py.engine.stats import FlowStats
-from mm2py.errors import KafkaOperationError
+from mm2py.errors import KafkaOperationError, ReplicationError
 from mm2py.metrics.registry import RunMetrics
 
 log = logging.getLogger(__name__)
@@ -70,6 +70,14 @@ def work(
                 runner.run_once(stop)
                 return
             runner.run_continuous(stop, lease.lost if lease is not None else never_lost)
+        except (KafkaOperationError, ReplicationError) as exc:
+            # A continuous run ends by a stop. One that comes while a failure that may pass is being retried (its
+            # source gone, say) ends the flow as a stop, as Connect's worker ends at SIGTERM: the failure was
+            # logged at each retry, and what was in flight is copied again by the next run. A permanent one stays.
+            if not (stop.is_set() and runner.retrying.retriable(exc)):
+                raise
+            log.warning("flow=%s: stopped while retrying: %s", flow.name, exc)
+            return
         finally:
             runner.save_tails()
         if lease is not None and lease.handed_over.is_set():

@@ -47,6 +47,10 @@ class Retrier:
         self.retries = retries
         self.backoff = backoff
 
+    def retriable(self, exc: ReplicationError | KafkaOperationError) -> bool:
+        """Whether another try of a step that failed with ``exc`` may succeed."""
+        return exc.retriable if isinstance(exc, ReplicationError) else self.retries(exc)
+
     def __call__(self, step: Callable[[], T], stop: threading.Event) -> T:
         """Run ``step``; a stop request ends the retries (the last failure is raised).
 
@@ -60,7 +64,7 @@ class Retrier:
             except (ReplicationError, KafkaOperationError) as exc:
                 if deadline is None:
                     deadline = self.clock() + self.flow.retry_timeout_seconds
-                retriable = exc.retriable if isinstance(exc, ReplicationError) else self.retries(exc)
+                retriable = self.retriable(exc)
                 backoff = self.backoff.backoff(failures)
                 failures += 1
                 if not retriable or self.clock() + backoff > deadline or stop.is_set():

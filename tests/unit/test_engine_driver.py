@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import pytest
 
@@ -21,6 +21,7 @@ from mm2py.control.admin_pool import AdminPool
 from mm2py.control.copy_path import choose_copy_path
 from mm2py.control.plan import FlowPlan, TopicPlan
 from mm2py.engine.driver import FlowRunner
+from mm2py.engine.flow_thread import work
 from mm2py.engine.retry import Retrier
 from mm2py.engine.stats import FlowStats
 from mm2py.errors import KafkaOperationError, ReplicationError
@@ -325,3 +326,27 @@ def test_retries_end_when_the_retry_timeout_has_passed_since_the_first_failure()
         retrier(always_failing, stop)
     # About 15 s waited; the next, about 16 s, would end past the 20 s.
     assert stop.nominal_waits == [1.0, 2.0, 4.0, 8.0]
+
+
+def test_a_stop_while_a_continuous_flow_retries_ends_it_as_a_stop_and_a_permanent_failure_still_raises() -> None:
+    """SIGTERM to a continuous run whose source is gone: the stop ends the retries of the failing step, and the
+    flow ends as stopped (the run exits 0 and leaves its lease), not with the failure it was retrying."""
+    r = runner(FakeSource({}, {}), FakeSpark())
+    r.prepare = lambda: None  # type: ignore[method-assign]
+    stop = threading.Event()
+
+    def failing(failure: ReplicationError, stopped: bool) -> Callable[..., None]:
+        def run_continuous(_stop: threading.Event, _lost: threading.Event) -> None:
+            if stopped:
+                stop.set()  # the signal came while the step was being retried
+            raise failure
+
+        return run_continuous
+
+    r.run_continuous = failing(ReplicationError("the source is gone", retriable=True), True)  # type: ignore[method-assign]
+    work(r, None, once=False, stop=stop, active=threading.Event())  # returns: stopped
+    for message, retriable, stopped in (("refused", False, True), ("gone", True, False)):
+        stop.clear()
+        r.run_continuous = failing(ReplicationError(message, retriable=retriable), stopped)  # type: ignore[method-assign]
+        with pytest.raises(ReplicationError, match=message):
+            work(r, None, once=False, stop=stop, active=threading.Event())
