@@ -73,8 +73,9 @@ def work(
         except (KafkaOperationError, ReplicationError) as exc:
             # A continuous run ends by a stop. One that comes while a failure that may pass is being retried (its
             # source gone, say) ends the flow as a stop, as Connect's worker ends at SIGTERM: the failure was
-            # logged at each retry, and what was in flight is copied again by the next run. A permanent one stays.
-            if not (stop.is_set() and runner.retrying.retriable(exc)):
+            # logged at each retry, and what was in flight is copied again by the next run. A permanent one stays,
+            # and so does any failure of --once: its copy up to the ends it listed did not finish.
+            if once or not (stop.is_set() and runner.retrying.retriable(exc)):
                 raise
             log.warning("flow=%s: stopped while retrying: %s", flow.name, exc)
             return

@@ -330,18 +330,19 @@ def test_retries_end_when_the_retry_timeout_has_passed_since_the_first_failure()
 
 def test_a_stop_while_a_continuous_flow_retries_ends_it_as_a_stop_and_a_permanent_failure_still_raises() -> None:
     """SIGTERM to a continuous run whose source is gone: the stop ends the retries of the failing step, and the
-    flow ends as stopped (the run exits 0 and leaves its lease), not with the failure it was retrying."""
+    flow ends as stopped (the run exits 0 and leaves its lease), not with the failure it was retrying. A
+    ``--once`` run stopped so has not copied up to its ends, and still fails."""
     r = runner(FakeSource({}, {}), FakeSpark())
     r.prepare = lambda: None  # type: ignore[method-assign]
     stop = threading.Event()
 
     def failing(failure: ReplicationError, stopped: bool) -> Callable[..., None]:
-        def run_continuous(_stop: threading.Event, _lost: threading.Event) -> None:
+        def run(*_events: threading.Event) -> None:  # run_continuous(stop, lost) or run_once(stop)
             if stopped:
                 stop.set()  # the signal came while the step was being retried
             raise failure
 
-        return run_continuous
+        return run
 
     r.run_continuous = failing(ReplicationError("the source is gone", retriable=True), True)  # type: ignore[method-assign]
     work(r, None, once=False, stop=stop, active=threading.Event())  # returns: stopped
@@ -350,3 +351,8 @@ def test_a_stop_while_a_continuous_flow_retries_ends_it_as_a_stop_and_a_permanen
         r.run_continuous = failing(ReplicationError(message, retriable=retriable), stopped)  # type: ignore[method-assign]
         with pytest.raises(ReplicationError, match=message):
             work(r, None, once=False, stop=stop, active=threading.Event())
+    # --once stopped while retrying did not copy up to the ends it listed: it still fails (exit 3)
+    stop.clear()
+    r.run_once = failing(ReplicationError("unfinished", retriable=True), True)  # type: ignore[method-assign]
+    with pytest.raises(ReplicationError, match="unfinished"):
+        work(r, None, once=True, stop=stop, active=threading.Event())
