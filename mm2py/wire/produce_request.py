@@ -19,7 +19,7 @@ import struct
 from collections.abc import Mapping
 
 from mm2py.wire.cluster import Buffer, ProducedPartition, RecordSetPieces
-from mm2py.wire.errors import broker_error
+from mm2py.wire.errors import NONE_CODE, broker_error
 from mm2py.wire.wire_types import INT16, INT32, OwnRequest, Reader, string
 
 VERSIONS = (3, 8)
@@ -99,18 +99,21 @@ def produced(node: int, frame: ProduceAnswerFrame) -> list[ProducedPartition]:
         for _ in range(reader.int32()):
             index, error, base_offset, _append_time = reader.fields(_ANSWER_PARTITION)
             log_start = reader.int64() if version >= 5 else -1
-            detail = f"node {node}"
+            record_errors: list[tuple[int, str | None]] = []
+            message = None
             if version >= 8:
                 record_errors = [(reader.int32(), reader.string(compact=False)) for _ in range(reader.int32())]
-                detail = _detail(node, reader.string(compact=False), record_errors)
-            result.append(ProducedPartition(topic, index, broker_error(error, detail), base_offset, log_start))
+                message = reader.string(compact=False)
+            failure = broker_error(error, _detail(node, message, record_errors)) if error != NONE_CODE else None
+            result.append(ProducedPartition(topic, index, failure, base_offset, log_start))
     return result
 
 
 def _detail(node: int, message: str | None, record_errors: list[tuple[int, str | None]]) -> str:
-    """What the broker said beside the error code (v8+), as Java's producer reports it (``Sender.failBatch``): the
-    first record the broker names, with its own reason (else the partition's message), or the partition's message
-    (``Sender.formatErrMsg``). A forwarded batch is written whole or not at all, so that record says why."""
+    """Where a failure came from and what the broker said beside its code (v8+), as Java's producer reports it
+    (``Sender.failBatch``): the first record the broker names, with its own reason (else the partition's message),
+    or the partition's message (``Sender.formatErrMsg``). A forwarded batch is written whole or not at all, so that
+    record says why."""
     if not record_errors:
         return f"node {node}: {message}" if message else f"node {node}"
     position, reason = record_errors[0]
