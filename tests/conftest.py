@@ -45,8 +45,7 @@ def _shared_spark_per_worker() -> Iterator[None]:
     """The SparkContext a worker's in-process ``run --once`` commands share (tests/harness/in_process.py) is
     stopped when the worker ends, with the Python workers and the clients they cached."""
     yield
-    if "tests.harness.in_process" in sys.modules:
-        sys.modules["tests.harness.in_process"].stop_shared_spark()
+    _stop_shared_spark()
     if "mm2py.librdkafka.clients" in sys.modules:
         # Tests that ran record-path code in this process cached its clients here too, for brokers long gone:
         # closed while pytest still reads the log, not at exit (thousands of lines to a closed stream).
@@ -57,6 +56,11 @@ def _shared_spark_per_worker() -> Iterator[None]:
 def own_spark_context() -> None:
     """For a module whose tests start SparkContexts of their own in the test's process: PySpark allows one at a
     time, so the worker's shared one (started by an earlier module) is stopped first."""
+    _stop_shared_spark()
+
+
+def _stop_shared_spark() -> None:
+    """Stop the worker's shared SparkContext, if a test of this worker started one (no import otherwise)."""
     if "tests.harness.in_process" in sys.modules:
         sys.modules["tests.harness.in_process"].stop_shared_spark()
 
