@@ -157,6 +157,9 @@ PERMANENT_KAFKA_ERRORS = frozenset(
         "SASL_AUTHENTICATION_FAILED",
         "_SSL",
         "UNKNOWN_TOPIC_OR_PARTITION",
+        # Another producer initialized the transactional.id (Kafka's Java TransactionManager: fatal); taking it
+        # back would copy beside that producer.
+        "PRODUCER_FENCED",
     }
 )
 
@@ -170,8 +173,8 @@ def is_retriable(error: KafkaErrorLike) -> bool:
     """Whether trying again later can succeed where ``error`` failed.
 
     The client's own ``retriable()`` flag wins; then mm2py's permanent set; anything else (a stalled or
-    restarted broker, a timed-out or fenced producer - fatal for that producer, which is replaced) is
-    retried, within ``mm2py.retry.timeout.seconds``.
+    restarted broker, a timed-out producer - fatal for that producer, which is replaced) is retried, within
+    ``mm2py.retry.timeout.seconds``.
     """
     if error.retriable():
         return True

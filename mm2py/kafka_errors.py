@@ -167,6 +167,7 @@ LIBRDKAFKA_LOCAL_AS_KAFKA: dict[str, str] = {
     "_AUTHENTICATION": "SASL_AUTHENTICATION_FAILED",
     "_UNKNOWN_TOPIC": "UNKNOWN_TOPIC_OR_PARTITION",
     "_UNKNOWN_PARTITION": "UNKNOWN_TOPIC_OR_PARTITION",
+    "_FENCED": "PRODUCER_FENCED",  # another producer initialized the transactional.id (librdkafka: fatal)
 }
 
 

@@ -1,22 +1,26 @@
-"""Zombie fencing for exactly-once on the batch path (driver side): before a flow copies, and before each of its
-jobs, no earlier producer of its transactional.ids can commit any more, and no other producer has taken them.
+"""Zombie fencing for exactly-once (driver side): before a flow copies, no earlier producer of its
+transactional.ids can commit any more; on the batch path, also before each of its jobs, and no other producer
+has taken them.
 
-Why: on the batch path each Spark task slot copies its partitions under one transactional.id
-(``<source>-mm2-MirrorSourceConnector-<slot>``, MM2's own naming, :meth:`CopySpec.slot_transactional_id`), and a
-partition's slot is a hash of it modulo the slot count. When the slot count changes (a run with more or fewer
-Spark task slots) a partition can move to another id, and a zombie of the old one could still commit it. So, as
-Kafka Connect does for KIP-618 (the leader fences the producers of every task of the previous generation before
-new tasks start), the driver first fences every id of every slot count the flow ran with — the largest is
-recorded beside the progress, in ``mm2-offsets.<source>.internal``, under a key of mm2py's own that MM2 ignores —
-and of MM2's ``tasks.max``, so MirrorMaker 2 tasks of the same flow are fenced too when mm2py takes it over.
+Why: each Spark task slot copies its partitions under one transactional.id (``<source>-mm2-MirrorSourceConnector-
+<slot>``, MM2's own naming, :meth:`CopySpec.slot_transactional_id`), on either copy path, and a partition's slot
+is a hash of it modulo the slot count. When the slot count changes (a run with more or fewer Spark task slots) a
+partition can move to another id, and a zombie of the old one could still commit it. So, as Kafka Connect does
+for KIP-618 (the leader fences the producers of every task of the previous generation before new tasks start),
+the driver first fences every id of every slot count the flow ran with — the largest is recorded beside the
+progress, in ``mm2-offsets.<source>.internal``, under a key of mm2py's own that MM2 ignores — and of MM2's
+``tasks.max``, so MirrorMaker 2 tasks of the same flow are fenced too when mm2py takes it over.
 
-Then the driver holds each slot's producer id and epoch (:class:`SlotEpochs`) and the tasks write with the epoch
-it gives them; they never initialize an id themselves. Before every job it aborts what a task of the previous job
-may have left open and bumps the epoch with an InitProducerId that *expects* the epoch it holds (KIP-360): a
-zombie task of the previous job is fenced, and if another producer initialized the id meanwhile (MirrorMaker 2
-started on the same flow) the coordinator answers PRODUCER_FENCED and the flow stops. That is Kafka's rule (the
-Java TransactionManager treats PRODUCER_FENCED as fatal; Connect fails a fenced task): a run whose tasks each
-took their id back at the next job would copy beside the other producer, whose other tasks it never fences.
+On the batch path the driver then holds each slot's producer id and epoch (:class:`SlotEpochs`) and the tasks
+write with the epoch it gives them; they never initialize an id themselves. Before every job it aborts what a
+task of the previous job may have left open and bumps the epoch with an InitProducerId that *expects* the epoch
+it holds (KIP-360): a zombie task of the previous job is fenced, and if another producer initialized the id
+meanwhile (MirrorMaker 2 started on the same flow) the coordinator answers PRODUCER_FENCED and the flow stops.
+That is Kafka's rule (the Java TransactionManager treats PRODUCER_FENCED as fatal; Connect fails a fenced task): a
+run whose tasks each took their id back at the next job would copy beside the other producer, whose other tasks
+it never fences. On the record path the driver fences with librdkafka (:class:`InitializedIds`), which the flow's
+clusters are known to accept, and each task initializes its slot's id itself
+(:mod:`mm2py.executor.record_transactions` says what that leaves open).
 
 InitProducerId aborts a fenced epoch's open transaction: what a zombie wrote and did not commit is never read by a
 read_committed consumer.
@@ -27,8 +31,9 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Mapping
+from typing import Protocol
 
-from confluent_kafka import KafkaError
+from confluent_kafka import KafkaError, KafkaException
 
 from mm2py.errors import KafkaOperationError, ReplicationError
 from mm2py.executor.contract import slot_transactional_id
@@ -56,6 +61,40 @@ def recorded_slots(target: str, consumer_settings: Mapping[str, str], progress_t
         if msg.key() == key and msg.value():
             largest = max(largest, int(json.loads(msg.value()).get("slots", 0)))
     return largest
+
+
+class TakeOver(Protocol):
+    """What :func:`fence` fences with: the flow's name, and a way to take its first ``count`` slot ids over."""
+
+    flow: str
+
+    def take_over(self, count: int) -> None: ...
+
+
+class InitializedIds:
+    """The record path's fencing: each slot id initialized once by a librdkafka transactional producer (an
+    InitProducerId without an expected epoch: whoever had the id, this run takes it), then let go of; the tasks
+    initialize the ids again as they copy."""
+
+    def __init__(self, flow: str, source: str, producer_settings: Mapping[str, str], timeout_s: float = 60.0) -> None:
+        self.flow = flow
+        self.source = source
+        self.producer_settings = producer_settings
+        self.timeout_s = timeout_s
+
+    def take_over(self, count: int) -> None:
+        for slot in range(count):
+            transactional_id = slot_transactional_id(self.source, slot)
+            producer = new_producer({**self.producer_settings, "transactional.id": transactional_id})
+            try:
+                producer.init_transactions(self.timeout_s)
+            except KafkaException as exc:
+                err = exc.args[0]
+                raise ReplicationError.of_kafka(
+                    f"flow={self.flow}: fencing the producers of {transactional_id} failed: {err.str()}", err
+                ) from None
+            finally:
+                producer.flush(0)
 
 
 class SlotEpochs:
@@ -140,7 +179,7 @@ def target_connection(target: str, producer_settings: Mapping[str, str], timeout
 
 
 def fence(
-    epochs: SlotEpochs,
+    fencer: TakeOver,
     target: str,
     producer_settings: Mapping[str, str],
     consumer_settings: Mapping[str, str],
@@ -150,12 +189,12 @@ def fence(
     timeout_s: float = 60.0,
 ) -> int:
     """Fence every transactional.id the flow may have used, record ``slots``; returns how many ids were fenced."""
-    previous = recorded_slots(target, consumer_settings, progress_topic, epochs.flow)
+    previous = recorded_slots(target, consumer_settings, progress_topic, fencer.flow)
     count = max(slots, previous, tasks_max)
-    epochs.take_over(count)
+    fencer.take_over(count)
     if slots > previous:
-        _record(target, producer_settings, progress_topic, epochs.flow, slots, timeout_s)
-    log.info("flow=%s: fenced %d transactional producer(s) before copying exactly-once", epochs.flow, count)
+        _record(target, producer_settings, progress_topic, fencer.flow, slots, timeout_s)
+    log.info("flow=%s: fenced %d transactional producer(s) before copying exactly-once", fencer.flow, count)
     return count
 
 

@@ -76,9 +76,10 @@ class CopyRounds:
     def partitions(self) -> list[TopicPartition]:
         return [(t.topic, p) for t in self.plan.topics for p in range(t.partitions)]
 
-    def fenced(self, epochs: SlotEpochs, slots: int) -> CopySpec:
-        """Exactly-once on the batch path, once every earlier producer of the flow's ``slots`` transactional ids
-        is fenced: each job's tasks get epochs the driver initialized for it. Returns the tasks' spec now."""
+    def fenced(self, epochs: SlotEpochs | None, slots: int) -> CopySpec:
+        """Exactly-once, once every earlier producer of the flow's ``slots`` transactional ids is fenced: each job's
+        ranges are grouped by slot, and on the batch path (``epochs``) each job's tasks get epochs the driver
+        initialized for it. Returns the tasks' spec now."""
         self.epochs = epochs
         self.spec = replace(self.spec, exactly_once_slots=slots)
         return self.spec
@@ -281,8 +282,8 @@ class CopyRounds:
 
     def _run_job(self, spec: CopySpec, ranges: list[PartitionRange]) -> list[CopyResult]:
         """One Spark job. Exactly-once on the batch path, its task slots first get epochs the driver initialized
-        for it; and after a job that failed, positions move to the progress its committed transactions hold
-        (what a task committed before it failed is not in its result, or there is no result at all)."""
+        for it; and exactly-once, after a job that failed, positions move to the progress its committed
+        transactions hold (what a task committed before it failed is not in its result, or there is no result)."""
         if self.spark is None:
             raise RuntimeError(f"flow {self.flow.name}: a copy job before Spark was started")
         if self.epochs is not None:
@@ -297,7 +298,7 @@ class CopyRounds:
         return results
 
     def _positions_from_committed_progress(self) -> None:
-        if self.epochs is None:
+        if not self.spec.exactly_once:
             return
         progress = read_progress(self.flow.target, self.flow.target_consumer.settings(), self.flow.source)
         with self.lock:

@@ -19,7 +19,7 @@ import time
 
 from mm2py.config.flow import FlowConfig
 from mm2py.control.admin_pool import AdminPool
-from mm2py.control.fencing import SlotEpochs, fence, target_connection
+from mm2py.control.fencing import InitializedIds, SlotEpochs, fence, target_connection
 from mm2py.control.group_sync import GroupSyncCoordinator
 from mm2py.control.plan import FlowPlan
 from mm2py.control.progress_store import read_replication_state
@@ -78,22 +78,22 @@ class FlowRunner:
             self.metrics.set_copy_path(f.source, f.target, self.spec.copy_path)
 
     def _fence_earlier_transactions(self) -> None:
-        """Exactly-once on the batch path: one transactional producer per task slot, every earlier one fenced
-        first (:mod:`mm2py.control.fencing`), before any task of this run reads progress or copies."""
+        """Exactly-once: one transactional producer per task slot, every earlier one fenced first
+        (:mod:`mm2py.control.fencing`), before any task of this run reads progress or copies."""
         spark = self.rounds.spark
-        if not (self.spec.exactly_once and self.spec.copy_path.batch) or spark is None:
+        if not self.spec.exactly_once or spark is None:
             return
         f, slots = self.flow, spark.exactly_once_slots
         timeout_s = self.spec.stall_timeout_s
-        epochs = SlotEpochs(
-            f.name,
-            f.source,
-            target_connection(f.target, self.spec.producer_settings, timeout_s),
-            self.spec.transaction_timeout_ms,
-            timeout_s,
-        )
+        epochs: SlotEpochs | None = None  # the batch path's: its driver holds the slots' epochs from now on
+        fencer: SlotEpochs | InitializedIds
+        if self.spec.copy_path.batch:
+            connect = target_connection(f.target, self.spec.producer_settings, timeout_s)
+            fencer = epochs = SlotEpochs(f.name, f.source, connect, self.spec.transaction_timeout_ms, timeout_s)
+        else:
+            fencer = InitializedIds(f.name, f.source, self.spec.producer_settings, timeout_s)
         fence(
-            epochs,
+            fencer,
             f.target,
             self.spec.producer_settings,
             f.target_consumer.settings(),

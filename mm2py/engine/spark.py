@@ -185,7 +185,7 @@ class SparkRunner:
 
     @property
     def exactly_once_slots(self) -> int:
-        """Task slots of an exactly-once flow on the batch path: one transactional producer each."""
+        """Task slots of an exactly-once flow: one transactional producer each."""
         return max(1, self.parallelism // self.flows)
 
     @property
@@ -302,7 +302,7 @@ def group_ranges(ranges: list[PartitionRange], tasks: int) -> list[list[Partitio
 
 
 def group_by_slot(ranges: list[PartitionRange], spec: CopySpec) -> list[list[PartitionRange]]:
-    """Exactly-once on the batch path: one group per task slot (:meth:`CopySpec.slot_of`), so each task writes
+    """Exactly-once: one group per task slot (:meth:`CopySpec.slot_of`), so each task writes
     under its slot's transactional.id, whichever job, host or run copies the partitions."""
     by_slot: dict[int, list[PartitionRange]] = {}
     for rng in ranges:
@@ -335,7 +335,8 @@ def _copy_task(spec: CopySpec, attempts: int, groups: Iterator[list[PartitionRan
         return batch_copy.copy_partitions(spec, ranges, attempt=attempt)
     from mm2py.executor import record_copy
 
-    return record_copy.copy_partitions(spec, ranges, last_attempt=context is None or attempt + 1 >= attempts)
+    last_attempt = context is None or attempt + 1 >= attempts
+    return record_copy.copy_partitions(spec, ranges, last_attempt=last_attempt, retried=attempt > 0)
 
 
 def raise_failure(flow: str, results: list[CopyResult], spec: CopySpec | None = None) -> None:

@@ -1,7 +1,8 @@
 """What runs inside Spark tasks on executors: the copy tasks and the contract they share with the driver.
 
 ``contract`` (CopySpec, PartitionRange, CopyResult, CopyPath: what crosses the Spark boundary),
-``record_copy`` (the record path: confluent-kafka, record by record), ``batch_copy`` (the batch path: whole
+``record_copy`` (the record path: confluent-kafka, record by record, with ``record_transactions`` for
+exactly-once), ``batch_copy`` (the batch path: whole
 record batches through :mod:`mm2py.wire`, with ``batch_fetching`` (the fetch thread), ``batch_producer`` (the
 sender's settings and producer ids), ``batch_results`` (what was acknowledged, progress, results),
 ``control_writes`` (progress and offset syncs through the same client) and ``transactional_copy``

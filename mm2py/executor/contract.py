@@ -94,11 +94,11 @@ class CopySpec:
     # at most PROGRESS_INTERVAL_S so that ``mm2py lag`` moves within seconds; a following task at most every
     # report (every second).
     progress_interval_s: float = 5.0
-    # Exactly-once on the batch path: partitions are spread over this many transactional producers (task slots),
-    # each slot one Spark task with one transactional.id (0: not exactly-once on the batch path).
+    # Exactly-once: partitions are spread over this many transactional producers (task slots), each slot one Spark
+    # task with one transactional.id, on either path (0: not exactly-once).
     exactly_once_slots: int = 0
-    # The (producer id, epoch) each slot's task writes with, initialized for this job by the driver
-    # (:class:`mm2py.control.fencing.SlotEpochs`): a task never initializes its transactional.id itself.
+    # The batch path's (producer id, epoch) each slot's task writes with, initialized for this job by the driver
+    # (:class:`mm2py.control.fencing.SlotEpochs`): a batch-path task never initializes its transactional.id itself.
     slot_producers: Mapping[int, tuple[int, int]] = field(default_factory=dict)
     transaction_timeout_ms: int = 60_000
     syncs_on_target: bool = False  # offset-syncs.topic.location = target: the syncs join the transactions
@@ -114,12 +114,8 @@ class CopySpec:
             return 0.0
         return self.throughput_bytes_per_s * min(1.0, ranges / max(1, self.job_ranges))
 
-    def record_transactional_id(self, topic: str, partition: int) -> str:
-        """The record path's transactional.id: one per flow, topic and partition (a producer per range)."""
-        return f"mm2py|{self.source}->{self.target}|{topic}-{partition}"
-
     def slot_transactional_id(self, slot: int) -> str:
-        """The batch path's transactional.id of task slot ``slot`` (:func:`slot_transactional_id`)."""
+        """The transactional.id of task slot ``slot`` on either path (:func:`slot_transactional_id`)."""
         return slot_transactional_id(self.source, slot)
 
     def slot_of(self, topic: str, partition: int) -> int:

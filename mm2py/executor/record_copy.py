@@ -7,15 +7,15 @@ Order of effects, which is what makes a crash safe at any point:
 3. write progress (the last replicated offset) to ``mm2-offsets.<source>.internal``;
 4. write the offset syncs of this range (MM2's emission rule, plus run boundaries) for offset translation.
 At-least-once (MM2's default): a crash before 3 re-copies at most this range. Exactly-once
-(``<target>.exactly.once.source.support = enabled``): 1-3 are one producer transaction whose
-``transactional.id`` is fixed per flow, topic and partition, so a retried task fences its predecessor.
+(``<target>.exactly.once.source.support = enabled``): 1-3 are one producer transaction under the transactional.id
+of the range's task slot, MirrorMaker 2's own (:mod:`mm2py.executor.record_transactions`).
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +24,14 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from mm2py.errors import RECORDS_GONE, Failure, ReplicationError
 from mm2py.executor.contract import CopyResult, CopySpec, PartitionRange, failed_result
 from mm2py.executor.delivery import flush_producer, raise_delivery_failure, write_offset_syncs
+from mm2py.executor.record_transactions import (
+    abort,
+    after_committed,
+    fenced_failure,
+    producer_settings,
+    release,
+    transaction_step,
+)
 from mm2py.executor.task_logging import executor_logging
 from mm2py.executor.throttle import Throttle
 from mm2py.librdkafka.clients import (
@@ -86,31 +94,45 @@ class RangeCopy:
 
 
 def copy_partitions(
-    spec: CopySpec, ranges: Iterator[PartitionRange], last_attempt: bool = False
+    spec: CopySpec, ranges: Iterator[PartitionRange], last_attempt: bool = False, retried: bool = False
 ) -> Iterator[CopyResult]:
     """Spark ``mapPartitions`` body (executor side): copy each range in turn.
 
     Failures travel as data (``CopyResult.error``), so the driver reads whether to retry from a field.
     The exception: a transient failure on an attempt that Spark may still repeat is raised, so Spark runs
     the task again at once; a permanent one (a record larger than the target accepts, a missing topic) is
-    returned at once, because more attempts would fail the same way.
+    returned at once, because more attempts would fail the same way. Exactly-once: a fenced producer ends the
+    task, and a ``retried`` task starts after what an earlier attempt committed (``record_transactions``).
     """
     executor_logging(spec)
     close_idle()  # what earlier tasks of this Python worker left cached and no task has asked for since
-    todo = list(ranges)
+    todo = after_committed(spec, list(ranges)) if spec.exactly_once and retried else list(ranges)
     throttle = Throttle(spec.task_throughput(len(todo)))  # the task's share of the flow's throughput limit
-    for rng in todo:
-        try:
-            yield copy_range(spec, rng, throttle)
-        except ReplicationError as exc:
-            if exc.retriable and not last_attempt:
-                raise
-            yield failed_result(rng, exc.failure)
-        except KafkaException as exc:  # a client call outside the paths copy_range words itself
-            failure = _kafka_failure(spec, rng, exc)
-            if failure.retriable and not last_attempt:
-                raise
-            yield failed_result(rng, failure)
+    try:
+        for n, rng in enumerate(todo):
+            failure = yield from _copy_or_fail(spec, rng, throttle, last_attempt)
+            stopped = fenced_failure(spec, rng, failure)  # the slot's id is another producer's now
+            if stopped is not None:
+                yield from (failed_result(later, stopped) for later in todo[n:])
+                return
+            if failure is not None:
+                yield failed_result(rng, failure)
+    finally:
+        release(spec, todo)
+
+
+def _copy_or_fail(
+    spec: CopySpec, rng: PartitionRange, throttle: Throttle, last_attempt: bool
+) -> Generator[CopyResult, None, Failure | None]:
+    """Yields the range's result, or returns why it failed (raised instead while Spark may still retry it)."""
+    try:
+        yield copy_range(spec, rng, throttle)
+        return None
+    except (ReplicationError, KafkaException) as exc:  # KafkaException: a call copy_range does not word itself
+        failure = exc.failure if isinstance(exc, ReplicationError) else _kafka_failure(spec, rng, exc)
+        if failure.retriable and not last_attempt:
+            raise
+        return failure
 
 
 def _kafka_failure(spec: CopySpec, rng: PartitionRange, exc: KafkaException) -> Failure:
@@ -125,7 +147,7 @@ def copy_range(spec: CopySpec, rng: PartitionRange, throttle: Throttle | None = 
     """Copy one range; raises ReplicationError (the task fails, Spark retries it, progress stays put)."""
     started = time.monotonic()
     where = f"flow={spec.flow} topic={rng.topic} partition={rng.partition}"
-    settings = _producer_settings(spec, rng)
+    settings = producer_settings(spec, rng)
     producer = cached_producer(settings)
     if spec.syncs_producer_settings is not None:
         cached_producer(spec.syncs_producer_settings)  # created now, so its producer id arrives in parallel
@@ -133,7 +155,7 @@ def copy_range(spec: CopySpec, rng: PartitionRange, throttle: Throttle | None = 
     copying = RangeCopy(position=rng.start, producer=producer, throttle=throttle or Throttle(0))
     syncs = 0
     if spec.exactly_once:
-        _transaction(producer, settings, where, "begin_transaction")
+        transaction_step(producer, settings, where, "begin_transaction")
     consumer.assign([TopicPartition(rng.topic, rng.partition, rng.start)])
     try:
         _pump(spec, rng, consumer, producer, copying, where)
@@ -150,12 +172,12 @@ def copy_range(spec: CopySpec, rng: PartitionRange, throttle: Throttle | None = 
             record = progress_record(spec.source, rng.topic, rng.partition, copying.last_read)
             producer.produce(spec.progress_topic, record.value, record.key, on_delivery=_failures_to(copying))
         if spec.exactly_once:
-            _transaction(producer, settings, where, "commit_transaction")
+            transaction_step(producer, settings, where, "commit_transaction")
         else:
             flush_producer(spec, producer, settings, copying.failures, f"{where} (progress)")
     except BaseException:
         if spec.exactly_once:
-            _abort(producer, settings)
+            abort(producer, settings)
         raise
     finally:
         consumer.unassign()
@@ -187,12 +209,6 @@ def _syncs(spec: CopySpec, rng: PartitionRange, copying: RangeCopy, where: str) 
     if spec.syncs_topic is None or not copying.upstream:
         return 0
     return write_offset_syncs(spec, rng, copying.upstream, copying.downstream, where)
-
-
-def _producer_settings(spec: CopySpec, rng: PartitionRange) -> Mapping[str, str]:
-    if not spec.exactly_once:
-        return spec.producer_settings
-    return {**spec.producer_settings, "transactional.id": spec.record_transactional_id(rng.topic, rng.partition)}
 
 
 def _failures_to(copying: RangeCopy) -> Any:
@@ -308,7 +324,7 @@ def _let_through(copying: RangeCopy, poll: Any, msg: Any, deadline: float) -> bo
 def _stop_if_failed(spec: CopySpec, rng: PartitionRange, copying: RangeCopy, where: str) -> None:
     if copying.failures:
         where = f"{where} offsets {rng.start}..{copying.last_read} to {rng.remote_topic}"
-        raise_delivery_failure(spec, _producer_settings(spec, rng), copying.failures, where)
+        raise_delivery_failure(spec, producer_settings(spec, rng), copying.failures, where)
 
 
 def _stop_if_refused(spec: CopySpec, copying: RangeCopy, where: str) -> None:
@@ -367,29 +383,13 @@ def _refused(spec: CopySpec, rng: PartitionRange, msg: Any, exc: KafkaException,
             err,
         )
     if err.code() == KafkaError._UNKNOWN_PARTITION:  # the remote topic grew after this
-        drop_producer(_producer_settings(spec, rng))  # producer's metadata: a new one sees it
+        drop_producer(producer_settings(spec, rng))  # producer's metadata: a new one sees it
         return ReplicationError(
             f"{where}: partition {rng.partition} of {rng.remote_topic} is not in the target producer's metadata yet"
         )
     return ReplicationError.of_kafka(
         f"{where}: the record at offset {offset} cannot be produced to {spec.target}: {err.str()}", err
     )
-
-
-def _transaction(producer: Any, settings: Mapping[str, str], where: str, step: str) -> None:
-    try:
-        getattr(producer, step)(*(() if step == "begin_transaction" else (60,)))
-    except KafkaException as exc:
-        drop_producer(settings)
-        err = exc.args[0]
-        raise ReplicationError.of_kafka(f"{where}: {step.replace('_', ' ')} failed: {err.str()}", err) from None
-
-
-def _abort(producer: Any, settings: Mapping[str, str]) -> None:
-    try:
-        producer.abort_transaction(30)
-    except KafkaException:
-        drop_producer(settings)
 
 
 def _login_refused(spec: CopySpec, err: KafkaError, where: str) -> ReplicationError:

@@ -80,18 +80,17 @@ def _key(settings: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
 def cached_producer(settings: Mapping[str, str]) -> Producer:
     """This process's producer for these settings (created on first use).
 
-    A transactional producer is new on every call: a ``transactional.id`` belongs to whichever producer
-    initialised it last, and with several Python workers that may have been another process since this one
-    cached its producer, which a real broker has then fenced (its next transaction fails with _FENCED, and the
-    workers fence each other round after round). ``init_transactions`` fences every earlier producer and
-    aborts what a crashed one left open; it costs one InitProducerId per range.
+    A transactional producer is initialized when it is created (``init_transactions`` fences every earlier
+    producer of its ``transactional.id`` and aborts what one left open) and is kept only for the task that
+    created it, which drops it when it ends (``mm2py.executor.record_transactions.release``): the id belongs to
+    whichever producer initialized it last, and by the next task that may be another Python worker's.
     """
     key = _key(settings)
     transactional = "transactional.id" in settings
     with _lock:
         _last_used[key] = time.monotonic()
         producer = _producers.get(key)
-        if producer is None or transactional:
+        if producer is None:
             producer = new_producer(settings)
             if transactional:
                 producer.init_transactions(30)

@@ -13,9 +13,16 @@ when the successor starts, under a producer load, and must be the one that stops
   its driver bumps each id's epoch before every job expecting the epoch it holds, and the coordinator refuses
   that once MM2 took the id; test_real_kafka_exactly_once_fencing.py shows it.)
 
+Both of mm2py's copy paths write under those ids (the record path's tasks initialize them with librdkafka, and a
+fenced one ends its task without copying more), so the hand-over runs once per path.
+
 A read_committed reader of the target sees every source record exactly once, in order. ``tasks.max = 2``: MM2
 fences only the ids of its own tasks, so it must run at least as many tasks as mm2py has task slots
-(``local[2]``: two) for every mm2py producer to be fenced when MM2 takes over.
+(``local[2]``: two) for every mm2py producer to be fenced when MM2 takes over. Until a paused run's open transaction
+is aborted, the last stable offset of the partitions it wrote holds back every read_committed reader, and when it
+holds progress (the record path writes a range's progress just before its commit) that includes MM2's start-up
+read of the offsets topic: the coordinator aborts it after the producers' ``transaction.timeout.ms``, set to
+20 s here for both tools (mm2py's default is 300 s).
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ from tests.harness.exactly_once import Transaction, TransactionDescriber, copy_f
 from tests.harness.faults import BurstProducer, MirrorRun, session_processes
 from tests.harness.kafka_harness import Record, end_offsets, make_records, produce, read_all
 from tests.harness.mirror_maker import MirrorMaker, connect_offsets, properties_text
+from tests.harness.mm2py_cli import mm2py
 from tests.harness.polling import poll_until
 from tests.harness.real_kafka import KafkaCluster, KafkaRuntime
 from tests.harness.real_kafka_mm2 import unique_alias
@@ -44,9 +52,11 @@ NO_FAULTS = {"lost": 0, "duplicated": 0, "extra": 0, "reordered": 0}
 MM2_FENCED = ("ProducerFencedException", "InvalidProducerEpochException")
 
 
-def _properties(path: Path, alias: str, source: KafkaCluster, target: KafkaCluster, topic: str) -> Path:
-    """One file for both tools (as test_mm2_beside.py), exactly-once on the target, read_committed source."""
+def _properties(path: Path, alias: str, source: KafkaCluster, target: KafkaCluster, topic: str, copy: str) -> Path:
+    """One file for both tools (as test_mm2_beside.py), exactly-once on the target, read_committed source; mm2py
+    on the ``copy`` path."""
     settings = {
+        "mm2py.copy.mode": copy,
         "clusters": f"{alias}, dst",
         f"{alias}.bootstrap.servers": source.bootstrap,
         "dst.bootstrap.servers": target.bootstrap,
@@ -56,6 +66,7 @@ def _properties(path: Path, alias: str, source: KafkaCluster, target: KafkaClust
         "dst.exactly.once.source.support": "enabled",
         f"{alias}.consumer.isolation.level": "read_committed",
         "tasks.max": "2",
+        "dst.producer.transaction.timeout.ms": "20000",
         "replication.factor": "1",
         "checkpoints.topic.replication.factor": "1",
         "heartbeats.topic.replication.factor": "1",
@@ -105,7 +116,9 @@ def _pause_inside_a_transaction(run: MirrorRun, describer: TransactionDescriber,
     pytest.fail(f"no stop landed inside a transaction:\n{run.log_text()[-5000:]}")
 
 
+@pytest.mark.parametrize("copy", ["batch", "record"])
 def test_a_flow_handed_from_mm2_to_mm2py_and_back_exactly_once_each_predecessor_fenced(
+    copy: str,
     real_kafka: KafkaCluster,
     real_kafka_target: KafkaCluster,
     kafka_runtime: KafkaRuntime,
@@ -117,7 +130,9 @@ def test_a_flow_handed_from_mm2_to_mm2py_and_back_exactly_once_each_predecessor_
     source, target = real_kafka, real_kafka_target
     alias = unique_alias("src")
     topic = source.create_topic(unique_topic("eos-handover"), PARTITIONS)
-    config = _properties(tmp_path / "mm2.properties", alias, source, target, topic)
+    config = _properties(tmp_path / "mm2.properties", alias, source, target, topic, copy)
+    planned = mm2py("plan", str(config))
+    assert f"path={copy}" in planned.stdout, planned.stdout + planned.stderr
     produce(source.bootstrap, topic, make_records(600, partitions=PARTITIONS, seed=91))
     ids = [f"{alias}-mm2-MirrorSourceConnector-{task}" for task in range(2)]
 

@@ -54,7 +54,9 @@ def _produce_transactions(bootstrap: str, topic: str, outcomes: list[bool], per_
     return committed
 
 
+@pytest.mark.parametrize("copy", ["batch", "record"])
 def test_aborted_source_transactions_are_not_copied(
+    copy: str,
     real_kafka: KafkaCluster,
     real_kafka_target: KafkaCluster,
     unique_topic: Callable[..., str],
@@ -67,10 +69,12 @@ def test_aborted_source_transactions_are_not_copied(
     committed = _produce_transactions(real_kafka.bootstrap, topic, [True, False, True, False, False, True], 40)
     uncommitted_source = read_all(real_kafka.bootstrap, topic, isolation_level="read_uncommitted")
     assert len(uncommitted_source) == 6 * 80  # the aborted records are in the source log
-    config, src, _tgt = _config(tmp_path, real_kafka, real_kafka_target, topic, "mm2py.range.max.records = 100\n")
+    extra = f"mm2py.range.max.records = 100\nmm2py.copy.mode = {copy}\n"
+    config, src, tgt = _config(tmp_path, real_kafka, real_kafka_target, topic, extra)
 
     result = mm2py("run", str(config), "--once")
     assert result.returncode == 0, result.stderr
+    assert f"flow={src}->{tgt} copied=" in result.stdout and f" path={copy}" in result.stdout, result.stdout
 
     remote = f"{src}.{topic}"
     for level in ("read_committed", "read_uncommitted"):
@@ -89,6 +93,7 @@ def test_aborted_source_transactions_are_not_copied(
     # The target's log as the broker stored it: the source's control batches (three COMMIT and three ABORT markers
     # per partition) are not there; every control batch is a COMMIT marker the target's coordinator wrote
     # (sequence -1) for mm2py's own transactional producers, and the data batches hold the committed records only.
+    # Both paths write under MM2's ids, one per task slot.
     ours = describe_transactions(real_kafka_target.bootstrap, [f"{src}-mm2-MirrorSourceConnector-{s}" for s in (0, 1)])
     producer_ids = {t.producer_id for t in ours.values()}
     markers: dict[int, int] = {}

@@ -63,9 +63,14 @@ def test_errors_of_a_stalled_or_moving_broker_are_retried(code: int) -> None:
     assert is_retriable(KafkaError(code))
 
 
-def test_a_fatal_producer_error_is_retried_with_a_new_producer_unless_it_is_a_denial() -> None:
-    assert is_retriable(KafkaError(KafkaError.PRODUCER_FENCED, fatal=True))
+def test_a_fatal_producer_error_is_retried_with_a_new_producer_unless_it_is_a_denial_or_a_fencing() -> None:
+    assert is_retriable(KafkaError(KafkaError.OUT_OF_ORDER_SEQUENCE_NUMBER, fatal=True))
     assert not is_retriable(KafkaError(KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, fatal=True))
+    # Another producer initialized the transactional.id: taking it back would copy beside that producer (Kafka's
+    # Java TransactionManager treats it as fatal). librdkafka's own code for it gets Kafka's name.
+    for code in (KafkaError.PRODUCER_FENCED, KafkaError._FENCED):
+        failure = Failure.of_kafka("fenced", KafkaError(code, fatal=True))
+        assert (failure.code, failure.retriable) == ("PRODUCER_FENCED", False), code
 
 
 def test_the_clients_own_retriable_flag_wins() -> None:

@@ -1,0 +1,131 @@
+"""Exactly-once on the record path, without a broker: the transactional ids are MM2's slot ids, as on the batch
+path; a fenced producer ends the task without copying its later ranges; a retried task starts after what an earlier
+attempt committed; the task's slot producers are let go of when it ends. (On real Kafka:
+tests/realkafka/test_mm2_beside_exactly_once.py, both paths.)"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from mm2py.engine.spark import group_by_slot
+from mm2py.errors import Failure, ReplicationError
+from mm2py.executor import record_copy, record_transactions
+from mm2py.executor.contract import CopyResult, CopySpec, PartitionRange, slot_transactional_id
+from mm2py.mirror.progress import progress_record
+from tests.unit.test_errors import SPEC
+
+EOS = dataclasses.replace(SPEC, exactly_once=True, exactly_once_slots=2)
+RANGES = [PartitionRange("orders", p, "dc1.orders", 10, 20) for p in range(6)]
+
+
+def test_the_record_path_writes_under_mm2s_slot_ids_one_per_task_slot() -> None:
+    ids = {record_transactions.producer_settings(EOS, rng)["transactional.id"] for rng in RANGES}
+    assert (
+        ids
+        == {slot_transactional_id(SPEC.source, slot) for slot in (0, 1)}
+        == {
+            "dc1-mm2-MirrorSourceConnector-0",
+            "dc1-mm2-MirrorSourceConnector-1",
+        }
+    )
+    # One Spark task per slot: no two tasks of a job initialize the same id.
+    groups = group_by_slot(RANGES, EOS)
+    assert len(groups) == 2
+    for group in groups:
+        assert len({record_transactions.producer_settings(EOS, rng)["transactional.id"] for rng in group}) == 1
+    assert "transactional.id" not in record_transactions.producer_settings(SPEC, RANGES[0])
+
+
+def _copier(fail_at: dict[int, Failure]) -> tuple[list[int], Any]:
+    copied: list[int] = []
+
+    def copy_range(spec: CopySpec, rng: PartitionRange, throttle: Any = None) -> CopyResult:
+        copied.append(rng.partition)
+        if rng.partition in fail_at:
+            raise ReplicationError.of_failure(fail_at[rng.partition])
+        return CopyResult(rng.topic, rng.partition, rng.start, rng.end, rng.end - 1, rng.end - rng.start, 0, 0, 0.0)
+
+    return copied, copy_range
+
+
+@pytest.fixture
+def released(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    dropped: list[str] = []
+    monkeypatch.setattr(record_copy, "close_idle", lambda: None)
+    monkeypatch.setattr(record_copy, "executor_logging", lambda spec: None)
+    monkeypatch.setattr(record_transactions, "drop_producer", lambda s: dropped.append(s["transactional.id"]))
+    return dropped
+
+
+def test_a_fenced_producer_ends_the_task_and_its_later_ranges_are_not_copied(
+    monkeypatch: pytest.MonkeyPatch, released: list[str]
+) -> None:
+    fenced = Failure("flow=dc1->target topic=orders partition=1: commit transaction failed", "PRODUCER_FENCED", False)
+    copied, copy_range = _copier({1: fenced})
+    monkeypatch.setattr(record_copy, "copy_range", copy_range)
+
+    results = list(record_copy.copy_partitions(EOS, iter(RANGES[:4])))
+
+    assert copied == [0, 1]  # nothing after the fenced range
+    assert [r.partition for r in results] == [0, 1, 2, 3]
+    assert results[0].error is None and results[0].next_offset == 20
+    for r in results[1:]:
+        assert r.error is not None and (r.error.code, r.error.retriable) == ("PRODUCER_FENCED", False)
+        assert "fenced: another producer initialized transactional.id dc1-mm2-MirrorSourceConnector-" in r.error.message
+        assert r.next_offset == r.start == 10  # nothing moves
+    assert sorted(released) == sorted({record_transactions.transactional_id(EOS, rng) for rng in RANGES[:4]})
+
+
+def test_other_permanent_failures_leave_the_later_ranges_copied(
+    monkeypatch: pytest.MonkeyPatch, released: list[str]
+) -> None:
+    too_large = Failure("flow=dc1->target topic=orders partition=1: too large", "MESSAGE_TOO_LARGE", False)
+    copied, copy_range = _copier({1: too_large})
+    monkeypatch.setattr(record_copy, "copy_range", copy_range)
+    results = list(record_copy.copy_partitions(EOS, iter(RANGES[:3])))
+    assert copied == [0, 1, 2]
+    assert [r.error for r in results] == [None, too_large, None]
+    # At-least-once, nothing is transactional: no producer is let go of at the end.
+    released.clear()
+    list(record_copy.copy_partitions(SPEC, iter(RANGES[:3])))
+    assert released == []
+
+
+def test_a_retried_task_starts_after_what_an_earlier_attempt_committed(
+    monkeypatch: pytest.MonkeyPatch, released: list[str]
+) -> None:
+    class _Msg:
+        def __init__(self, key: bytes | None, value: bytes | None) -> None:
+            self._key, self._value = key, value
+
+        def key(self) -> bytes | None:
+            return self._key
+
+        def value(self) -> bytes | None:
+            return self._value
+
+    committed = [progress_record(SPEC.source, "orders", 0, 19), progress_record(SPEC.source, "orders", 1, 14)]
+    other = progress_record("dc2", "orders", 2, 17)  # another source's progress in the same topic
+
+    def read_topic(alias: str, settings: Any, topic: str, **kwargs: Any) -> Iterator[_Msg]:
+        assert (alias, topic) == (EOS.target, EOS.progress_topic)
+        return iter(_Msg(r.key, r.value) for r in [*committed, other])
+
+    monkeypatch.setattr(record_transactions, "read_topic", read_topic)
+    starts: list[tuple[int, int]] = []
+
+    def copy_range(spec: CopySpec, rng: PartitionRange, throttle: Any = None) -> CopyResult:
+        starts.append((rng.partition, rng.start))
+        return CopyResult(rng.topic, rng.partition, rng.start, rng.end, rng.end - 1, rng.end - rng.start, 0, 0, 0.0)
+
+    monkeypatch.setattr(record_copy, "copy_range", copy_range)
+    list(record_copy.copy_partitions(EOS, iter(RANGES[:3]), retried=True))
+    # Partition 0 was committed whole (an empty range is left), 1 up to 14, 2 not at all (dc2's is not ours).
+    assert starts == [(0, 20), (1, 15), (2, 10)]
+    starts.clear()
+    list(record_copy.copy_partitions(EOS, iter(RANGES[:3])))  # a first attempt reads nothing
+    assert starts == [(0, 10), (1, 10), (2, 10)]
