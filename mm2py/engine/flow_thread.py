@@ -62,19 +62,19 @@ def work(
         active.set()
         if health is not None:
             health.starting(flow.name)  # holding the lease now: placing its partitions
-        runner.retrying(runner.prepare, stop)
-        if health is not None:
-            health.copying(flow.name)
         try:
+            runner.retrying(runner.prepare, stop)
+            if health is not None:
+                health.copying(flow.name)
             if once:
                 runner.run_once(stop)
                 return
             runner.run_continuous(stop, lease.lost if lease is not None else never_lost)
         except (KafkaOperationError, ReplicationError) as exc:
             # A continuous run ends by a stop. One that comes while a failure that may pass is being retried (its
-            # source gone, say) ends the flow as a stop, as Connect's worker ends at SIGTERM: the failure was
-            # logged at each retry, and what was in flight is copied again by the next run. A permanent one stays,
-            # and so does any failure of --once: its copy up to the ends it listed did not finish.
+            # source gone, say, while the flow starts or copies) ends the flow as a stop, as Connect's worker ends
+            # at SIGTERM: the failure was logged at each retry, and what was in flight is copied again by the next
+            # run. A permanent one stays, and so does any failure of --once: its copy up to its ends did not finish.
             if once or not (stop.is_set() and runner.retrying.retriable(exc)):
                 raise
             log.warning("flow=%s: stopped while retrying: %s", flow.name, exc)

@@ -329,9 +329,9 @@ def test_retries_end_when_the_retry_timeout_has_passed_since_the_first_failure()
 
 
 def test_a_stop_while_a_continuous_flow_retries_ends_it_as_a_stop_and_a_permanent_failure_still_raises() -> None:
-    """SIGTERM to a continuous run whose source is gone: the stop ends the retries of the failing step, and the
-    flow ends as stopped (the run exits 0 and leaves its lease), not with the failure it was retrying. A
-    ``--once`` run stopped so has not copied up to its ends, and still fails."""
+    """SIGTERM to a continuous run whose source is gone, while the flow starts or copies: the stop ends the retries
+    of the failing step, and the flow ends as stopped (the run exits 0 and leaves its lease), not with the failure
+    it was retrying. A ``--once`` run stopped so has not copied up to its ends, and still fails."""
     r = runner(FakeSource({}, {}), FakeSpark())
     r.prepare = lambda: None  # type: ignore[method-assign]
     stop = threading.Event()
@@ -346,6 +346,14 @@ def test_a_stop_while_a_continuous_flow_retries_ends_it_as_a_stop_and_a_permanen
 
     r.run_continuous = failing(ReplicationError("the source is gone", retriable=True), True)  # type: ignore[method-assign]
     work(r, None, once=False, stop=stop, active=threading.Event())  # returns: stopped
+    # The same while the flow starts (syncing configs, fencing, reading progress) rather than copies.
+    stop.clear()
+    r.prepare = failing(ReplicationError("the target is away", retriable=True), True)  # type: ignore[method-assign]
+    work(r, None, once=False, stop=stop, active=threading.Event())
+    stop.clear()
+    with pytest.raises(ReplicationError, match="the target is away"):
+        work(r, None, once=True, stop=stop, active=threading.Event())
+    r.prepare = lambda: None  # type: ignore[method-assign]
     for message, retriable, stopped in (("refused", False, True), ("gone", True, False)):
         stop.clear()
         r.run_continuous = failing(ReplicationError(message, retriable=retriable), stopped)  # type: ignore[method-assign]
