@@ -7,8 +7,10 @@ with the C2 compiler and a 1 GiB heap, not the tests' fast-starting ones), each 
 
 For each shape (``--partitions`` x ``--sizes``) and contender: create the topic, start the contender (MM2 4.3 in
 dedicated mode, tuned as ``make bench`` tunes it, ``tasks.max`` = min(partitions, ``--mm2-tasks``); mm2py
-``run`` on ``local[2]``), copy one record per partition and ``--warm-up-seconds`` of load (not measured), then
-for each rate of ``--rates``: ``--idle-seconds`` of quiet (the first window after it is often a copier's worst),
+``run`` on ``local[2]``; both commit every ``--offset-flush-ms``, 1 s as ``make bench`` tunes MM2, which is also
+how often each sends MM2's delayed offset syncs), copy one record per partition and ``--warm-up-seconds`` of load
+(not measured), then for each rate of ``--rates``: ``--idle-seconds`` of quiet (the first window after it is often a
+copier's worst),
 ``--seconds`` of load at that rate, every record awaited on the target and checked. Per step and contender:
 p50/p99/max latency (CreateTime -> read by a consumer of the target) overall and per ``--window-seconds``
 window of send time, the copier's share (acknowledged by the source -> read on the target), the source's own
@@ -88,7 +90,7 @@ class Copier:
         return check
 
 
-def start_mm2py(work: Path, source: str, target: str, topic: str) -> Copier:
+def start_mm2py(work: Path, source: str, target: str, topic: str, flush_ms: int) -> Copier:
     settings = {
         "clusters": "source, target",
         "source.bootstrap.servers": source,
@@ -97,6 +99,9 @@ def start_mm2py(work: Path, source: str, target: str, topic: str) -> Copier:
         "source->target.topics": topic,
         "source->target.consumer.poll.timeout.ms": "100",
         "mm2py.spark.master": "local[2]",
+        # Both contenders commit as often (--offset-flush-ms), so both send MM2's delayed offset syncs as often
+        # (mm2py records progress every second either way).
+        "target.offset.flush.interval.ms": str(flush_ms),
         **SINGLE_NODE,
     }
     config = work / "mm2py.properties"
@@ -116,8 +121,9 @@ def start_mm2py(work: Path, source: str, target: str, topic: str) -> Copier:
     return Copier(run.pid, check, stop)
 
 
-def start_mm2(work: Path, source: str, target: str, topic: str, tasks: int, partitions: int) -> Copier:
+def start_mm2(work: Path, source: str, target: str, topic: str, tasks: int, partitions: int, flush_ms: int) -> Copier:
     settings = {**tuned_properties(source, target, topic, tasks), "source->target.consumer.poll.timeout.ms": "100"}
+    settings["target.offset.flush.interval.ms"] = str(flush_ms)
     # make bench's shorter worker-group session is for tansu; Kafka refuses one below group.min.session.timeout.ms
     for key in ("target.session.timeout.ms", "target.heartbeat.interval.ms"):
         del settings[key]
@@ -201,9 +207,10 @@ def run_shape(
     work.mkdir()
     source.create_topic(topic, partitions)
     if contender == "mm2py":
-        copier = start_mm2py(work, source.bootstrap, target.bootstrap, topic)
+        copier = start_mm2py(work, source.bootstrap, target.bootstrap, topic, args.offset_flush_ms)
     else:
-        copier = start_mm2(work, source.bootstrap, target.bootstrap, topic, min(partitions, args.mm2_tasks), partitions)
+        tasks = min(partitions, args.mm2_tasks)
+        copier = start_mm2(work, source.bootstrap, target.bootstrap, topic, tasks, partitions, args.offset_flush_ms)
     steps = []
     with ExitStack() as stack:
         stack.callback(copier.stop)
@@ -341,6 +348,9 @@ def main() -> None:
     parser.add_argument("--warm-up-rate", type=int, default=5000)
     parser.add_argument("--window-seconds", type=float, default=5.0)
     parser.add_argument("--mm2-tasks", type=int, default=8, help="MM2's tasks.max is min(partitions, this)")
+    parser.add_argument(
+        "--offset-flush-ms", type=int, default=1000, help="offset.flush.interval.ms of both contenders (MM2's: 60000)"
+    )
     parser.add_argument("--probe", action="store_true", help="add the highest rate with source ack p99 < 500 ms")
     parser.add_argument("--probe-rates", type=ints, default=[20_000, 30_000, 40_000, 50_000])
     parser.add_argument("--contenders", default="mm2,mm2py")

@@ -44,5 +44,6 @@ def copy_spec(f: FlowConfig, copy_path: CopyPath) -> CopySpec:
         transaction_timeout_ms=int(producer_settings.get("transaction.timeout.ms", "60000")),
         syncs_on_target=f.offset_syncs_cluster == f.target,
         progress_interval_s=min(max(f.offset_flush_interval_ms, 100) / 1000, PROGRESS_INTERVAL_S),
+        offset_flush_interval_s=f.offset_flush_interval_ms / 1000,
         throughput_bytes_per_s=f.throughput_max_bytes_per_second,
     )

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -20,9 +21,10 @@ from typing import TYPE_CHECKING
 from mm2py.errors import Failure, ReplicationError
 from mm2py.executor.batch_producer import Steps, waited
 from mm2py.executor.contract import CopyResult, CopySpec, PartitionRange
-from mm2py.executor.sync_records import offset_sync_records
-from mm2py.mirror.offset_syncs import PartitionOffsetSyncState, Run, runs_after
+from mm2py.executor.sync_records import delayed_sync_record, offset_sync_records
+from mm2py.mirror.offset_syncs import PartitionOffsetSyncState, Run, newest_sync, runs_after
 from mm2py.mirror.progress import progress_record
+from mm2py.mirror.record_formats import OffsetSync
 from mm2py.mirror.topic_partition import TopicPartition
 from mm2py.wire.errors import WireError
 from mm2py.wire.fetcher import FetchPartition
@@ -101,7 +103,9 @@ class ProgressRecorder:
     """Records what counts as copied since it last did, at the end of a task and, while it copies on, every
     so often: the progress records (at-least-once; exactly-once wrote them inside its transactions) and the
     offset syncs of the new records (unless they went into the transactions), MM2's emission rule carried from one
-    recording to the next.
+    recording to the next. MM2's delayed syncs (each partition's newest record that no due sync covered) go to
+    MM2's syncs topic at MM2's cadence, every ``offset.flush.interval.ms`` and at the task's end, however often
+    progress is recorded; mm2py's dense topic has every run's last record at each recording anyway.
 
     A recording made while the task copies on is served a turn at a time by the copy loop (:meth:`start`,
     :meth:`step`), never waited for: the loop's sender goes on resending its batches meanwhile (a target that
@@ -117,6 +121,8 @@ class ProgressRecorder:
         self.syncs = {id(r): 0 for r in self.ranges}
         self.states: dict[int, dict[bool, PartitionOffsetSyncState]] = {id(r): {} for r in self.ranges}
         self.pending: Steps[None] | None = None  # the recording in flight while the task copies on
+        self.delayed: dict[int, OffsetSync] = {}  # MM2's delayed sync of each range, sent at the next commit
+        self.next_commit = time.monotonic() + spec.offset_flush_interval_s
 
     def record(self, counted: Mapping[int, Counted], writes: ControlWrites | None) -> None:
         """Write, and wait for the acknowledgement of, what is new in ``counted`` (by ``id`` of the range), once
@@ -128,13 +134,13 @@ class ProgressRecorder:
                 waited(pending)
             except ReplicationError as exc:
                 self._given_up(exc)
-        waited(self._recording(counted, writes))
+        waited(self._recording(counted, writes, commit=True))
 
     def start(self, counted: Mapping[int, Counted], writes: ControlWrites | None) -> None:
         """Begin recording ``counted`` while the task copies on, unless a recording is still in flight (what is
         new by its end goes into the next)."""
         if self.pending is None:
-            self.pending = self._recording(counted, writes)
+            self.pending = self._recording(counted, writes, commit=time.monotonic() >= self.next_commit)
             self.step()
 
     def step(self) -> None:
@@ -162,7 +168,7 @@ class ProgressRecorder:
             raise exc
         log.warning("flow=%s: recording progress failed, recorded again at the next interval: %s", self.spec.flow, exc)
 
-    def _recording(self, counted: Mapping[int, Counted], writes: ControlWrites | None) -> Steps[None]:
+    def _recording(self, counted: Mapping[int, Counted], writes: ControlWrites | None, commit: bool) -> Steps[None]:
         spec = self.spec
         # The syncs of the new records are acknowledged before their progress is written, as MM2 emits a sync
         # when a record is acknowledged and commits source offsets later. A task that dies in between leaves
@@ -175,6 +181,7 @@ class ProgressRecorder:
         # kept once the syncs are acknowledged, so a recording made again after a failed one makes the same syncs
         # due again.
         states = dict(self.states)
+        delayed = dict(self.delayed)
         outside_transactions = self.progress or not spec.syncs_on_target
         for r in self.ranges:
             runs = counted[id(r)].runs
@@ -182,11 +189,22 @@ class ProgressRecorder:
             if spec.syncs_topic is not None and outside_transactions and total > synced[id(r)]:
                 new = runs_after(runs, synced[id(r)])
                 states[id(r)] = {dense: dataclasses.replace(state) for dense, state in states[id(r)].items()}
-                records = offset_sync_records(spec, r.rng, new, states[id(r)])
+                records = offset_sync_records(spec, r.rng, new, states[id(r)], delayed=False)
+                newest = newest_sync(r.rng.topic, r.rng.partition, new)
+                if states[id(r)][False].last_sync_downstream == newest.downstream_offset:
+                    delayed.pop(id(r), None)  # due now, so not delayed (MM2 drops its delayed sync then)
+                else:
+                    delayed[id(r)] = newest
                 for topic, key, value, headers in records:
                     syncs.setdefault((topic, 0), []).append((key, value, headers))
                 queued[id(r)] = len(records)
                 synced[id(r)] = total
+        if commit:  # after each partition's due syncs: a delayed sync is of its newest record
+            for range_id, sync in delayed.items():
+                topic, key, value, headers = delayed_sync_record(spec, sync)
+                syncs.setdefault((topic, 0), []).append((key, value, headers))
+                queued[range_id] = queued.get(range_id, 0) + 1
+            delayed = {}
         progress: dict[PartitionRange, ControlRecord] = {}
         progressed = {}
         for r in self.ranges:
@@ -201,7 +219,9 @@ class ProgressRecorder:
             raise ReplicationError(f"flow={spec.flow}: progress to record, but {spec.target} was never reached")
         if syncs:
             yield from writes.syncs(syncs, f"flow={spec.flow} ({len(queued)} partitions)")
-        self.synced, self.states = synced, states
+        self.synced, self.states, self.delayed = synced, states, delayed
+        if commit:
+            self.next_commit = time.monotonic() + spec.offset_flush_interval_s
         for range_id, count in queued.items():
             self.syncs[range_id] += count
         if progress:

@@ -94,6 +94,9 @@ class CopySpec:
     # at most PROGRESS_INTERVAL_S so that ``mm2py lag`` moves within seconds; a following task at most every
     # report (every second).
     progress_interval_s: float = 5.0
+    # MM2's offset.flush.interval.ms: a following task sends MM2's delayed offset syncs (the newest record of each
+    # partition that no due sync covered) this often, as MM2 sends them at each commit.
+    offset_flush_interval_s: float = 60.0
     # Exactly-once: partitions are spread over this many transactional producers (task slots), each slot one Spark
     # task with one transactional.id, on either path (0: not exactly-once).
     exactly_once_slots: int = 0

@@ -4,8 +4,8 @@ An offset sync maps an upstream offset to the downstream offset its record got o
 and ``translate-offsets`` are only as good as these syncs, so mm2py follows MM2's rule exactly: a sync is
 due for the first record, whenever the downstream offset has run ``offset.lag.max`` past the last sync, and
 whenever offsets stop being contiguous (upstream gaps from compaction or transactions, downstream resets).
-At the end of a batch the newest not-yet-due sync is written too (MM2's ``commit()``, KAFKA-15906), so a
-quiet partition is still translatable up to its end. The rule is written out in docs/mm2-semantics.md,
+At each commit the newest not-yet-due sync is written too (MM2's ``commit()``, KAFKA-15906), so a quiet
+partition is still translatable up to its end. The rule is written out in docs/mm2-semantics.md,
 *Offset-sync emission*.
 """
 
@@ -140,11 +140,13 @@ def offset_syncs_for_runs(
     offset_lag_max: int,
     state: PartitionOffsetSyncState | None = None,
     dense: bool = False,
+    delayed: bool = True,
 ) -> list[OffsetSync]:
     """The syncs to write for the acknowledged records of one partition, given as maximal runs, in order.
 
-    Every sync MM2's rule makes due is kept (MM2 sends them as they come), and the last record is added if it
-    was not due (MM2's delayed sync, sent at commit). With ``dense``, the first and last record of every run in
+    Every sync MM2's rule makes due is kept (MM2 sends them as they come), and, with ``delayed``, the last record
+    is added if it was not due (MM2's delayed sync, sent at commit; a caller that commits less often than it
+    writes syncs adds it itself, :func:`newest_sync`). With ``dense``, the first and last record of every run in
     which both offsets advance by one are synced too: between two such syncs the mapping is then known
     exactly, which is what exact offset translation (``mm2py.mirror.translation``) relies on. In a topic that only
     this flow writes, that is two extra syncs per batch; merged topics get two per interleaved run.
@@ -172,5 +174,12 @@ def offset_syncs_for_runs(
         if dense:
             chosen.add((k, 0))
             chosen.add((k, length - 1))
-    chosen.add((len(runs) - 1, runs[-1][2] - 1))  # MM2's delayed sync of the newest record
+    if delayed:
+        chosen.add((len(runs) - 1, runs[-1][2] - 1))  # MM2's delayed sync of the newest record
     return [OffsetSync(topic, partition, runs[k][0] + t, runs[k][1] + t) for k, t in sorted(chosen)]
+
+
+def newest_sync(topic: str, partition: int, runs: Sequence[Run]) -> OffsetSync:
+    """The sync of the newest of ``runs``' records: MM2's delayed sync for them, due at its next commit."""
+    up, down, length = runs[-1]
+    return OffsetSync(topic, partition, up + length - 1, down + length - 1)

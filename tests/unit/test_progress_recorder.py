@@ -72,6 +72,7 @@ class Task:
         self.producer = producer_ids(spec, self.target)
         self.writes = ControlWrites(spec, layout, self.source_syncs, self.target, self.producer)
         self.recorder = ProgressRecorder(spec, self.ranges, progress=True)
+        self.last: dict[int, Counted] = {}  # what the last recording counted
 
     def counted(self, upstream: int) -> dict[int, Counted]:
         """Every range's records 0..upstream acknowledged at the same offsets."""
@@ -80,7 +81,8 @@ class Task:
         }
 
     def record(self, upstream: int) -> None:
-        self.recorder.record(self.counted(upstream), self.writes)
+        self.last = self.counted(upstream)
+        self.recorder.record(self.last, self.writes)
 
 
 def records(cluster: FakeCluster, topic: str) -> list[tuple[bytes | None, bytes | None]]:
@@ -173,10 +175,14 @@ def test_a_failed_progress_write_is_written_again_at_the_next_recording_under_a_
     assert len(records(task.source, SYNCS)) == sum(task.recorder.syncs.values())  # the syncs were not written twice
 
 
-def meanwhile(task: Task, upstream: int) -> None:
+def meanwhile(task: Task, upstream: int, quiet: int | None = None) -> None:
     """A recording made while the task copies on, served as the copy loop serves it: a turn at a time, with the
-    loop's own sender waiting on the clusters in between."""
-    task.recorder.start(task.counted(upstream), task.writes)
+    loop's own sender waiting on the clusters in between. Partition ``quiet`` is counted as it last was."""
+    counted = task.counted(upstream)
+    if quiet is not None:
+        counted[id(task.ranges[quiet])] = task.last[id(task.ranges[quiet])]
+    task.last = counted
+    task.recorder.start(counted, task.writes)
     deadline = time.monotonic() + 30
     while task.recorder.pending is not None:
         assert time.monotonic() < deadline, "the recording never ended"
@@ -204,7 +210,7 @@ def test_a_recording_that_fails_while_copying_goes_on_is_made_again_with_the_sam
     meanwhile(task, 199)
     undisturbed = Task(quick)
     undisturbed.record(99)
-    undisturbed.record(199)
+    meanwhile(undisturbed, 199)
     assert records(task.source, SYNCS) == records(undisturbed.source, SYNCS)
     assert progress_of(records(task.target, PROGRESS), "dc1") == {("orders", 0): 199, ("orders", 1): 199}
 
@@ -244,3 +250,34 @@ def test_a_recording_made_while_copying_goes_on_never_waits_for_the_target() -> 
     task.record(299)
     assert task.recorder.pending is None
     assert progress_of(records(task.target, PROGRESS), "dc1") == {("orders", 0): 299, ("orders", 1): 299}
+
+
+def _syncs(cluster: FakeCluster, topic: str = SYNCS) -> list[tuple[int, int, int]]:
+    """(partition, upstream, downstream) of each sync ``topic`` holds, in order."""
+    return [
+        (sync.partition, sync.upstream_offset, sync.downstream_offset)
+        for sync in (OffsetSync.from_record(k, v) for k, v in records(cluster, topic))
+    ]
+
+
+def test_mm2s_delayed_syncs_go_out_at_its_commit_cadence_while_the_dense_topic_gets_every_run_end() -> None:
+    """MM2 sends a partition's newest not-yet-due sync at each commit (``offset.flush.interval.ms``), not at each
+    record: a following task records progress every second, and its recordings in between send MM2's topic only
+    the syncs MM2's rule makes due (here the first record of each partition), while mm2py's dense topic gets each
+    run's last record every time. At the next commit (or the task's end) each partition's newest record is synced,
+    a partition with nothing new since included; a newest record whose sync is due drops the delayed one."""
+    dense = "mm2py-offset-syncs-dense.target.internal"
+    task = Task(spec(dense_syncs_topic=dense, offset_flush_interval_s=3600.0))
+    task.source.create(dense, 1)
+    meanwhile(task, 49)
+    assert _syncs(task.source) == [(0, 0, 0), (1, 0, 0)]  # due: each partition's first record
+    assert _syncs(task.source, dense) == [(0, 0, 0), (0, 49, 49), (1, 0, 0), (1, 49, 49)]
+    meanwhile(task, 79, quiet=1)
+    assert _syncs(task.source) == [(0, 0, 0), (1, 0, 0)]
+    task.recorder.next_commit = 0.0  # offset.flush.interval.ms has passed
+    meanwhile(task, 89, quiet=1)  # partition 1 has had nothing new since its record 49
+    assert _syncs(task.source)[2:] == [(0, 89, 89), (1, 49, 49)]
+    meanwhile(task, 99)  # the interval starts again: nothing delayed goes out
+    assert len(_syncs(task.source)) == 4
+    task.record(150)  # the task's end is a commit; each partition's 101 is due (offset.lag.max = 100 after 0)
+    assert _syncs(task.source)[4:] == [(0, 101, 101), (1, 101, 101), (0, 150, 150), (1, 150, 150)]
