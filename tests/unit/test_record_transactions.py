@@ -40,7 +40,10 @@ def test_the_record_path_writes_under_mm2s_slot_ids_one_per_task_slot() -> None:
     assert "transactional.id" not in record_transactions.producer_settings(SPEC, RANGES[0])
 
 
-def _copier(fail_at: dict[int, Failure]) -> tuple[list[int], Any]:
+def _copy(
+    monkeypatch: pytest.MonkeyPatch, spec: CopySpec, ranges: list[PartitionRange], fail_at: dict[int, Failure]
+) -> tuple[list[int], list[CopyResult]]:
+    """The partitions copy_range was called for, and the task's results, each partition of ``fail_at`` failing."""
     copied: list[int] = []
 
     def copy_range(spec: CopySpec, rng: PartitionRange, throttle: Any = None) -> CopyResult:
@@ -49,7 +52,8 @@ def _copier(fail_at: dict[int, Failure]) -> tuple[list[int], Any]:
             raise ReplicationError.of_failure(fail_at[rng.partition])
         return CopyResult(rng.topic, rng.partition, rng.start, rng.end, rng.end - 1, rng.end - rng.start, 0, 0, 0.0)
 
-    return copied, copy_range
+    monkeypatch.setattr(record_copy, "copy_range", copy_range)
+    return copied, list(record_copy.copy_partitions(spec, iter(ranges)))
 
 
 @pytest.fixture
@@ -65,11 +69,7 @@ def test_a_fenced_producer_ends_the_task_and_its_later_ranges_are_not_copied(
     monkeypatch: pytest.MonkeyPatch, released: list[str]
 ) -> None:
     fenced = Failure("flow=dc1->target topic=orders partition=1: commit transaction failed", "PRODUCER_FENCED", False)
-    copied, copy_range = _copier({1: fenced})
-    monkeypatch.setattr(record_copy, "copy_range", copy_range)
-
-    results = list(record_copy.copy_partitions(EOS, iter(RANGES[:4])))
-
+    copied, results = _copy(monkeypatch, EOS, RANGES[:4], {1: fenced})
     assert copied == [0, 1]  # nothing after the fenced range
     assert [r.partition for r in results] == [0, 1, 2, 3]
     assert results[0].error is None and results[0].next_offset == 20
@@ -84,14 +84,12 @@ def test_other_permanent_failures_leave_the_later_ranges_copied(
     monkeypatch: pytest.MonkeyPatch, released: list[str]
 ) -> None:
     too_large = Failure("flow=dc1->target topic=orders partition=1: too large", "MESSAGE_TOO_LARGE", False)
-    copied, copy_range = _copier({1: too_large})
-    monkeypatch.setattr(record_copy, "copy_range", copy_range)
-    results = list(record_copy.copy_partitions(EOS, iter(RANGES[:3])))
+    copied, results = _copy(monkeypatch, EOS, RANGES[:3], {1: too_large})
     assert copied == [0, 1, 2]
     assert [r.error for r in results] == [None, too_large, None]
     # At-least-once, nothing is transactional: no producer is let go of at the end.
     released.clear()
-    list(record_copy.copy_partitions(SPEC, iter(RANGES[:3])))
+    _copy(monkeypatch, SPEC, RANGES[:3], {})
     assert released == []
 
 
