@@ -140,7 +140,13 @@ class ProgressRecorder:
         """Begin recording ``counted`` while the task copies on, unless a recording is still in flight (what is
         new by its end goes into the next)."""
         if self.pending is None:
-            self.pending = self._recording(counted, writes, commit=time.monotonic() >= self.next_commit)
+            now = time.monotonic()
+            # Counted from when the last commit began; one that fails leaves its delayed syncs to the next (Connect
+            # calls the task's commit() only after offsets were flushed).
+            commit = now >= self.next_commit
+            if commit:
+                self.next_commit = now + self.spec.offset_flush_interval_s
+            self.pending = self._recording(counted, writes, commit=commit)
             self.step()
 
     def step(self) -> None:
@@ -220,8 +226,6 @@ class ProgressRecorder:
         if syncs:
             yield from writes.syncs(syncs, f"flow={spec.flow} ({len(queued)} partitions)")
         self.synced, self.states, self.delayed = synced, states, delayed
-        if commit:
-            self.next_commit = time.monotonic() + spec.offset_flush_interval_s
         for range_id, count in queued.items():
             self.syncs[range_id] += count
         if progress:
