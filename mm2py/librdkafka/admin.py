@@ -16,6 +16,7 @@ from typing import Any
 from confluent_kafka import ConsumerGroupTopicPartitions, IsolationLevel, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewPartitions, NewTopic, OffsetSpec
 
+from mm2py.backoff import client_backoff
 from mm2py.errors import KafkaOperationError, error_name
 from mm2py.librdkafka.admin_acls import TopicAclAdmin
 from mm2py.librdkafka.admin_groups import GroupAdmin
@@ -247,8 +248,16 @@ class ClusterAdmin(TopicAclAdmin, GroupAdmin):
         self, partitions: list[tuple[str, int]], which: str, read_committed: bool = False
     ) -> dict[tuple[str, int], int]:
         """Earliest or latest offset of each (topic, partition); latest is the LSO under read_committed
-        (``which = "at <epoch ms>"``: see ``offsets_for_times``)."""
+        (``which = "at <epoch ms>"``: see ``offsets_for_times``). A partition whose leader is away (an election, a
+        stale leader epoch after the topic was re-created) is asked again, by a new client that reads the leaders
+        afresh, with backoff until the call's timeout, as Java's AdminClient retries it (``ListOffsetsHandler``)."""
+        deadline, backoff, attempts = time.monotonic() + self.timeout_s, client_backoff(self._settings), 0
         offsets, away = self._list_offsets(partitions, which, read_committed)
+        while away and time.monotonic() + (pause := backoff.backoff(attempts)) < deadline:
+            self._client, attempts = None, attempts + 1  # as in _wrap: a new client reads the leaders afresh
+            time.sleep(pause)
+            answered, away = self._list_offsets(sorted(away), which, read_committed)
+            offsets.update(answered)
         for (topic, partition), exc in away.items():
             raise self._wrap(f"listing {which} offsets of {topic}-{partition}", exc) from None
         return offsets

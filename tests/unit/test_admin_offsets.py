@@ -3,6 +3,7 @@ which fail the call. A fake AdminClient hands out futures, so no broker is neede
 
 from __future__ import annotations
 
+import time
 from concurrent.futures import Future
 from dataclasses import dataclass
 from types import SimpleNamespace
@@ -88,11 +89,24 @@ def test_an_error_waiting_cannot_fix_fails_the_call_even_when_others_answered() 
         cluster.list_offsets_of_available(PARTITIONS, "latest")
 
 
-def test_the_strict_listing_still_fails_on_a_partition_without_a_leader() -> None:
+def test_the_strict_listing_asks_a_partition_without_a_leader_again_until_its_timeout_then_fails(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """As Java's AdminClient retries a partition whose leader is away (ListOffsetsHandler), each time with a new
+    client, which reads the leaders afresh; only the partitions still unanswered are asked again."""
     away = KafkaError(KafkaError.LEADER_NOT_AVAILABLE)
-    cluster = admin({("orders", 0): 10, ("orders", 1): 20, ("heartbeats", 0): away})
+    answers: dict[tuple[str, int], int | KafkaError] = {("orders", 0): 10, ("orders", 1): 20, ("heartbeats", 0): away}
+    clients: list[FakeClient] = []
+    monkeypatch.setattr(
+        "mm2py.librdkafka.admin.AdminClient", lambda _settings: clients.append(FakeClient(answers)) or clients[-1]
+    )
+    cluster = ClusterAdmin("dc1", {"bootstrap.servers": "unused:1"}, timeout_s=1.0)
+    started = time.monotonic()
     with pytest.raises(KafkaOperationError, match="heartbeats-0 on dc1 failed: Broker: Leader not available"):
         cluster.list_offsets(PARTITIONS, "latest")
+    assert time.monotonic() - started < 1.5
+    assert len(clients) >= 3  # 0.1 s, then 0.2 s, 0.4 s of backoff (jittered) within the second
+    assert all(c.calls == [[("heartbeats", 0)]] for c in clients[1:]), [c.calls for c in clients]
 
 
 @pytest.mark.parametrize(
@@ -103,12 +117,13 @@ def test_after_stale_metadata_the_next_listing_asks_a_new_client(monkeypatch: py
     the first client here answers as such a client does, the second as one that read the metadata afresh."""
     stale = {("orders", 0): 10, ("orders", 1): 20, ("heartbeats", 0): KafkaError(code)}
     fresh = {("orders", 0): 11, ("orders", 1): 21, ("heartbeats", 0): 30}
-    clients = [FakeClient(stale), FakeClient(stale), FakeClient(fresh)]
+    clients = [FakeClient(stale), FakeClient(stale), FakeClient(fresh), FakeClient(stale), FakeClient(fresh)]
     monkeypatch.setattr("mm2py.librdkafka.admin.AdminClient", lambda _settings: clients.pop(0))
     cluster = ClusterAdmin("dc1", {"bootstrap.servers": "unused:1"}, timeout_s=1.0)
-    with pytest.raises(KafkaOperationError, match="heartbeats-0"):
-        cluster.list_offsets(PARTITIONS, "latest")  # what CopyRounds.place calls; its retry comes next
-    offsets, away = cluster.list_offsets_of_available(PARTITIONS, "latest")
+    # What CopyRounds.place calls: the second client is as stale, the third answers.
+    assert cluster.list_offsets(PARTITIONS, "latest") == {("orders", 0): 10, ("orders", 1): 20, ("heartbeats", 0): 30}
+    cluster._client = None
+    offsets, away = cluster.list_offsets_of_available(PARTITIONS, "latest")  # no retry: the copy goes on without it
     assert offsets == {("orders", 0): 10, ("orders", 1): 20} and list(away) == [("heartbeats", 0)]
     assert cluster.list_offsets(PARTITIONS, "latest") == {("orders", 0): 11, ("orders", 1): 21, ("heartbeats", 0): 30}
 
