@@ -21,6 +21,7 @@ from bench.run_bench import load
 from mm2py.executor import batch_copy, record_copy
 from mm2py.executor.contract import CopySpec, PartitionRange
 from mm2py.librdkafka.clients import drop_producer
+from mm2py.librdkafka.typed_settings import typed_settings
 from tests.harness.kafka_harness import TansuBroker, create_topic, delete_topic, end_offsets, find_tansu_binary
 
 PARTITIONS = 8
@@ -50,6 +51,10 @@ def spec_for(source: str, target: str) -> CopySpec:
         },
         syncs_producer_settings={"bootstrap.servers": source, "acks": "all"},
         target_consumer_settings={"bootstrap.servers": target},
+        consumer_connection=typed_settings({"bootstrap.servers": source}),
+        producer_connection=typed_settings({"bootstrap.servers": target}),
+        syncs_producer_connection=typed_settings({"bootstrap.servers": source}),
+        target_consumer_connection=typed_settings({"bootstrap.servers": target}),
         syncs_topic="mm2-offset-syncs.bench",
         progress_topic="mm2-offsets.source.internal",
         offset_lag_max=100,

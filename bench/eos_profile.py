@@ -34,6 +34,7 @@ from mm2py.executor import batch_copy, transactional_copy
 from mm2py.executor.contract import CopyPath, CopySpec, PartitionRange
 from mm2py.librdkafka.clients import drop_producer
 from mm2py.librdkafka.defaults import copy_consumer_settings, copy_producer_settings
+from mm2py.librdkafka.typed_settings import typed_settings
 from mm2py.wire import transactions
 from tests.harness.real_kafka import KafkaCluster
 
@@ -124,6 +125,11 @@ def spec_for(source: str, target: str, exactly_once: bool) -> CopySpec:
         consumer_settings=copy_consumer_settings({"bootstrap.servers": source}, "bench", exactly_once=exactly_once),
         producer_settings=copy_producer_settings({"bootstrap.servers": target}, exactly_once=exactly_once),
         syncs_producer_settings={"bootstrap.servers": source, "acks": "all"},
+        target_consumer_settings={"bootstrap.servers": target},
+        consumer_connection=typed_settings({"bootstrap.servers": source}),
+        producer_connection=typed_settings({"bootstrap.servers": target}),
+        syncs_producer_connection=typed_settings({"bootstrap.servers": source}),
+        target_consumer_connection=typed_settings({"bootstrap.servers": target}),
         syncs_topic="mm2-offset-syncs.target.internal",
         progress_topic=PROGRESS,
         offset_lag_max=100,

@@ -24,7 +24,7 @@ MAX_FUNCTION_LINES = 80
 # package's face alone, its __version__).
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("mm2py", "mm2py.backoff", "mm2py.kafka_errors"),
-    ("mm2py.errors", "mm2py.secrets"),
+    ("mm2py.errors", "mm2py.secrets", "mm2py.client_settings"),
     ("mm2py.mirror", "mm2py.metrics.measurement"),
     ("mm2py.librdkafka",),
     ("mm2py.config", "mm2py.wire"),

@@ -9,7 +9,7 @@ defaults), ``values`` (values parsed as Kafka's ConfigDef does), ``validate``, `
 (every problem of a file, one line each).
 
 May import: ``mm2py.mirror`` (the policy and filter classes a key names), ``mm2py.librdkafka`` (a cluster's
-client keys as librdkafka settings, checked when the file is read).
+client keys as librdkafka settings, checked when the file is read, and as the typed ``mm2py.client_settings``).
 """
 
 from __future__ import annotations

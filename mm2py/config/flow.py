@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from mm2py.client_settings import ClientSettings
 from mm2py.config.key_types import KeyDef
 from mm2py.config.keys import CONNECTOR_KEYS, WORKER_KEYS
 from mm2py.config.mirror_maker import (
@@ -24,18 +25,21 @@ from mm2py.config.mm2py_keys import FLOW_MM2PY_KEYS, MM2PY_KEYS, MM2PY_RENAMED_K
 from mm2py.config.problems import Problem, ProblemSink
 from mm2py.config.values import Setting, ValueProblem, parse_value
 from mm2py.librdkafka.settings import masked, translate_client_config
+from mm2py.librdkafka.typed_settings import typed_settings
 
 Pairs = tuple[tuple[str, str], ...]
 
 
 @dataclass(frozen=True)
 class ClientConfig:
-    """One Kafka client of a flow: MM2's Java view and the librdkafka settings derived from it."""
+    """One Kafka client of a flow: MM2's Java view, the librdkafka settings derived from it, and how it reaches
+    and logs in to its cluster (``connection``, library-neutral, what the batch path's client connects with)."""
 
     role: str
     kind: ClientKind
     java: Pairs = field(repr=False)
     librdkafka: Pairs = field(repr=False)
+    connection: ClientSettings = field(repr=False)
 
     def settings(self, **overrides: str) -> dict[str, str]:
         """librdkafka settings for confluent-kafka, with call-site additions (group.id, ...)."""
@@ -253,7 +257,7 @@ def _client(
                 issue.allowed,
             )
         )
-    return ClientConfig(role, kind, tuple(java.items()), tuple(settings.items()))
+    return ClientConfig(role, kind, tuple(java.items()), tuple(settings.items()), typed_settings(settings))
 
 
 def _driver_cannot_log_in(

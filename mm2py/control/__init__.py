@@ -9,7 +9,7 @@ lets a cut-over take a flow from the run that holds it), ``cutover_mark`` (a flo
 (exactly-once: no earlier producer of a flow's transactional ids can commit). Admin calls and reads of MM2's internal
 topics only; records of the replicated topics never pass here.
 
-May import: ``mm2py.config``, ``mm2py.mirror``, ``mm2py.librdkafka``, ``mm2py.wire`` (``connection_settings``, to know
-whether the batch path can connect; ``fencing`` fences transactional ids with the wire client's transaction
-manager) and ``mm2py.executor.contract`` (the copy path's type).
+May import: ``mm2py.config``, ``mm2py.client_settings``, ``mm2py.mirror``, ``mm2py.librdkafka``, ``mm2py.wire``
+(``connection_settings``, to know whether the batch path can connect; ``fencing`` fences transactional ids with
+the wire client's transaction manager) and ``mm2py.executor.contract`` (the copy path's type).
 """

@@ -11,11 +11,11 @@ per-record work, and then says why it did not.
 
 from __future__ import annotations
 
+from mm2py.client_settings import AwsMskIamLogin
 from mm2py.config.flow import FlowConfig
 from mm2py.errors import ConfigError
 from mm2py.executor.contract import CopyPath
-from mm2py.librdkafka.tls_versions import PIN_KEY
-from mm2py.wire.connection_settings import wire_config
+from mm2py.wire.connection_settings import refusal
 
 
 def record_only_reasons(flow: FlowConfig) -> list[tuple[str, str]]:
@@ -40,13 +40,9 @@ def record_only_reasons(flow: FlowConfig) -> list[tuple[str, str]]:
                 "enable.idempotence=false asks for a producer without sequence numbers, which the batch path never is",
             )
         )
-    for alias, settings in (
-        (flow.source, flow.source_consumer.settings()),
-        (flow.target, flow.target_producer.settings()),
-    ):
-        try:
-            wire_config(alias, settings)
-        except ConfigError as exc:
+    for alias, client in ((flow.source, flow.source_consumer), (flow.target, flow.target_producer)):
+        exc = refusal(alias, client.connection)
+        if exc is not None:
             reasons.append(
                 (
                     f"{alias}.{exc.key}" if exc.key else alias,
@@ -59,7 +55,7 @@ def record_only_reasons(flow: FlowConfig) -> list[tuple[str, str]]:
 def batch_only_cluster(flow: FlowConfig) -> str | None:
     """The cluster of ``flow`` that logs in with AWS_MSK_IAM, which the record path's librdkafka cannot."""
     for alias, client in ((flow.source, flow.source_consumer), (flow.target, flow.target_producer)):
-        if client.settings().get("sasl.mechanism") == "AWS_MSK_IAM":
+        if isinstance(client.connection.login, AwsMskIamLogin):
             return alias
     return None
 
@@ -104,8 +100,9 @@ def choose_copy_path(flow: FlowConfig) -> CopyPath:
 
 def _refuse_version_pin(flow: FlowConfig, why_record: str) -> None:
     for alias, client in ((flow.source, flow.source_consumer), (flow.target, flow.target_producer)):
-        pinned = client.settings().get(PIN_KEY)
-        if pinned:
+        tls = client.connection.tls
+        if tls is not None and tls.minimum_version != "TLSv1.2":  # Java's default, TLS 1.2 and 1.3, is no pin
+            pinned = tls.minimum_version
             raise ConfigError(
                 f"{flow.name}: the record path is needed ({why_record}), but {alias} pins {pinned}, "
                 "which librdkafka has no setting for",

@@ -35,6 +35,7 @@ from typing import Protocol
 
 from confluent_kafka import KafkaError, KafkaException
 
+from mm2py.client_settings import ClientSettings
 from mm2py.errors import KafkaOperationError, ReplicationError
 from mm2py.executor.contract import slot_transactional_id
 from mm2py.librdkafka.clients import new_producer
@@ -169,11 +170,11 @@ def _failure(flow: str, transactional_id: str, exc: TransactionError) -> Replica
     )
 
 
-def target_connection(target: str, producer_settings: Mapping[str, str], timeout_s: float) -> Callable[[], Cluster]:
-    """How :class:`SlotEpochs` opens the target: the batch path's own client, with the copy's producer settings."""
+def target_connection(target: str, producer: ClientSettings, timeout_s: float) -> Callable[[], Cluster]:
+    """How :class:`SlotEpochs` opens the target: the batch path's own client, as the copy's producer connects."""
 
     def connect() -> Cluster:
-        return KafkaConnection.connected(target, producer_settings, timeout_s)
+        return KafkaConnection.connected(target, producer, timeout_s)
 
     return connect
 

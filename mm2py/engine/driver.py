@@ -88,7 +88,7 @@ class FlowRunner:
         epochs: SlotEpochs | None = None  # the batch path's: its driver holds the slots' epochs from now on
         fencer: SlotEpochs | InitializedIds
         if self.spec.copy_path.batch:
-            connect = target_connection(f.target, self.spec.producer_settings, timeout_s)
+            connect = target_connection(f.target, self.spec.producer_connection, timeout_s)
             fencer = epochs = SlotEpochs(f.name, f.source, connect, self.spec.transaction_timeout_ms, timeout_s)
         else:
             fencer = InitializedIds(f.name, f.source, self.spec.producer_settings, timeout_s)

@@ -1,5 +1,6 @@
 """The one picklable description of a flow that every copy task receives: librdkafka settings for its source
-consumer and target producers, the internal topics it writes, and the copy path it takes."""
+consumer and target producers (and how the batch path's client reaches the same clusters), the internal topics it
+writes, and the copy path it takes."""
 
 from __future__ import annotations
 
@@ -30,6 +31,10 @@ def copy_spec(f: FlowConfig, copy_path: CopyPath) -> CopySpec:
             syncs_producer_settings(f.offset_syncs_producer.settings()) if f.emit_offset_syncs_enabled else None
         ),
         target_consumer_settings=dict(f.target_consumer.settings()),
+        consumer_connection=f.source_consumer.connection,
+        producer_connection=f.target_producer.connection,
+        syncs_producer_connection=f.offset_syncs_producer.connection if f.emit_offset_syncs_enabled else None,
+        target_consumer_connection=f.target_consumer.connection,
         syncs_topic=offset_syncs_topic(f) if f.emit_offset_syncs_enabled else None,
         dense_syncs_topic=(
             dense_offset_syncs_topic(f) if f.emit_offset_syncs_enabled and f.dense_offset_syncs else None

@@ -12,6 +12,6 @@ both paths), ``task_logging`` and ``allocator`` (the worker process's logging an
 bytes go from the source to the target inside one of these tasks and nowhere else.
 
 May import: ``mm2py.wire``, ``mm2py.librdkafka`` (the record path's modules only), ``mm2py.mirror``,
-``mm2py.metrics.measurement``, ``mm2py.errors`` and ``mm2py.secrets``; never pyspark, the driver's modules or an
-HTTP server.
+``mm2py.metrics.measurement``, ``mm2py.client_settings``, ``mm2py.errors`` and ``mm2py.secrets``; never
+pyspark, the driver's modules or an HTTP server.
 """

@@ -129,7 +129,7 @@ class _BatchCopier:
             self._final_report(nothing, not_again)
             return results
         failure: Failure | None = None
-        target = KafkaConnection(self.spec.target, self.spec.producer_settings)
+        target = KafkaConnection(self.spec.target, self.spec.producer_connection)
         source_syncs = SourceSyncs(self.spec)
         eos: TransactionalCopy | None = None
         sender: Sender | None = None
@@ -273,7 +273,7 @@ class _BatchCopier:
         target consumer (MM2 reads its offsets topic with that client), read_committed: exactly-once progress
         counts once its transaction committed."""
         reader = KafkaConnection.connected(
-            self.spec.target, self.spec.target_consumer_settings, self.spec.stall_timeout_s
+            self.spec.target, self.spec.target_consumer_connection, self.spec.stall_timeout_s
         )
         try:
             records = read_topic(

@@ -14,7 +14,6 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from mm2py.backoff import client_backoff
 from mm2py.executor.contract import CopySpec
 from mm2py.executor.throttle import Throttle
 from mm2py.wire.cluster import FetchedPartition
@@ -72,10 +71,10 @@ class FetchThread:
         source: KafkaConnection | None = None
         fetcher: Fetcher | None = None
         try:
-            source = KafkaConnection(self.spec.source, self.spec.consumer_settings)
+            source = KafkaConnection(self.spec.source, self.spec.consumer_connection)
             source.bootstrap(self.spec.stall_timeout_s)
             following = self.spec.control is not None
-            backoff = client_backoff(self.spec.consumer_settings)  # the source consumer's retry.backoff.ms keys
+            backoff = self.spec.consumer_connection.backoff()  # the source consumer's retry.backoff.ms keys
             settings = FetcherSettings(
                 self.read_committed,
                 max_wait_ms=FOLLOW_FETCH_WAIT_MS if following else FetcherSettings.max_wait_ms,

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from mm2py.client_settings import ClientSettings
 from mm2py.errors import Failure
 from mm2py.metrics.measurement import PartitionMeasurement
 
@@ -75,6 +76,11 @@ class CopySpec:
     syncs_producer_settings: Mapping[str, str] | None = field(repr=False)
     # How a retried task reads the progress its predecessor recorded on the target (read_committed).
     target_consumer_settings: Mapping[str, str] = field(repr=False)
+    # How the batch path's own client reaches each cluster, as the same clients above (library-neutral).
+    consumer_connection: ClientSettings = field(repr=False)
+    producer_connection: ClientSettings = field(repr=False)
+    syncs_producer_connection: ClientSettings | None = field(repr=False)
+    target_consumer_connection: ClientSettings = field(repr=False)
     syncs_topic: str | None
     progress_topic: str
     offset_lag_max: int

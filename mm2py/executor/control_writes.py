@@ -106,9 +106,10 @@ class SourceSyncs:
         self.sender: Sender | None = None
 
     def _connect(self) -> Cluster:
-        return KafkaConnection.connected(
-            self.spec.source, self.spec.syncs_producer_settings or {}, self.spec.stall_timeout_s
-        )
+        settings = self.spec.syncs_producer_connection
+        if settings is None:
+            raise ReplicationError(f"flow={self.spec.flow}: offset syncs are disabled, yet a sync was to be written")
+        return KafkaConnection.connected(self.spec.source, settings, self.spec.stall_timeout_s)
 
     def open(self) -> Steps[Sender]:
         if self.sender is None:

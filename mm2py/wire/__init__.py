@@ -16,7 +16,7 @@ The modules, from the cluster up:
 
 - ``cluster``: the typed interface the fetcher and the sender use (a fake multi-broker cluster implements it in
   the unit tests); ``connection`` implements it over kafka-python (with ``library_patches`` and
-  ``connection_settings``, a cluster's librdkafka settings as the library's, ``msk_iam``, AWS_MSK_IAM with the
+  ``connection_settings``, a cluster's typed client settings as the library's, ``msk_iam``, AWS_MSK_IAM with the
   cluster's AWS profile, and ``login_failures``, a refused login or TLS handshake named at once); ``errors``:
   Kafka's errors by name;
 - ``metadata``: which broker leads each partition, refreshed as the Java clients refresh it;
@@ -32,7 +32,6 @@ The modules, from the cluster up:
 
 Nothing here raises for one partition's trouble: a partition that cannot go on says why, and the others go on.
 
-May import: ``mm2py.errors``, ``mm2py.secrets``, ``mm2py.mirror``, ``mm2py.metrics.measurement``,
-``mm2py.librdkafka.tls_versions`` (a TLS version pin travels in the librdkafka settings) and
-``mm2py.librdkafka.tls_diagnosis`` (the CA certificates librdkafka's keys name, trusted alike on both paths).
+May import: ``mm2py.errors``, ``mm2py.secrets``, ``mm2py.mirror``, ``mm2py.metrics.measurement`` and
+``mm2py.client_settings`` (how to reach and log in to a cluster, read once with the configuration).
 """

@@ -35,7 +35,7 @@ from kafka.net.compat import KafkaNetClient  # type: ignore[import-untyped]
 from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest  # type: ignore[import-untyped]
 from kafka.protocol.producer import AddPartitionsToTxnRequest, EndTxnRequest, InitProducerIdRequest  # type: ignore[import-untyped]
 
-from mm2py.backoff import client_backoff
+from mm2py.client_settings import ClientSettings
 from mm2py.errors import ReplicationError
 from mm2py.mirror.topic_partition import TopicPartition
 from mm2py.wire import library_patches
@@ -121,7 +121,7 @@ class KafkaConnection:
     """One cluster's connections (created on the executor; never pickled; one thread)."""
 
     def __init__(
-        self, alias: str, settings: Mapping[str, str], *, max_receive_bytes: int = DEFAULT_MAX_RECEIVE_BYTES
+        self, alias: str, settings: ClientSettings, *, max_receive_bytes: int = DEFAULT_MAX_RECEIVE_BYTES
     ) -> None:
         self.alias = alias
         config = wire_config(alias, settings)
@@ -139,10 +139,10 @@ class KafkaConnection:
             **config,
         )
         self._login = LoginFailures(alias, self._mechanism, self._client._manager)
-        self._backoff = client_backoff(settings)
+        self._backoff = settings.backoff()
 
     @classmethod
-    def connected(cls, alias: str, settings: Mapping[str, str], timeout_s: float) -> KafkaConnection:
+    def connected(cls, alias: str, settings: ClientSettings, timeout_s: float) -> KafkaConnection:
         """A connection already bootstrapped (:meth:`bootstrap`); closed again if that fails."""
         connection = cls(alias, settings)
         try:

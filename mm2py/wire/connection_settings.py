@@ -1,20 +1,18 @@
-"""The librdkafka settings mm2py derives for a cluster, as connection settings for the batch path's wire client.
+"""A cluster's :class:`~mm2py.client_settings.ClientSettings` as the batch path's wire client takes them.
 
-Why: every client mm2py creates is configured by :mod:`mm2py.librdkafka.settings` (librdkafka keys). The batch
-copy path speaks the Kafka protocol through another library (:mod:`mm2py.wire.connection`), and must connect
-exactly as the confluent-kafka clients of the same flow would — same brokers, same TLS trust, same SASL
-login — or refuse, naming the key, rather than connect differently. So this module maps that one dict and
-raises :class:`~mm2py.errors.ConfigError` for every security setting it cannot honour. Settings that only
-shape a librdkafka consumer's or producer's behaviour (``group.id``, ``linger.ms``, ``fetch.wait.max.ms``,
-``acks``, ...) have no meaning here: the batch copier decides those itself, so they are ignored.
+Why: the batch copy path speaks the Kafka protocol through another library (:mod:`mm2py.wire.connection`) than the
+driver and the record path (librdkafka), and must connect exactly as they do — same brokers, same TLS trust, same
+SASL login — or refuse, naming the key, rather than connect differently. Both read one typed object, built when the
+configuration is loaded; this module is the one place that adapts it to the wire library, and raises
+:class:`~mm2py.errors.ConfigError` for everything it cannot honour. Choosing a flow's copy path asks the same
+question (:func:`refusal`).
 
-The result is plain data (names the wire library takes), plus an ``ssl.SSLContext`` built here so that
-CA directories, inline CA PEM, inline client certificates and keys (what mm2py makes of Java key stores),
-cipher lists, CRLs and ``ssl.endpoint.identification.algorithm`` mean what
-they mean to librdkafka. OAUTHBEARER tokens come from a :class:`TokenSource` (OIDC client credentials, or
-the unsecured development tokens librdkafka can make; :mod:`mm2py.wire.oauth_tokens`); AWS_MSK_IAM is signed
-by the library's own mechanism with botocore's credentials (:mod:`mm2py.wire.msk_iam`); the SASL exchange
-itself is the library's.
+The result is plain data (names the wire library takes), plus an ``ssl.SSLContext`` built here so that CA
+directories, inline CA PEM, inline client certificates and keys (what mm2py makes of Java key stores), cipher
+lists, CRLs and the hostname check mean what they mean to librdkafka. OAUTHBEARER tokens come from a
+:class:`TokenSource` (OIDC client credentials, or unsecured development tokens; :mod:`mm2py.wire.oauth_tokens`);
+AWS_MSK_IAM is signed by the library's own mechanism with botocore's credentials (:mod:`mm2py.wire.msk_iam`); the
+SASL exchange itself is the library's.
 """
 
 from __future__ import annotations
@@ -24,259 +22,196 @@ import os
 import secrets
 import ssl
 import tempfile
-from collections.abc import Mapping
-from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from mm2py.client_settings import (
+    AwsMskIamLogin,
+    ClientSettings,
+    KerberosLogin,
+    OidcLogin,
+    PasswordLogin,
+    TlsSettings,
+    UnsecuredTokenLogin,
+)
 from mm2py.errors import ConfigError
-from mm2py.librdkafka.tls_diagnosis import load_trust_anchors
-from mm2py.librdkafka.tls_versions import MINIMUM, PIN_KEY
-from mm2py.secrets import mask_value
 from mm2py.wire.oauth_tokens import OidcTokenSource, TokenSource, UnsecuredTokenSource
 
-# IAMLoginModule's awsProfileName, under the name mm2py.librdkafka.jaas.AWS_PROFILE_SETTING gives it (this
-# package does not import the librdkafka one).
-AWS_PROFILE_SETTING = "sasl.aws.msk.iam.profile"
-_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 _MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "AWS_MSK_IAM")
-# Security keys this module reads; any other ssl./sasl. key is refused (it would change how we connect).
-_HANDLED = frozenset(
-    {
-        "bootstrap.servers",
-        "client.id",
-        "security.protocol",
-        "sasl.mechanism",
-        "sasl.mechanisms",
-        "sasl.username",
-        "sasl.password",
-        "sasl.oauthbearer.method",
-        "sasl.oauthbearer.client.id",
-        "sasl.oauthbearer.client.secret",
-        "sasl.oauthbearer.token.endpoint.url",
-        "sasl.oauthbearer.scope",
-        "sasl.oauthbearer.extensions",
-        "sasl.oauthbearer.config",
-        "enable.sasl.oauthbearer.unsecure.jwt",
-        AWS_PROFILE_SETTING,
-        "ssl.ca.location",
-        "ssl.ca.pem",
-        "ssl.certificate.location",
-        "ssl.key.location",
-        "ssl.key.password",
-        "ssl.endpoint.identification.algorithm",
-        "ssl.certificate.pem",
-        "ssl.key.pem",
-        "ssl.cipher.suites",
-        "ssl.crl.location",
-        "enable.ssl.certificate.verification",
-        "request.timeout.ms",
-        "socket.timeout.ms",
-        "reconnect.backoff.ms",
-        "reconnect.backoff.max.ms",
-        "socket.connection.setup.timeout.ms",
-        "connections.max.idle.ms",
-        "client.dns.lookup",
-    }
+_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+_MINIMUM = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
+_MILLISECONDS = (
+    "request_timeout_ms",
+    "reconnect_backoff_ms",
+    "reconnect_backoff_max_ms",
+    "socket_connection_setup_timeout_ms",
+    "connections_max_idle_ms",
 )
-_SECURITY_PREFIXES = ("ssl.", "sasl.", "enable.ssl.", "enable.sasl.", "ssl_")
-_NUMBERS = {
-    "reconnect.backoff.ms": "reconnect_backoff_ms",
-    "reconnect.backoff.max.ms": "reconnect_backoff_max_ms",
-    "socket.connection.setup.timeout.ms": "socket_connection_setup_timeout_ms",
-    "connections.max.idle.ms": "connections_max_idle_ms",
-}
 
 
-@dataclass(frozen=True)
-class AwsMskIamLogin:
-    """Whose AWS credentials sign an AWS_MSK_IAM login: botocore's default chain, or one ``profile`` of it."""
+def refusal(alias: str, settings: ClientSettings, source: str | None = None) -> ConfigError | None:
+    """Why the wire client cannot connect to ``alias`` as ``settings`` ask (TLS material that cannot be read
+    included), or None."""
+    try:
+        wire_config(alias, settings, source)
+    except ConfigError as exc:
+        return exc
+    return None
 
-    profile: str | None = None
 
-
-def wire_config(alias: str, settings: Mapping[str, str], source: str | None = None) -> dict[str, Any]:
-    """Connection settings (the wire library's names) for a cluster configured by librdkafka ``settings``.
-
-    Raises ConfigError naming the key for anything that would make this client connect differently from
-    mm2py's librdkafka clients of the same cluster. ``source`` names the file in such errors.
-    """
-
-    def refuse(key: str, reason: str, allowed: str | None = None) -> ConfigError:
-        return ConfigError(
-            f"{alias}: {reason}",
-            source=source,
-            key=key,
-            value=mask_value(key, str(settings.get(key, ""))),
-            allowed=allowed,
-        )
-
-    for key in settings:
-        if key.startswith(_SECURITY_PREFIXES) and key not in _HANDLED:
-            raise refuse(
-                key,
-                "the batch copy path cannot honour this security setting",
-                "use the record copy path for this cluster",
-            )
-    servers = [s.strip() for s in str(settings.get("bootstrap.servers", "")).split(",") if s.strip()]
-    if not servers:
-        raise refuse("bootstrap.servers", "no bootstrap servers")
-    protocol = str(settings.get("security.protocol", "PLAINTEXT")).upper()
-    if protocol not in _PROTOCOLS:
-        raise refuse("security.protocol", "not a security protocol", ", ".join(_PROTOCOLS))
+def wire_config(alias: str, settings: ClientSettings, source: str | None = None) -> dict[str, Any]:
+    """Connection settings (the wire library's names) for ``alias``; raises ConfigError naming the key for anything
+    that would make this client connect differently from mm2py's librdkafka clients of the same cluster (``source``
+    names the file in such errors)."""
+    _check(alias, settings, source)
     config: dict[str, Any] = {
-        "bootstrap_servers": servers,
-        "security_protocol": protocol,
-        "client_id": str(settings.get("client.id", "mm2py-batch")),
+        "bootstrap_servers": list(settings.bootstrap_servers),
+        "security_protocol": settings.security_protocol,
+        "client_id": settings.client_id or "mm2py-batch",
     }
-    timeout = settings.get("socket.timeout.ms") or settings.get("request.timeout.ms")
-    if timeout is not None:
-        config["request_timeout_ms"] = _number(
-            refuse, "socket.timeout.ms" if "socket.timeout.ms" in settings else "request.timeout.ms", str(timeout)
-        )
-    for key, name in _NUMBERS.items():
-        if key in settings:
-            config[name] = _number(refuse, key, str(settings[key]))
-    if "client.dns.lookup" in settings:
-        config["client_dns_lookup"] = str(settings["client.dns.lookup"])
-    if protocol.startswith("SASL_"):
-        config.update(_sasl(settings, refuse))
-    if protocol.endswith("SSL"):
-        config["ssl_context"] = _ssl_context(settings, refuse)
+    for name in _MILLISECONDS:
+        value = getattr(settings, name)
+        if value is not None:
+            config[name] = value
+    if settings.client_dns_lookup is not None:
+        config["client_dns_lookup"] = settings.client_dns_lookup
+    if settings.sasl_mechanism is not None:
+        config["sasl_mechanism"] = settings.sasl_mechanism
+        config.update(_login(settings))
+    if settings.tls is not None:
+        config["ssl_context"] = _ssl_context(alias, settings.tls, source)
         config["ssl_check_hostname"] = config["ssl_context"].check_hostname
     return config
 
 
-def _number(refuse: Any, key: str, value: str) -> int:
-    if not value.strip().isdigit():
-        raise refuse(key, "not a whole number of milliseconds")
-    return int(value)
+def _refuse(alias: str, key: str, value: str, reason: str, allowed: str | None, source: str | None) -> ConfigError:
+    return ConfigError(f"{alias}: {reason}", source=source, key=key, value=value, allowed=allowed)
 
 
-def _sasl(settings: Mapping[str, str], refuse: Any) -> dict[str, Any]:
-    key = "sasl.mechanisms" if "sasl.mechanisms" in settings else "sasl.mechanism"
-    mechanism = str(settings.get(key, "GSSAPI"))
-    if mechanism not in _MECHANISMS:
-        raise refuse(
+def _check(alias: str, settings: ClientSettings, source: str | None) -> None:
+    if settings.other_security_keys:
+        key, value = settings.other_security_keys[0]
+        raise _refuse(
+            alias,
             key,
+            value,
+            "the batch copy path cannot honour this security setting",
+            "use the record copy path for this cluster",
+            source,
+        )
+    if settings.problems:
+        problem = settings.problems[0]
+        raise _refuse(alias, problem.key, problem.value, problem.reason, problem.allowed, source)
+    if settings.security_protocol not in _PROTOCOLS:
+        raise _refuse(
+            alias,
+            "security.protocol",
+            settings.security_protocol,
+            "not a security protocol",
+            ", ".join(_PROTOCOLS),
+            source,
+        )
+    mechanism = settings.sasl_mechanism
+    if mechanism is not None and (mechanism not in _MECHANISMS or isinstance(settings.login, KerberosLogin)):
+        raise _refuse(
+            alias,
+            "sasl.mechanism",
+            mechanism,
             f"SASL mechanism {mechanism} is not supported by the batch copy path "
             "(for GSSAPI, mm2py does not hand a Kerberos login to its client)",
             ", ".join(_MECHANISMS),
+            source,
         )
-    if mechanism == "AWS_MSK_IAM":
-        return _aws_msk_iam(settings, refuse)
-    if mechanism != "OAUTHBEARER":
-        if "sasl.username" not in settings or "sasl.password" not in settings:
-            raise refuse("sasl.username", f"{mechanism} needs sasl.username and sasl.password")
-        return {
-            "sasl_mechanism": mechanism,
-            "sasl_plain_username": str(settings["sasl.username"]),
-            "sasl_plain_password": str(settings["sasl.password"]),
-        }
-    extensions = dict(
-        item.split("=", 1) for item in str(settings.get("sasl.oauthbearer.extensions", "")).split(",") if "=" in item
-    )
-    source: TokenSource
-    if str(settings.get("sasl.oauthbearer.method", "default")).lower() == "oidc":
-        missing = [
-            k
-            for k in (
-                "sasl.oauthbearer.token.endpoint.url",
-                "sasl.oauthbearer.client.id",
-                "sasl.oauthbearer.client.secret",
+    if isinstance(settings.login, AwsMskIamLogin):
+        if settings.security_protocol != "SASL_SSL":
+            raise _refuse(
+                alias,
+                "security.protocol",
+                settings.security_protocol,
+                "AWS_MSK_IAM logs in over TLS only",
+                "SASL_SSL",
+                source,
             )
-            if not settings.get(k)
-        ]
-        if missing:
-            raise refuse(missing[0], "OIDC login needs a token endpoint, client id and client secret")
-        source = OidcTokenSource(
-            str(settings["sasl.oauthbearer.token.endpoint.url"]),
-            str(settings["sasl.oauthbearer.client.id"]),
-            str(settings["sasl.oauthbearer.client.secret"]),
-            str(settings.get("sasl.oauthbearer.scope", "")),
-            extensions,
+        if importlib.util.find_spec("botocore") is None:
+            raise _refuse(
+                alias,
+                "sasl.mechanism",
+                mechanism or "",
+                "AWS_MSK_IAM signs with botocore, which is not installed",
+                "pip install mm2py[aws]",
+                source,
+            )
+
+
+def _login(settings: ClientSettings) -> dict[str, Any]:
+    login = settings.login
+    if isinstance(login, PasswordLogin):
+        return {"sasl_plain_username": login.username, "sasl_plain_password": login.password}
+    if isinstance(login, AwsMskIamLogin):
+        return {"sasl_aws_msk_iam_login": login}
+    token_source: TokenSource
+    if isinstance(login, OidcLogin):
+        token_source = OidcTokenSource(
+            login.token_endpoint_url, login.client_id, login.client_secret, login.scope, dict(login.extensions)
         )
-    elif str(settings.get("enable.sasl.oauthbearer.unsecure.jwt", "false")).lower() == "true":
-        source = _unsecured(str(settings.get("sasl.oauthbearer.config", "")), refuse)
-    else:
-        raise refuse(
-            "sasl.oauthbearer.method",
-            "OAUTHBEARER needs sasl.oauthbearer.method=oidc or enable.sasl.oauthbearer.unsecure.jwt=true",
+    elif isinstance(login, UnsecuredTokenLogin):
+        token_source = UnsecuredTokenSource(
+            login.principal, list(login.scope), login.life_seconds, dict(login.extensions)
         )
-    return {"sasl_mechanism": "OAUTHBEARER", "sasl_oauth_token_source": source}
+    else:  # _check refused every other login
+        raise AssertionError(f"no wire login for {type(login).__name__}")
+    return {"sasl_oauth_token_source": token_source}
 
 
-def _aws_msk_iam(settings: Mapping[str, str], refuse: Any) -> dict[str, Any]:
-    if str(settings.get("security.protocol", "")).upper() != "SASL_SSL":
-        raise refuse("security.protocol", "AWS_MSK_IAM logs in over TLS only", "SASL_SSL")
-    if importlib.util.find_spec("botocore") is None:
-        raise refuse(
-            "sasl.mechanism", "AWS_MSK_IAM signs with botocore, which is not installed", "pip install mm2py[aws]"
-        )
-    profile = str(settings.get(AWS_PROFILE_SETTING) or "") or None
-    return {"sasl_mechanism": "AWS_MSK_IAM", "sasl_aws_msk_iam_login": AwsMskIamLogin(profile)}
+def _load_trust_anchors(context: ssl.SSLContext, tls: TlsSettings) -> None:
+    """The CA certificates ``ca_location`` (a file or a directory; ``probe``: the system's) and ``ca_pem`` name, as
+    librdkafka loads them; the system's own when neither names any."""
+    location = tls.ca_location or ""
+    if location and location != "probe":
+        if Path(location).is_dir():
+            context.load_verify_locations(capath=location)
+        else:
+            context.load_verify_locations(cafile=location)
+    if tls.ca_pem:
+        context.load_verify_locations(cadata=tls.ca_pem)
+    if (not location and not tls.ca_pem) or location == "probe":
+        context.load_default_certs()
 
 
-def _unsecured(config: str, refuse: Any) -> UnsecuredTokenSource:
-    options = dict(item.split("=", 1) for item in config.split() if "=" in item)
-    if not options.get("principal"):
-        raise refuse("sasl.oauthbearer.config", "an unsecured token needs principal=NAME")
-    life = options.get("lifeSeconds", "3600")
-    if not life.isdigit():
-        raise refuse("sasl.oauthbearer.config", "lifeSeconds is not a whole number")
-    extra = {k[len("extension_") :]: v for k, v in options.items() if k.startswith("extension_")}
-    scope = [s for s in options.get("scope", "").split(",") if s]
-    return UnsecuredTokenSource(options["principal"], scope, int(life), extra)
+def _ssl_context(alias: str, tls: TlsSettings, source: str | None) -> ssl.SSLContext:
+    def refuse(key: str, reason: str, value: str | None = None) -> ConfigError:
+        return _refuse(alias, key, value or "", reason, None, source)
 
-
-def _ssl_context(settings: Mapping[str, str], refuse: Any) -> ssl.SSLContext:
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    context.minimum_version = MINIMUM[str(settings.get(PIN_KEY) or "TLSv1.2")]  # Java's default: 1.2 and 1.3
-    algorithm = str(settings.get("ssl.endpoint.identification.algorithm", "https")).lower()
-    if algorithm not in ("https", "none"):
-        raise refuse("ssl.endpoint.identification.algorithm", "not an algorithm librdkafka knows", "https, none")
-    verify = str(settings.get("enable.ssl.certificate.verification", "true")).lower() != "false"
-    context.check_hostname = verify and algorithm == "https"
-    context.verify_mode = ssl.CERT_REQUIRED if verify else ssl.CERT_NONE
+    context.minimum_version = _MINIMUM[tls.minimum_version]  # Java's default: 1.2 and 1.3
+    context.check_hostname = tls.verify_certificates and tls.endpoint_identification == "https"
+    context.verify_mode = ssl.CERT_REQUIRED if tls.verify_certificates else ssl.CERT_NONE
     try:
-        load_trust_anchors(context, settings)
+        _load_trust_anchors(context, tls)
     except (OSError, ssl.SSLError) as exc:
-        raise refuse("ssl.ca.location", f"the CA certificates cannot be read: {exc}") from None
-    if settings.get("ssl.certificate.pem") or settings.get("ssl.key.pem"):
-        if not (settings.get("ssl.certificate.pem") and settings.get("ssl.key.pem")):
-            raise refuse("ssl.key.pem", "an inline client key needs ssl.certificate.pem too, and the other way round")
+        raise refuse("ssl.ca.location", f"the CA certificates cannot be read: {exc}", tls.ca_location) from None
+    if tls.certificate_pem and tls.key_pem:
         try:
-            _load_inline_cert_chain(
-                context,
-                str(settings["ssl.certificate.pem"]),
-                str(settings["ssl.key.pem"]),
-                str(settings.get("ssl.key.password") or "") or None,
-            )
+            _load_inline_cert_chain(context, tls.certificate_pem, tls.key_pem, tls.key_password)
         except (OSError, ssl.SSLError) as exc:
             raise refuse("ssl.key.pem", f"the client certificate or key cannot be used: {type(exc).__name__}") from None
-    elif settings.get("ssl.certificate.location"):
+    elif tls.certificate_location:
         try:
-            context.load_cert_chain(
-                str(settings["ssl.certificate.location"]),
-                str(settings.get("ssl.key.location") or "") or None,
-                str(settings.get("ssl.key.password") or "") or None,
-            )
+            context.load_cert_chain(tls.certificate_location, tls.key_location, tls.key_password)
         except (OSError, ssl.SSLError) as exc:
-            raise refuse(
-                "ssl.certificate.location", f"the client certificate or key cannot be read: {type(exc).__name__}"
-            ) from None
-    elif settings.get("ssl.key.location"):
-        raise refuse("ssl.key.location", "a client key needs ssl.certificate.location too")
-    if settings.get("ssl.crl.location"):
+            reason = f"the client certificate or key cannot be read: {type(exc).__name__}"
+            raise refuse("ssl.certificate.location", reason, tls.certificate_location) from None
+    if tls.crl_location:
         try:
-            context.load_verify_locations(cafile=str(settings["ssl.crl.location"]))
+            context.load_verify_locations(cafile=tls.crl_location)
         except (OSError, ssl.SSLError) as exc:
-            raise refuse("ssl.crl.location", f"the CRL cannot be read: {exc}") from None
+            raise refuse("ssl.crl.location", f"the CRL cannot be read: {exc}", tls.crl_location) from None
         context.verify_flags |= ssl.VERIFY_CRL_CHECK_LEAF
-    if settings.get("ssl.cipher.suites"):
+    if tls.cipher_suites:
         try:
-            context.set_ciphers(str(settings["ssl.cipher.suites"]))
+            context.set_ciphers(tls.cipher_suites)
         except ssl.SSLError:
-            raise refuse("ssl.cipher.suites", "OpenSSL knows none of these cipher suites") from None
+            raise refuse("ssl.cipher.suites", "OpenSSL knows none of these cipher suites", tls.cipher_suites) from None
     return context
 
 

@@ -17,8 +17,8 @@ from typing import Any
 from kafka.net.sasl import register_sasl_mechanism  # type: ignore[import-untyped]
 from kafka.net.sasl.msk import SaslMechanismAwsMskIam  # type: ignore[import-untyped]
 
+from mm2py.client_settings import AwsMskIamLogin
 from mm2py.errors import ConfigError
-from mm2py.wire.connection_settings import AwsMskIamLogin
 
 MECHANISM = "AWS_MSK_IAM"
 

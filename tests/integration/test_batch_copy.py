@@ -14,6 +14,7 @@ from confluent_kafka import Producer
 
 from mm2py.executor.batch_copy import copy_partitions
 from mm2py.executor.contract import CopyResult, CopySpec, PartitionRange
+from mm2py.librdkafka.typed_settings import typed_settings
 from mm2py.mirror.record_formats import OffsetSync
 from tests.harness.kafka_harness import (
     ClusterFactory,
@@ -49,6 +50,10 @@ def spec_for(src: str, dst: str, syncs_topic: str, progress: str, **consumer: st
         },
         syncs_producer_settings={"bootstrap.servers": src, "acks": "all"},
         target_consumer_settings={"bootstrap.servers": dst},
+        consumer_connection=typed_settings({"bootstrap.servers": src}),
+        producer_connection=typed_settings({"bootstrap.servers": dst}),
+        syncs_producer_connection=typed_settings({"bootstrap.servers": src}),
+        target_consumer_connection=typed_settings({"bootstrap.servers": dst}),
         syncs_topic=syncs_topic,
         progress_topic=progress,
         offset_lag_max=100,

@@ -8,6 +8,7 @@ from typing import TypeVar
 
 import pytest
 
+from mm2py.librdkafka.typed_settings import typed_settings
 from mm2py.wire.batch_codec import decode_records
 from mm2py.wire.batches import producer_parts, split_batches
 from mm2py.wire.cluster import (
@@ -49,8 +50,8 @@ def test_fetched_batches_produced_raw_arrive_unchanged(
     create_topic(brokers["dst"].bootstrap, topic, 3)
     produced = make_records(300, partitions=3)
     produce(brokers["src"].bootstrap, topic, produced)
-    source = KafkaConnection("src", {"bootstrap.servers": brokers["src"].bootstrap})
-    target = KafkaConnection("dst", {"bootstrap.servers": brokers["dst"].bootstrap})
+    source = KafkaConnection("src", typed_settings({"bootstrap.servers": brokers["src"].bootstrap}))
+    target = KafkaConnection("dst", typed_settings({"bootstrap.servers": brokers["dst"].bootstrap}))
     try:
         source.bootstrap(10)
         node = leaders(source, topic)[0]
@@ -109,7 +110,10 @@ def test_requests_to_an_unreachable_broker_come_back_as_retriable_errors(
     topic = unique_topic("wire")
     create_topic(broker.bootstrap, topic, 1)
     client = KafkaConnection(
-        "src", {"bootstrap.servers": broker.bootstrap, "socket.timeout.ms": "2000", "reconnect.backoff.max.ms": "200"}
+        "src",
+        typed_settings(
+            {"bootstrap.servers": broker.bootstrap, "socket.timeout.ms": "2000", "reconnect.backoff.max.ms": "200"}
+        ),
     )
     try:
         client.bootstrap(10)

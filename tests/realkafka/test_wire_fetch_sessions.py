@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from mm2py.librdkafka.typed_settings import typed_settings
 from mm2py.wire.batch_codec import decode_records
 from mm2py.wire.cluster import FetchAnswer, FetchPosition, Pending
 from mm2py.wire.connection import KafkaConnection
@@ -90,7 +91,7 @@ def test_a_real_broker_keeps_a_fetch_session_and_its_errors_cost_nothing(
 ) -> None:
     topic = unique_topic("sessions")
     create_topic(real_kafka.bootstrap, topic, PARTITIONS)
-    connection = KafkaConnection("src", {"bootstrap.servers": real_kafka.bootstrap})
+    connection = KafkaConnection("src", typed_settings({"bootstrap.servers": real_kafka.bootstrap}))
     got: list[int] = []
     try:
         connection.bootstrap(10)

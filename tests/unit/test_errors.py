@@ -11,11 +11,14 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 import mm2py.cli.app as cli
+from mm2py.client_settings import ClientSettings
 from mm2py.engine.spark import JobsCancelled, SparkRunner, died_task_failure, raise_failure, task_attempts
 from mm2py.errors import EXIT_RUNTIME, Failure, ReplicationError, is_retriable
 from mm2py.executor import record_copy as copy_module
 from mm2py.executor.contract import CopyResult, CopySpec, PartitionRange
 from mm2py.executor.record_copy import copy_partitions
+
+NOWHERE = ClientSettings(bootstrap_servers=())  # never connected to
 
 SPEC = CopySpec(
     flow="dc1->target",
@@ -25,6 +28,10 @@ SPEC = CopySpec(
     producer_settings={},
     syncs_producer_settings=None,
     target_consumer_settings={},
+    consumer_connection=NOWHERE,
+    producer_connection=NOWHERE,
+    syncs_producer_connection=None,
+    target_consumer_connection=NOWHERE,
     syncs_topic=None,
     progress_topic="mm2-offsets.dc1.internal",
     offset_lag_max=100,

@@ -98,7 +98,7 @@ def batch_path_connection(path: Path) -> KafkaConnection:
     # Collected, not raised: the file is refused for the driver (asserted below), but its settings are what a
     # batch-path executor would receive.
     flow = build_flow_config(mm, mm.enabled_flows()[0], ProblemSink(collect=True))
-    return KafkaConnection(flow.source, flow.source_consumer.settings())
+    return KafkaConnection(flow.source, flow.source_consumer.connection)
 
 
 def test_login_from_environment_credentials_is_signed_as_aws_signer_expects(
@@ -207,7 +207,7 @@ def test_without_botocore_the_batch_path_refuses_naming_the_extra(
     flow = build_flow_config(mm, mm.enabled_flows()[0], ProblemSink(collect=True))
     monkeypatch.setitem(sys.modules, "botocore", None)  # what importing it finds when it is not installed
     with pytest.raises(ConfigError) as refused:
-        wire_config(flow.source, flow.source_consumer.settings())
+        wire_config(flow.source, flow.source_consumer.connection)
     assert "mm2py[aws]" in str(refused.value) and "botocore" in str(refused.value)
 
 

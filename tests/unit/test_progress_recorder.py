@@ -13,6 +13,7 @@ import time
 
 import pytest
 
+from mm2py.client_settings import ClientSettings
 from mm2py.errors import ReplicationError
 from mm2py.executor.batch_producer import producer_ids
 from mm2py.executor.batch_results import BatchRange, Counted, ProgressRecorder
@@ -30,6 +31,8 @@ from mm2py.wire.partition_queue import PartitionQueue
 from tests.harness.fake_cluster import FakeCluster
 from tests.unit.test_sender import source_batches
 
+NOWHERE = ClientSettings(bootstrap_servers=())  # never connected to
+
 SYNCS = "mm2-offset-syncs.target.internal"
 PROGRESS = "mm2-offsets.dc1.internal"
 
@@ -43,6 +46,10 @@ def spec(**changes: object) -> CopySpec:
         producer_settings={},
         syncs_producer_settings={},
         target_consumer_settings={},
+        consumer_connection=NOWHERE,
+        producer_connection=NOWHERE,
+        syncs_producer_connection=None,
+        target_consumer_connection=NOWHERE,
         syncs_topic=SYNCS,
         progress_topic=PROGRESS,
         offset_lag_max=100,

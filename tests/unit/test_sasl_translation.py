@@ -213,7 +213,7 @@ def test_confluent_kafka_clients_accept_the_settings_without_connecting(tmp_path
 def test_kafka_41_oidc_keys_keep_a_flow_on_the_batch_path(tmp_path: Path) -> None:
     flow = load_flow(tmp_path, CASES["OAUTHBEARER-oidc-kafka-4.1-keys"])
     assert choose_copy_path(flow).describe() == "batch"
-    config = wire_config("dc1", client_settings(flow, "source_consumer"))
+    config = wire_config("dc1", flow.source_consumer.connection)
     assert config["sasl_mechanism"] == "OAUTHBEARER"
     assert config["sasl_oauth_token_source"].client_id == "mm2"
 

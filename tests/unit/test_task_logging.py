@@ -19,8 +19,11 @@ USERS = ("user-one-9", "user-two-9", "user-three-9")
 WORKER = textwrap.dedent(
     """
     import logging
+    from mm2py.client_settings import ClientSettings
     from mm2py.executor.contract import CopySpec
     from mm2py.executor.task_logging import executor_logging
+
+    NOWHERE = ClientSettings(bootstrap_servers=())
 
     def spec(flow, user, password, where):
         jaas = (f'org.apache.kafka.common.security.plain.PlainLoginModule required username="{user}" '
@@ -28,7 +31,7 @@ WORKER = textwrap.dedent(
         settings = {"bootstrap.servers": "b:9092", "sasl.mechanism": "PLAIN"}
         settings[where] = password if where.endswith("password") else jaas
         return CopySpec(flow, flow.split("->")[0], "target", settings, {"sasl.password": password}, None,
-                        {}, None, "mm2-offsets.x.internal", 100)
+                        {}, NOWHERE, NOWHERE, None, NOWHERE, None, "mm2-offsets.x.internal", 100)
 
     flows = [("dc1->target", "sasl.password"), ("dc2->target", "sasl.jaas.config"),
              ("dc3->target", "sasl.jaas.config")]

@@ -8,6 +8,7 @@ from dataclasses import replace
 
 import pytest
 
+from mm2py.client_settings import ClientSettings
 from mm2py.control.fencing import SlotEpochs
 from mm2py.errors import Failure
 from mm2py.executor.batch_results import BatchRange, Counted
@@ -33,6 +34,8 @@ from mm2py.wire.sender import Sender, SenderSettings
 from mm2py.wire.transactions import TransactionError, TransactionManager
 from tests.harness.fake_cluster import FakeCluster
 from tests.unit.test_sender import exactly_once_in_order, source_batches
+
+NOWHERE = ClientSettings(bootstrap_servers=())  # never connected to
 
 TOPIC = "dc1.orders"
 PROGRESS = "mm2-offsets.dc1.internal"
@@ -173,6 +176,10 @@ def spec() -> CopySpec:
         producer_settings={},
         syncs_producer_settings=None,
         target_consumer_settings={},
+        consumer_connection=NOWHERE,
+        producer_connection=NOWHERE,
+        syncs_producer_connection=None,
+        target_consumer_connection=NOWHERE,
         syncs_topic=None,
         progress_topic=PROGRESS,
         offset_lag_max=100,

@@ -4,14 +4,22 @@ from __future__ import annotations
 
 import ssl
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from mm2py.errors import ConfigError
 from mm2py.librdkafka.settings import translate_client_config
-from mm2py.wire.connection_settings import wire_config
+from mm2py.librdkafka.typed_settings import typed_settings
+from mm2py.wire.connection_settings import wire_config as adapt
 from mm2py.wire.oauth_tokens import OidcTokenSource, UnsecuredTokenSource
+
+
+def wire_config(alias: str, settings: Mapping[str, str]) -> dict[str, Any]:
+    """Translated librdkafka settings read into the typed object, then adapted: what the batch path connects with."""
+    return adapt(alias, typed_settings(settings))
 
 
 def test_plaintext_maps_servers_client_id_and_timeouts() -> None:

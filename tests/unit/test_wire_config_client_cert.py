@@ -7,13 +7,22 @@ import socket
 import ssl
 import tempfile
 import threading
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from mm2py.librdkafka.settings import translate_client_config
-from mm2py.wire.connection_settings import wire_config
+from mm2py.librdkafka.typed_settings import typed_settings
+from mm2py.wire.connection_settings import wire_config as adapt
 from tests.harness.keystore_files import Identity, identity, jks_keystore, jks_truststore
+
+
+def wire_config(alias: str, settings: Mapping[str, str]) -> dict[str, Any]:
+    """Translated librdkafka settings read into the typed object, then adapted: what the batch path connects with."""
+    return adapt(alias, typed_settings(settings))
+
 
 PASSWORD = "st0re-Pa55word"
 

@@ -1,0 +1,133 @@
+"""How mm2py reaches and logs in to one cluster, typed and independent of any client library.
+
+Why: a flow's clients are built by two stacks, librdkafka (the driver, the record path) and the batch path's own
+protocol client (:mod:`mm2py.wire`). Both must connect the same way: the same brokers, the same TLS trust and
+client certificate, the same SASL login, the same timeouts. So what a cluster's client keys say about connecting is
+read once, when the configuration is loaded (:mod:`mm2py.librdkafka.typed_settings`, from the translation of MM2's
+Java keys), into a :class:`ClientSettings`; the batch path adapts that object to its library in one place
+(:mod:`mm2py.wire.connection_settings`), and choosing a flow's copy path asks the same object.
+
+Everything here is plain, frozen and picklable: a copy task receives it with its spec. Secrets never show in a
+``repr``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from mm2py.backoff import RETRY_BACKOFF_MAX_S, RETRY_BACKOFF_S, ExponentialBackoff
+
+
+@dataclass(frozen=True)
+class SettingProblem:
+    """A client key whose value cannot be used to connect; ``value`` is already masked when it is secret."""
+
+    key: str
+    value: str
+    reason: str
+    allowed: str | None = None
+
+
+@dataclass(frozen=True)
+class PasswordLogin:
+    """SASL PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 with a username and password."""
+
+    mechanism: str
+    username: str
+    password: str = field(repr=False)
+
+
+@dataclass(frozen=True)
+class OidcLogin:
+    """OAUTHBEARER with tokens from an OIDC provider, client-credentials grant (KIP-768)."""
+
+    token_endpoint_url: str
+    client_id: str
+    client_secret: str = field(repr=False)
+    scope: str = ""
+    extensions: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class UnsecuredTokenLogin:
+    """OAUTHBEARER with unsigned development tokens (Kafka's ``unsecuredLogin*`` options)."""
+
+    principal: str
+    scope: tuple[str, ...] = ()
+    life_seconds: int = 3600
+    extensions: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class AwsMskIamLogin:
+    """Whose AWS credentials sign an AWS_MSK_IAM login: botocore's default chain, or one ``profile`` of it."""
+
+    profile: str | None = None
+
+
+@dataclass(frozen=True)
+class KerberosLogin:
+    """GSSAPI: tickets for ``principal`` from ``keytab`` (or the ticket cache), for brokers of ``service_name``."""
+
+    principal: str | None = None
+    keytab: str | None = None
+    service_name: str = "kafka"
+
+
+Login = PasswordLogin | OidcLogin | UnsecuredTokenLogin | AwsMskIamLogin | KerberosLogin
+
+
+@dataclass(frozen=True)
+class TlsSettings:
+    """Whom a client trusts, who it is, and how strictly it checks: TLS material as PEM text or file paths.
+
+    ``ca_location``: a file or directory of CA certificates, ``probe`` (or neither location nor PEM) for the
+    system's. ``minimum_version``: ``TLSv1.2`` (Java's default, 1.2 and 1.3) or ``TLSv1.3`` when pinned.
+    """
+
+    ca_location: str | None = None
+    ca_pem: str | None = field(default=None, repr=False)
+    certificate_location: str | None = None
+    key_location: str | None = None
+    certificate_pem: str | None = field(default=None, repr=False)
+    key_pem: str | None = field(default=None, repr=False)
+    key_password: str | None = field(default=None, repr=False)
+    endpoint_identification: str = "https"
+    verify_certificates: bool = True
+    cipher_suites: str | None = None
+    crl_location: str | None = None
+    minimum_version: str = "TLSv1.2"
+
+
+@dataclass(frozen=True)
+class ClientSettings:
+    """One client's way to a cluster. Millisecond fields are None where the user set nothing (each client's
+    default applies). ``sasl_mechanism`` is None without SASL; ``login`` is None when the mechanism's
+    credentials are missing or unusable (``problems`` says why). ``other_security_keys`` holds the security
+    settings (key, masked value) that none of these fields carries: a client that cannot honour them must refuse
+    rather than ignore them.
+    """
+
+    bootstrap_servers: tuple[str, ...]
+    security_protocol: str = "PLAINTEXT"
+    client_id: str | None = None
+    request_timeout_ms: int | None = None
+    retry_backoff_ms: int | None = None
+    retry_backoff_max_ms: int | None = None
+    reconnect_backoff_ms: int | None = None
+    reconnect_backoff_max_ms: int | None = None
+    socket_connection_setup_timeout_ms: int | None = None
+    connections_max_idle_ms: int | None = None
+    client_dns_lookup: str | None = None
+    sasl_mechanism: str | None = None
+    login: Login | None = None
+    tls: TlsSettings | None = None
+    other_security_keys: tuple[tuple[str, str], ...] = ()
+    problems: tuple[SettingProblem, ...] = ()
+
+    def backoff(self) -> ExponentialBackoff:
+        """The client's ``retry.backoff.ms`` and ``retry.backoff.max.ms``, each at Kafka's default when unset."""
+        return ExponentialBackoff(
+            RETRY_BACKOFF_S if self.retry_backoff_ms is None else self.retry_backoff_ms / 1000,
+            RETRY_BACKOFF_MAX_S if self.retry_backoff_max_ms is None else self.retry_backoff_max_ms / 1000,
+        )

@@ -1,0 +1,116 @@
+"""The typed, library-neutral ClientSettings: read once with the configuration, carried to executors, asked by the
+copy-path decision, adapted by the batch path's client alone."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import pickle
+import subprocess
+import sys
+
+from mm2py.client_settings import OidcLogin, PasswordLogin, TlsSettings
+from mm2py.config import MirrorMakerConfig
+from mm2py.config.flow import FlowConfig, build_flow_config
+from mm2py.config.mirror_maker import Flow
+from mm2py.config.properties import parse_properties
+from mm2py.control.copy_path import choose_copy_path
+from mm2py.engine.spec import copy_spec
+from mm2py.librdkafka.typed_settings import typed_settings
+
+SECRETS = ("pl4in-Secret", "oidc-Secret", "-----BEGIN PRIVATE KEY-----x", "k3y-Secret")
+
+
+def flow(extra: str = "") -> FlowConfig:
+    text = "clusters = a, b\na.bootstrap.servers = a:9092\nb.bootstrap.servers = b:9092\na->b.enabled = true\n"
+    mm = MirrorMakerConfig(parse_properties(text + extra, "mm2.properties"))
+    return build_flow_config(mm, Flow("a", "b"))
+
+
+def test_java_keys_become_one_typed_login_and_tls_material_on_every_client_of_the_cluster() -> None:
+    f = flow(
+        "a.security.protocol = SASL_SSL\na.sasl.mechanism = SCRAM-SHA-512\n"
+        'a.sasl.jaas.config = org.apache.kafka.common.security.scram.ScramLoginModule required username="u" '
+        'password="pl4in-Secret";\n'
+        "a.ssl.truststore.type = PEM\na.ssl.truststore.location = /etc/ca.pem\n"
+        "a.ssl.endpoint.identification.algorithm =\n"
+        "a.consumer.request.timeout.ms = 7000\na.consumer.retry.backoff.ms = 250\n"
+    )
+    source = f.source_consumer.connection
+    assert source.bootstrap_servers == ("a:9092",) and source.security_protocol == "SASL_SSL"
+    assert source.login == PasswordLogin("SCRAM-SHA-512", "u", "pl4in-Secret")
+    assert source.tls == TlsSettings(ca_location="/etc/ca.pem", endpoint_identification="none")
+    assert (source.request_timeout_ms, source.retry_backoff_ms) == (7000, 250)
+    assert source.backoff().initial_s == 0.25
+    assert f.source_admin.connection.login == source.login  # every client of cluster a logs in alike
+    assert f.target_producer.connection.security_protocol == "PLAINTEXT" and f.target_producer.connection.tls is None
+    assert source.other_security_keys == () and source.problems == ()
+
+
+def test_secrets_never_show_in_a_repr_and_the_object_travels_to_executors() -> None:
+    settings = typed_settings(
+        {
+            "bootstrap.servers": "a:1",
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": "OAUTHBEARER",
+            "sasl.oauthbearer.method": "oidc",
+            "sasl.oauthbearer.client.id": "id",
+            "sasl.oauthbearer.client.secret": "oidc-Secret",
+            "sasl.oauthbearer.token.endpoint.url": "https://idp/token",
+            "ssl.certificate.pem": "-----BEGIN CERTIFICATE-----x",
+            "ssl.key.pem": "-----BEGIN PRIVATE KEY-----x",
+            "ssl.key.password": "k3y-Secret",
+            "ssl.engine.passphrase": "pl4in-Secret",  # a key the object has no field for is kept masked when secret
+        }
+    )
+    assert isinstance(settings.login, OidcLogin) and settings.login.client_secret == "oidc-Secret"
+    assert pickle.loads(pickle.dumps(settings)) == settings
+    f = flow(
+        "a.security.protocol = SASL_PLAINTEXT\na.sasl.mechanism = PLAIN\n"
+        'a.sasl.jaas.config = org.apache.kafka.common.security.plain.PlainLoginModule required username="u" '
+        'password="pl4in-Secret";\n'
+    )
+    shown = repr(settings) + repr(f.source_consumer) + repr(copy_spec(f, choose_copy_path(f)))
+    assert not [secret for secret in SECRETS if secret in shown]
+
+
+def test_what_the_batch_path_cannot_honour_is_reported_not_dropped() -> None:
+    settings = typed_settings(
+        {
+            "bootstrap.servers": "a:1",
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "PLAIN",
+            "sasl.username": "u",
+            "socket.timeout.ms": "soon",
+            "ssl.engine.id": "x",
+        }
+    )
+    assert settings.login is None
+    assert [(p.key, p.reason) for p in settings.problems] == [
+        ("socket.timeout.ms", "not a whole number of milliseconds"),
+        ("sasl.username", "PLAIN needs sasl.username and sasl.password"),
+    ]
+    assert settings.other_security_keys == (("ssl.engine.id", "x"),)
+
+
+def test_choosing_the_copy_path_asks_the_typed_object() -> None:
+    f = flow()
+    assert choose_copy_path(f).batch
+    odd = dataclasses.replace(f.source_consumer.connection, other_security_keys=(("ssl.engine.id", "pkcs11"),))
+    changed = dataclasses.replace(f, source_consumer=dataclasses.replace(f.source_consumer, connection=odd))
+    path = choose_copy_path(changed)
+    assert not path.batch and "ssl.engine.id" in path.describe()
+    pinned = dataclasses.replace(
+        f.target_producer.connection, security_protocol="SSL", tls=TlsSettings(minimum_version="TLSv1.3")
+    )
+    assert choose_copy_path(
+        dataclasses.replace(f, target_producer=dataclasses.replace(f.target_producer, connection=pinned))
+    ).batch
+
+
+def test_the_batch_path_client_loads_neither_librdkafka_nor_the_configuration() -> None:
+    """The wire client adapts ClientSettings and nothing else: no librdkafka key reaches it."""
+    probe = "import sys, json, mm2py.wire.connection; print(json.dumps(sorted(sys.modules)))"
+    loaded = set(json.loads(subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True).stdout))
+    assert "mm2py.wire.connection_settings" in loaded and "mm2py.client_settings" in loaded
+    assert not {m for m in loaded if m.startswith(("mm2py.librdkafka", "mm2py.config", "confluent_kafka"))}
