@@ -13,7 +13,9 @@ Everything here is plain, frozen and picklable: a copy task receives it with its
 
 from __future__ import annotations
 
+import ssl
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from mm2py.backoff import RETRY_BACKOFF_MAX_S, RETRY_BACKOFF_S, ExponentialBackoff
 
@@ -77,6 +79,10 @@ class KerberosLogin:
 Login = PasswordLogin | OidcLogin | UnsecuredTokenLogin | AwsMskIamLogin | KerberosLogin
 
 
+# The lowest TLS version a client offers, by the name Java's ssl.enabled.protocols gives it.
+MINIMUM_VERSIONS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
+
+
 @dataclass(frozen=True)
 class TlsSettings:
     """Whom a client trusts, who it is, and how strictly it checks: TLS material as PEM text or file paths.
@@ -97,6 +103,21 @@ class TlsSettings:
     cipher_suites: str | None = None
     crl_location: str | None = None
     minimum_version: str = "TLSv1.2"
+
+    def load_trust_anchors(self, context: ssl.SSLContext) -> None:
+        """The CA certificates ``ca_location`` (a file or a directory; ``probe``: the system's) and ``ca_pem`` name,
+        into ``context``, as librdkafka loads them; the system's own when neither names any. Every client that
+        checks a broker's certificate in Python loads them here, so all of them trust the same certificates."""
+        location = self.ca_location or ""
+        if location and location != "probe":
+            if Path(location).is_dir():
+                context.load_verify_locations(capath=location)
+            else:
+                context.load_verify_locations(cafile=location)
+        if self.ca_pem:
+            context.load_verify_locations(cadata=self.ca_pem)
+        if (not location and not self.ca_pem) or location == "probe":
+            context.load_default_certs()
 
 
 @dataclass(frozen=True)

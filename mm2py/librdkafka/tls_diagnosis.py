@@ -13,23 +13,16 @@ from __future__ import annotations
 import socket
 import ssl
 from collections.abc import Mapping
-from pathlib import Path
+
+from mm2py.client_settings import TlsSettings
 
 
 def load_trust_anchors(context: ssl.SSLContext, settings: Mapping[str, object]) -> None:
-    """The CA certificates librdkafka's ``ssl.ca.location`` (a file or a directory; ``probe``: the system's) and
-    ``ssl.ca.pem`` name, into ``context``; the system's own when neither names any. Also the batch path's
-    trust (mm2py.wire.connection_settings), so both paths trust the same certificates."""
-    location = str(settings.get("ssl.ca.location") or "")
-    if location and location != "probe":
-        if Path(location).is_dir():
-            context.load_verify_locations(capath=location)
-        else:
-            context.load_verify_locations(cafile=location)
-    if settings.get("ssl.ca.pem"):
-        context.load_verify_locations(cadata=str(settings["ssl.ca.pem"]))
-    if (not location and not settings.get("ssl.ca.pem")) or location == "probe":
-        context.load_default_certs()
+    """The CA certificates librdkafka's ``ssl.ca.location`` and ``ssl.ca.pem`` name, into ``context``, loaded as
+    the batch path's client loads them (:meth:`TlsSettings.load_trust_anchors`)."""
+    location, pem = settings.get("ssl.ca.location"), settings.get("ssl.ca.pem")
+    trust = TlsSettings(ca_location=str(location) if location else None, ca_pem=str(pem) if pem else None)
+    trust.load_trust_anchors(context)
 
 
 def certificate_problem(settings: Mapping[str, object], timeout_s: float = 5.0) -> str | None:

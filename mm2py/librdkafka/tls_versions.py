@@ -23,11 +23,12 @@ import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from mm2py.client_settings import MINIMUM_VERSIONS
+
 PIN_KEY = "mm2py.ssl.versions"
 SUPPORTED = ("TLSv1.2", "TLSv1.3")
 _TOO_OLD = ("TLSv1", "TLSv1.1")
 _PROTOCOLS = ("TLS", "TLSv1.2", "TLSv1.3")
-MINIMUM = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
 
 
 @dataclass(frozen=True)
@@ -88,7 +89,7 @@ def check_brokers_offer(settings: Mapping[str, object], timeout_s: float = 10.0)
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     context.check_hostname = False
     context.verify_mode = ssl.CERT_NONE
-    context.minimum_version = MINIMUM[str(pinned)]
+    context.minimum_version = MINIMUM_VERSIONS[str(pinned)]
     for server in str(settings.get("bootstrap.servers", "")).split(","):
         host, _, port = server.strip().rpartition(":")
         if not host or not port.isdigit():

@@ -22,10 +22,10 @@ import os
 import secrets
 import ssl
 import tempfile
-from pathlib import Path
 from typing import Any
 
 from mm2py.client_settings import (
+    MINIMUM_VERSIONS,
     AwsMskIamLogin,
     ClientSettings,
     KerberosLogin,
@@ -39,7 +39,6 @@ from mm2py.wire.oauth_tokens import OidcTokenSource, TokenSource, UnsecuredToken
 
 _MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "AWS_MSK_IAM")
 _PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-_MINIMUM = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
 _MILLISECONDS = (
     "request_timeout_ms",
     "reconnect_backoff_ms",
@@ -163,31 +162,16 @@ def _login(settings: ClientSettings) -> dict[str, Any]:
     return {"sasl_oauth_token_source": token_source}
 
 
-def _load_trust_anchors(context: ssl.SSLContext, tls: TlsSettings) -> None:
-    """The CA certificates ``ca_location`` (a file or a directory; ``probe``: the system's) and ``ca_pem`` name, as
-    librdkafka loads them; the system's own when neither names any."""
-    location = tls.ca_location or ""
-    if location and location != "probe":
-        if Path(location).is_dir():
-            context.load_verify_locations(capath=location)
-        else:
-            context.load_verify_locations(cafile=location)
-    if tls.ca_pem:
-        context.load_verify_locations(cadata=tls.ca_pem)
-    if (not location and not tls.ca_pem) or location == "probe":
-        context.load_default_certs()
-
-
 def _ssl_context(alias: str, tls: TlsSettings, source: str | None) -> ssl.SSLContext:
     def refuse(key: str, reason: str, value: str | None = None) -> ConfigError:
         return _refuse(alias, key, value or "", reason, None, source)
 
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    context.minimum_version = _MINIMUM[tls.minimum_version]  # Java's default: 1.2 and 1.3
+    context.minimum_version = MINIMUM_VERSIONS[tls.minimum_version]  # Java's default: 1.2 and 1.3
     context.check_hostname = tls.verify_certificates and tls.endpoint_identification == "https"
     context.verify_mode = ssl.CERT_REQUIRED if tls.verify_certificates else ssl.CERT_NONE
     try:
-        _load_trust_anchors(context, tls)
+        tls.load_trust_anchors(context)
     except (OSError, ssl.SSLError) as exc:
         raise refuse("ssl.ca.location", f"the CA certificates cannot be read: {exc}", tls.ca_location) from None
     if tls.certificate_pem and tls.key_pem:
