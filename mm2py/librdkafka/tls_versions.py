@@ -13,7 +13,8 @@ talk TLS 1.2 to a broker that still offers it. What each client can do:
 - a pin that keeps TLS 1.3 *out* (TLSv1.2 only) cannot be honoured by librdkafka at all, and is refused.
 
 The pin travels inside the librdkafka settings under ``PIN_KEY``, an mm2py key that every place creating a
-librdkafka client removes (:func:`without_pin`) and the batch path reads.
+librdkafka client removes (:func:`without_pin`); the batch path reads it as ``TlsSettings.minimum_version``
+(:mod:`mm2py.librdkafka.typed_settings`).
 """
 
 from __future__ import annotations
