@@ -28,32 +28,35 @@ PARTITIONS = 8
 
 
 def spec_for(source: str, target: str) -> CopySpec:
+    consumer = {
+        "bootstrap.servers": source,
+        "group.id": "bench",
+        "enable.auto.commit": "false",
+        "fetch.queue.backoff.ms": "10",
+        "fetch.wait.max.ms": "10",
+        "enable.partition.eof": "true",
+    }
+    producer = {
+        "bootstrap.servers": target,
+        "acks": "all",
+        "enable.idempotence": "true",
+        "linger.ms": "10",
+        "batch.size": "1000000",
+        "partitioner": "murmur2_random",
+        "queue.buffering.max.messages": "1000000",
+    }
+    syncs = {"bootstrap.servers": source, "acks": "all"}
     return CopySpec(
         flow="source->target",
         source="source",
         target="target",
-        consumer_settings={
-            "bootstrap.servers": source,
-            "group.id": "bench",
-            "enable.auto.commit": "false",
-            "fetch.queue.backoff.ms": "10",
-            "fetch.wait.max.ms": "10",
-            "enable.partition.eof": "true",
-        },
-        producer_settings={
-            "bootstrap.servers": target,
-            "acks": "all",
-            "enable.idempotence": "true",
-            "linger.ms": "10",
-            "batch.size": "1000000",
-            "partitioner": "murmur2_random",
-            "queue.buffering.max.messages": "1000000",
-        },
-        syncs_producer_settings={"bootstrap.servers": source, "acks": "all"},
+        consumer_settings=consumer,
+        producer_settings=producer,
+        syncs_producer_settings=syncs,
         target_consumer_settings={"bootstrap.servers": target},
-        consumer_connection=typed_settings({"bootstrap.servers": source}),
-        producer_connection=typed_settings({"bootstrap.servers": target}),
-        syncs_producer_connection=typed_settings({"bootstrap.servers": source}),
+        consumer_connection=typed_settings(consumer),
+        producer_connection=typed_settings(producer),
+        syncs_producer_connection=typed_settings(syncs),
         target_consumer_connection=typed_settings({"bootstrap.servers": target}),
         syncs_topic="mm2-offset-syncs.bench",
         progress_topic="mm2-offsets.source.internal",

@@ -118,17 +118,20 @@ def instrumented(timers: Timers) -> Iterator[None]:
 
 
 def spec_for(source: str, target: str, exactly_once: bool) -> CopySpec:
+    consumer = copy_consumer_settings({"bootstrap.servers": source}, "bench", exactly_once=exactly_once)
+    producer = copy_producer_settings({"bootstrap.servers": target}, exactly_once=exactly_once)
+    syncs = {"bootstrap.servers": source, "acks": "all"}
     return CopySpec(
         flow="source->target",
         source="source",
         target="target",
-        consumer_settings=copy_consumer_settings({"bootstrap.servers": source}, "bench", exactly_once=exactly_once),
-        producer_settings=copy_producer_settings({"bootstrap.servers": target}, exactly_once=exactly_once),
-        syncs_producer_settings={"bootstrap.servers": source, "acks": "all"},
+        consumer_settings=consumer,
+        producer_settings=producer,
+        syncs_producer_settings=syncs,
         target_consumer_settings={"bootstrap.servers": target},
-        consumer_connection=typed_settings({"bootstrap.servers": source}),
-        producer_connection=typed_settings({"bootstrap.servers": target}),
-        syncs_producer_connection=typed_settings({"bootstrap.servers": source}),
+        consumer_connection=typed_settings(consumer),
+        producer_connection=typed_settings(producer),
+        syncs_producer_connection=typed_settings(syncs),
         target_consumer_connection=typed_settings({"bootstrap.servers": target}),
         syncs_topic="mm2-offset-syncs.target.internal",
         progress_topic=PROGRESS,

@@ -1,4 +1,5 @@
-"""How mm2py reaches and logs in to one cluster, typed and independent of any client library.
+"""How a client reaches and logs in to its cluster, and the timeouts and sizes it works with: typed, and
+independent of any client library.
 
 Why: a flow's clients are built by two stacks, librdkafka (the driver, the record path) and the batch path's own
 protocol client (:mod:`mm2py.wire`). Both must connect the same way: the same brokers, the same TLS trust and
@@ -122,8 +123,9 @@ class TlsSettings:
 
 @dataclass(frozen=True)
 class ClientSettings:
-    """One client's way to a cluster. Millisecond fields are None where the user set nothing (each client's
-    default applies). ``sasl_mechanism`` is None without SASL; ``login`` is None when the mechanism's
+    """One client's way to a cluster, and how it works there. Number fields are None where the user set nothing,
+    and the client's default applies; the timeouts, sizes and backoffs a client only tunes with are None too when
+    they are not whole numbers. ``sasl_mechanism`` is None without SASL; ``login`` is None when the mechanism's
     credentials are missing or unusable (``problems`` says why). ``other_security_keys`` holds the security
     settings (key, masked value) that none of these fields carries: a client that cannot honour them must refuse
     rather than ignore them.
@@ -140,6 +142,15 @@ class ClientSettings:
     socket_connection_setup_timeout_ms: int | None = None
     connections_max_idle_ms: int | None = None
     client_dns_lookup: str | None = None
+    # A producer's: how long a Produce request waits for its answer (the Java producer's request.timeout.ms,
+    # librdkafka's producer request.timeout.ms), how long a record may take to be delivered, how long a partition's
+    # batch lingers and how large it grows, and the largest batch it sends (message.max.bytes).
+    ack_timeout_ms: int | None = None
+    delivery_timeout_ms: int | None = None
+    linger_ms: int | None = None
+    batch_size: int | None = None
+    message_max_bytes: int | None = None
+    isolation_level: str | None = None  # a consumer's: read_committed or read_uncommitted
     sasl_mechanism: str | None = None
     login: Login | None = None
     tls: TlsSettings | None = None

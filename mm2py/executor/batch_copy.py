@@ -92,8 +92,8 @@ class _BatchCopier:
             )
             for r in ranges
         }
-        self.read_committed = spec.consumer_settings.get("isolation.level") == "read_committed"
-        self.max_batch_bytes = max_batch_bytes(spec.producer_settings)
+        self.read_committed = spec.consumer_connection.isolation_level == "read_committed"
+        self.max_batch_bytes = max_batch_bytes(spec.producer_connection)
         self.started = time.monotonic()
         self.measure_lock = threading.Lock()
         self.fetch = FetchThread(
@@ -152,7 +152,7 @@ class _BatchCopier:
                     self._resume_from_recorded_progress()
                 settings = sender_settings(
                     self.spec,
-                    self.spec.producer_settings,
+                    self.spec.producer_connection,
                     self.spec.target,
                     eos.transactional_id if eos else None,
                     lingers=True,

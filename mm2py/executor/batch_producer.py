@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Generator, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterator
 from typing import TypeVar
 
-from mm2py.backoff import client_backoff, client_seconds
+from mm2py.client_settings import ClientSettings
 from mm2py.errors import Failure, ReplicationError
 from mm2py.executor.contract import CopySpec
 from mm2py.wire.cluster import Cluster, ProducerIds
@@ -41,7 +41,7 @@ def waited(steps: Steps[T]) -> T:
         step(WAIT_S)
 
 
-MESSAGE_MAX_BYTES = "1000000"  # librdkafka's default message.max.bytes, which the record path's producer has
+MESSAGE_MAX_BYTES = 1_000_000  # librdkafka's default message.max.bytes, which the record path's producer has
 # Batches below this size waiting in one partition's queue are merged into one of at most MERGE_UP_TO bytes
 # (or half of message.max.bytes): tiny batches would otherwise go one per partition per Produce request.
 MERGE_BELOW = 16 * 1024
@@ -50,42 +50,42 @@ LINGER_S = 0.005  # the Java producer's linger.ms since Kafka 4.0 (KIP-1030)
 BATCH_BYTES = 16384  # and its batch.size
 
 
-def max_batch_bytes(settings: Mapping[str, str]) -> int:
-    """The largest batch a producer with ``settings`` sends: its ``message.max.bytes``."""
-    return int(settings.get("message.max.bytes", MESSAGE_MAX_BYTES))
+def max_batch_bytes(producer: ClientSettings) -> int:
+    """The largest batch ``producer`` sends: its ``message.max.bytes``."""
+    return MESSAGE_MAX_BYTES if producer.message_max_bytes is None else producer.message_max_bytes
 
 
 def sender_settings(
     spec: CopySpec,
-    settings: Mapping[str, str],
+    producer: ClientSettings,
     cluster: str,
     transactional_id: str | None = None,
     *,
     lingers: bool = False,
 ) -> SenderSettings:
-    """A producer's ``settings`` that the sender honours, with the Java producer's defaults. Only the copy's
+    """What of ``producer``'s settings the sender honours, with the Java producer's defaults. Only the copy's
     own sender ``lingers`` (``linger.ms``, ``batch.size``): a recording is waited for, and sent at once."""
-    backoff = client_backoff(settings)
-    merge_up_to = min(MERGE_UP_TO, max_batch_bytes(settings) // 2)
+    backoff = producer.backoff()
+    merge_up_to = min(MERGE_UP_TO, max_batch_bytes(producer) // 2)
+    ack_timeout_ms = producer.request_timeout_ms if producer.ack_timeout_ms is None else producer.ack_timeout_ms
     return SenderSettings(
         spec.flow,
         cluster,
-        request_timeout_s=client_seconds(settings, 30.0, "request.timeout.ms", "socket.timeout.ms"),
-        delivery_timeout_s=client_seconds(settings, 120.0, "delivery.timeout.ms", "message.timeout.ms"),
+        request_timeout_s=_seconds(ack_timeout_ms, 30.0),
+        delivery_timeout_s=_seconds(producer.delivery_timeout_ms, 120.0),
         retry_backoff_s=backoff.initial_s,
         retry_backoff_max_s=backoff.max_s,
         merge_below=MERGE_BELOW,
         merge_up_to=merge_up_to,
         # A partition's batches are "full" at batch.size, or at the largest batch small ones merge into.
-        linger_s=client_seconds(settings, LINGER_S, "linger.ms", "queue.buffering.max.ms") if lingers else 0.0,
-        batch_bytes=min(merge_up_to, _whole_number(settings, "batch.size", BATCH_BYTES)),
+        linger_s=_seconds(producer.linger_ms, LINGER_S) if lingers else 0.0,
+        batch_bytes=min(merge_up_to, BATCH_BYTES if producer.batch_size is None else producer.batch_size),
         transactional_id=transactional_id,
     )
 
 
-def _whole_number(settings: Mapping[str, str], key: str, default: int) -> int:
-    value = str(settings.get(key, "")).strip()
-    return int(value) if value.isdigit() else default
+def _seconds(milliseconds: int | None, default_s: float) -> float:
+    return default_s if milliseconds is None else milliseconds / 1000
 
 
 def producer_ids(spec: CopySpec, cluster: Cluster) -> ProducerIds:

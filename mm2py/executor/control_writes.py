@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from kafka.partitioner.default import murmur2  # type: ignore[import-untyped]
 
+from mm2py.client_settings import ClientSettings
 from mm2py.errors import ReplicationError
 from mm2py.executor.batch_producer import Steps, acquiring_producer_ids, sender_settings
 from mm2py.executor.contract import CopySpec, PartitionRange
@@ -105,11 +106,14 @@ class SourceSyncs:
         self.connection: Cluster | None = None
         self.sender: Sender | None = None
 
-    def _connect(self) -> Cluster:
+    def _syncs_producer(self) -> ClientSettings:
         settings = self.spec.syncs_producer_connection
         if settings is None:
             raise ReplicationError(f"flow={self.spec.flow}: offset syncs are disabled, yet a sync was to be written")
-        return KafkaConnection.connected(self.spec.source, settings, self.spec.stall_timeout_s)
+        return settings
+
+    def _connect(self) -> Cluster:
+        return KafkaConnection.connected(self.spec.source, self._syncs_producer(), self.spec.stall_timeout_s)
 
     def open(self) -> Steps[Sender]:
         if self.sender is None:
@@ -121,7 +125,7 @@ class SourceSyncs:
                 connection.close()  # the next write tries again with a new connection
                 raise
             queues = [PartitionQueue(t, p, f"topic={t} partition={p}") for t, p in syncs_keys(spec)]
-            settings = sender_settings(spec, spec.syncs_producer_settings or {}, spec.source)
+            settings = sender_settings(spec, self._syncs_producer(), spec.source)
             self.connection, self.sender = connection, Sender(connection, queues, settings, producer)
         return self.sender
 
@@ -180,7 +184,7 @@ class ControlWrites:
         try:
             if self.sender is None:
                 producer = self.producer or (yield from acquiring_producer_ids(self.spec, self.target))
-                settings = sender_settings(self.spec, self.spec.producer_settings, self.spec.target)
+                settings = sender_settings(self.spec, self.spec.producer_connection, self.spec.target)
                 self.sender = Sender(self.target, self.layout.queues().values(), settings, producer)
             yield from _write(self.sender, self.spec, self.spec.target, records, where)
         except ReplicationError:

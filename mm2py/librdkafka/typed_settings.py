@@ -61,12 +61,20 @@ _CARRIED = frozenset(
 )
 _SECURITY_PREFIXES = ("ssl.", "sasl.", "enable.ssl.", "enable.sasl.", "ssl_")
 _MILLISECONDS = {
-    "retry_backoff_ms": "retry.backoff.ms",
-    "retry_backoff_max_ms": "retry.backoff.max.ms",
     "reconnect_backoff_ms": "reconnect.backoff.ms",
     "reconnect_backoff_max_ms": "reconnect.backoff.max.ms",
     "socket_connection_setup_timeout_ms": "socket.connection.setup.timeout.ms",
     "connections_max_idle_ms": "connections.max.idle.ms",
+}
+# Tuning only: the first key set to a whole number wins (a Java key's librdkafka alias second), else None.
+_TUNING = {
+    "retry_backoff_ms": ("retry.backoff.ms",),
+    "retry_backoff_max_ms": ("retry.backoff.max.ms",),
+    "ack_timeout_ms": ("request.timeout.ms",),
+    "delivery_timeout_ms": ("delivery.timeout.ms", "message.timeout.ms"),
+    "linger_ms": ("linger.ms", "queue.buffering.max.ms"),
+    "batch_size": ("batch.size",),
+    "message_max_bytes": ("message.max.bytes",),
 }
 _OIDC_KEYS = ("sasl.oauthbearer.token.endpoint.url", "sasl.oauthbearer.client.id", "sasl.oauthbearer.client.secret")
 
@@ -93,6 +101,9 @@ class _Reading:
             return None
         return int(value)
 
+    def tuning(self, keys: tuple[str, ...]) -> int | None:
+        return next((int(v) for v in (self.settings.get(k, "").strip() for k in keys) if v.isdigit()), None)
+
     def result(self) -> ClientSettings:
         get = self.settings.get
         servers = tuple(s.strip() for s in get("bootstrap.servers", "").split(",") if s.strip())
@@ -109,6 +120,8 @@ class _Reading:
             request_timeout_ms=self.milliseconds(timeout_key),
             **{name: self.milliseconds(key) for name, key in _MILLISECONDS.items()},
             client_dns_lookup=get("client.dns.lookup"),
+            **{name: self.tuning(keys) for name, keys in _TUNING.items()},
+            isolation_level=get("isolation.level"),
             sasl_mechanism=mechanism,
             login=self.login(mechanism) if mechanism else None,
             tls=self.tls() if protocol.endswith("SSL") else None,

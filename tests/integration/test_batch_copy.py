@@ -36,23 +36,26 @@ def pair(kafka_cluster: ClusterFactory) -> dict[str, TansuBroker]:
 
 
 def spec_for(src: str, dst: str, syncs_topic: str, progress: str, **consumer: str) -> CopySpec:
+    consumer_settings = {"bootstrap.servers": src, "group.id": "unused", **consumer}
+    producer_settings = {
+        "bootstrap.servers": dst,
+        "acks": "all",
+        "enable.idempotence": "true",
+        "partitioner": "murmur2_random",
+        "linger.ms": "5",
+    }
+    syncs_settings = {"bootstrap.servers": src, "acks": "all"}
     return CopySpec(
         flow="src->dst",
         source="src",
         target="dst",
-        consumer_settings={"bootstrap.servers": src, "group.id": "unused", **consumer},
-        producer_settings={
-            "bootstrap.servers": dst,
-            "acks": "all",
-            "enable.idempotence": "true",
-            "partitioner": "murmur2_random",
-            "linger.ms": "5",
-        },
-        syncs_producer_settings={"bootstrap.servers": src, "acks": "all"},
+        consumer_settings=consumer_settings,
+        producer_settings=producer_settings,
+        syncs_producer_settings=syncs_settings,
         target_consumer_settings={"bootstrap.servers": dst},
-        consumer_connection=typed_settings({"bootstrap.servers": src}),
-        producer_connection=typed_settings({"bootstrap.servers": dst}),
-        syncs_producer_connection=typed_settings({"bootstrap.servers": src}),
+        consumer_connection=typed_settings(consumer_settings),
+        producer_connection=typed_settings(producer_settings),
+        syncs_producer_connection=typed_settings(syncs_settings),
         target_consumer_connection=typed_settings({"bootstrap.servers": dst}),
         syncs_topic=syncs_topic,
         progress_topic=progress,

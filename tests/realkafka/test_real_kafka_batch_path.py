@@ -46,16 +46,18 @@ def pair(request: pytest.FixtureRequest, real_kafka_versions: Callable[[str], Ka
 
 
 def spec_for(source: KafkaCluster, target: KafkaCluster, progress: str, **consumer: str) -> CopySpec:
+    consumer_settings = {"bootstrap.servers": source.bootstrap, "group.id": "unused", **consumer}
+    producer_settings = {"bootstrap.servers": target.bootstrap, "acks": "all", "enable.idempotence": "true"}
     return CopySpec(
         flow="src->dst",
         source="src",
         target="dst",
-        consumer_settings={"bootstrap.servers": source.bootstrap, "group.id": "unused", **consumer},
-        producer_settings={"bootstrap.servers": target.bootstrap, "acks": "all", "enable.idempotence": "true"},
+        consumer_settings=consumer_settings,
+        producer_settings=producer_settings,
         syncs_producer_settings=None,
         target_consumer_settings={"bootstrap.servers": target.bootstrap},
-        consumer_connection=typed_settings({"bootstrap.servers": source.bootstrap}),
-        producer_connection=typed_settings({"bootstrap.servers": target.bootstrap}),
+        consumer_connection=typed_settings(consumer_settings),
+        producer_connection=typed_settings(producer_settings),
         syncs_producer_connection=None,
         target_consumer_connection=typed_settings({"bootstrap.servers": target.bootstrap}),
         syncs_topic=None,
@@ -230,7 +232,12 @@ def test_a_range_whose_records_were_deleted_stops_at_them_with_records_gone(
     for future in admin.delete_records([TopicPartition(topic, 0, 600)]).values():
         future.result(timeout=30)
     consumer = copy_consumer_settings({"bootstrap.servers": source.bootstrap}, "unused", exactly_once=False)
-    spec = replace(spec_for(source, target, progress), consumer_settings=consumer, copy_path=CopyPath(path))  # type: ignore[arg-type]
+    spec = replace(
+        spec_for(source, target, progress),
+        consumer_settings=consumer,
+        consumer_connection=typed_settings(consumer),
+        copy_path=CopyPath(path),  # type: ignore[arg-type]
+    )
     try:
         rng = PartitionRange(topic, 0, remote, 200, 1000)
         if path == "batch":

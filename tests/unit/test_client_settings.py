@@ -16,6 +16,7 @@ from mm2py.config.mirror_maker import Flow
 from mm2py.config.properties import parse_properties
 from mm2py.control.copy_path import choose_copy_path
 from mm2py.engine.spec import copy_spec
+from mm2py.executor.batch_producer import max_batch_bytes, sender_settings
 from mm2py.librdkafka.typed_settings import typed_settings
 
 SECRETS = ("pl4in-Secret", "oidc-Secret", "-----BEGIN PRIVATE KEY-----x", "k3y-Secret")
@@ -114,3 +115,29 @@ def test_the_batch_path_client_loads_neither_librdkafka_nor_the_configuration() 
     loaded = set(json.loads(subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True).stdout))
     assert "mm2py.wire.connection_settings" in loaded and "mm2py.client_settings" in loaded
     assert not {m for m in loaded if m.startswith(("mm2py.librdkafka", "mm2py.config", "confluent_kafka"))}
+
+
+def test_the_batch_sender_reads_the_producer_s_timeouts_and_sizes_from_the_typed_object() -> None:
+    """Java keys (after translation: librdkafka's names) and librdkafka's own aliases, first whole number winning;
+    unset or not a whole number: the Java producer's defaults."""
+    spec = copy_spec(flow(), choose_copy_path(flow()))
+    java_names = typed_settings(
+        {
+            "bootstrap.servers": "b:1",
+            "request.timeout.ms": "7000",
+            "socket.timeout.ms": "9000",  # the connection's timeout; a Produce waits request.timeout.ms
+            "delivery.timeout.ms": "soon",
+            "message.timeout.ms": "45000",
+            "linger.ms": "20",
+            "batch.size": "65536",
+            "message.max.bytes": "2000000",
+            "retry.backoff.ms": "250",
+        }
+    )
+    sender = sender_settings(spec, java_names, "b", lingers=True)
+    assert (sender.request_timeout_s, sender.delivery_timeout_s, sender.linger_s) == (7.0, 45.0, 0.02)
+    assert (sender.batch_bytes, sender.merge_up_to, sender.retry_backoff_s) == (65536, 512 * 1024, 0.25)
+    assert java_names.request_timeout_ms == 9000 and max_batch_bytes(java_names) == 2_000_000
+    defaults = sender_settings(spec, typed_settings({"bootstrap.servers": "b:1", "socket.timeout.ms": "3000"}), "b")
+    assert (defaults.request_timeout_s, defaults.delivery_timeout_s, defaults.linger_s) == (3.0, 120.0, 0.0)
+    assert defaults.batch_bytes == 16384 and defaults.merge_up_to == 500_000

@@ -48,7 +48,7 @@ def spec(**changes: object) -> CopySpec:
         target_consumer_settings={},
         consumer_connection=NOWHERE,
         producer_connection=NOWHERE,
-        syncs_producer_connection=None,
+        syncs_producer_connection=NOWHERE,
         target_consumer_connection=NOWHERE,
         syncs_topic=SYNCS,
         progress_topic=PROGRESS,
@@ -204,7 +204,7 @@ def test_a_recording_that_fails_while_copying_goes_on_is_made_again_with_the_sam
     """The source stalls past the syncs producer's delivery.timeout.ms: the recording made while the task copies
     is logged and given up (Connect's source task goes on when its offsets fail to flush), and the next one
     writes the syncs MM2's rule made due the first time, then the progress; a refusal still stops the task."""
-    quick = spec(syncs_producer_settings={"delivery.timeout.ms": "300"})
+    quick = spec(syncs_producer_connection=dataclasses.replace(NOWHERE, delivery_timeout_ms=300))
     task = Task(quick)
     task.record(99)
     task.source.inject = lambda kind, node, key: WireError(NOT_ENOUGH_REPLICAS) if kind == "produce" else None
