@@ -80,6 +80,11 @@ class KerberosLogin:
 Login = PasswordLogin | OidcLogin | UnsecuredTokenLogin | AwsMskIamLogin | KerberosLogin
 
 
+# mm2py's copy producers' linger.ms and batch.size on both paths when the user sets neither (the Java producer's
+# are 5 ms and 16 KB): a copy has whole batches to send, and waits a little longer to send fewer, larger ones.
+COPY_LINGER_MS = 10
+COPY_BATCH_SIZE = 1_000_000
+
 # The lowest TLS version a client offers, by the name Java's ssl.enabled.protocols gives it.
 MINIMUM_VERSIONS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
 

@@ -8,7 +8,6 @@ from mm2py.config.flow import FlowConfig
 from mm2py.control.topics import dense_offset_syncs_topic, offset_syncs_topic
 from mm2py.executor.contract import CopyPath, CopySpec
 from mm2py.librdkafka.defaults import copy_consumer_settings, copy_producer_settings, syncs_producer_settings
-from mm2py.librdkafka.typed_settings import typed_settings
 from mm2py.mirror.progress import progress_topic
 
 # A task records progress every offset.flush.interval.ms (MM2's key; 60 s by default) or this often, whichever is
@@ -32,10 +31,9 @@ def copy_spec(f: FlowConfig, copy_path: CopyPath) -> CopySpec:
         producer_settings=producer_settings,
         syncs_producer_settings=syncs,
         target_consumer_settings=dict(f.target_consumer.settings()),
-        # The copy clients' settings with mm2py's defaults for them, as the batch path's client reads them.
-        consumer_connection=typed_settings(consumer_settings),
-        producer_connection=typed_settings(producer_settings),
-        syncs_producer_connection=None if syncs is None else typed_settings(syncs),
+        consumer_connection=f.source_consumer.connection,
+        producer_connection=f.target_producer.connection,
+        syncs_producer_connection=f.offset_syncs_producer.connection if f.emit_offset_syncs_enabled else None,
         target_consumer_connection=f.target_consumer.connection,
         syncs_topic=offset_syncs_topic(f) if f.emit_offset_syncs_enabled else None,
         dense_syncs_topic=(

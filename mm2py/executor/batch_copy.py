@@ -92,7 +92,8 @@ class _BatchCopier:
             )
             for r in ranges
         }
-        self.read_committed = spec.consumer_connection.isolation_level == "read_committed"
+        # Exactly-once copies committed records only (as the record path's consumer: librdkafka/defaults.py).
+        self.read_committed = spec.exactly_once or spec.consumer_connection.isolation_level == "read_committed"
         self.max_batch_bytes = max_batch_bytes(spec.producer_connection)
         self.started = time.monotonic()
         self.measure_lock = threading.Lock()

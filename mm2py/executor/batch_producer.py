@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Generator, Iterator
 from typing import TypeVar
 
-from mm2py.client_settings import ClientSettings
+from mm2py.client_settings import COPY_BATCH_SIZE, COPY_LINGER_MS, ClientSettings
 from mm2py.errors import Failure, ReplicationError
 from mm2py.executor.contract import CopySpec
 from mm2py.wire.cluster import Cluster, ProducerIds
@@ -46,8 +46,6 @@ MESSAGE_MAX_BYTES = 1_000_000  # librdkafka's default message.max.bytes, which t
 # (or half of message.max.bytes): tiny batches would otherwise go one per partition per Produce request.
 MERGE_BELOW = 16 * 1024
 MERGE_UP_TO = 512 * 1024
-LINGER_S = 0.005  # the Java producer's linger.ms since Kafka 4.0 (KIP-1030)
-BATCH_BYTES = 16384  # and its batch.size
 
 
 def max_batch_bytes(producer: ClientSettings) -> int:
@@ -63,8 +61,9 @@ def sender_settings(
     *,
     lingers: bool = False,
 ) -> SenderSettings:
-    """What of ``producer``'s settings the sender honours, with the Java producer's defaults. Only the copy's
-    own sender ``lingers`` (``linger.ms``, ``batch.size``): a recording is waited for, and sent at once."""
+    """What of ``producer``'s settings the sender honours, with the Java producer's defaults, but mm2py's copy
+    producers' ``linger.ms`` and ``batch.size`` (as on the record path). Only the copy's own sender ``lingers``:
+    a recording is waited for, and sent at once."""
     backoff = producer.backoff()
     merge_up_to = min(MERGE_UP_TO, max_batch_bytes(producer) // 2)
     ack_timeout_ms = producer.request_timeout_ms if producer.ack_timeout_ms is None else producer.ack_timeout_ms
@@ -78,8 +77,8 @@ def sender_settings(
         merge_below=MERGE_BELOW,
         merge_up_to=merge_up_to,
         # A partition's batches are "full" at batch.size, or at the largest batch small ones merge into.
-        linger_s=_seconds(producer.linger_ms, LINGER_S) if lingers else 0.0,
-        batch_bytes=min(merge_up_to, BATCH_BYTES if producer.batch_size is None else producer.batch_size),
+        linger_s=_seconds(producer.linger_ms, COPY_LINGER_MS / 1000) if lingers else 0.0,
+        batch_bytes=min(merge_up_to, COPY_BATCH_SIZE if producer.batch_size is None else producer.batch_size),
         transactional_id=transactional_id,
     )
 

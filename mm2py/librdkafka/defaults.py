@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from mm2py.client_settings import COPY_BATCH_SIZE, COPY_LINGER_MS
+
 # isolation.level: librdkafka defaults to read_committed, Java (and so MM2) to read_uncommitted.
 CONSUMER_DEFAULTS = {
     "isolation.level": "read_uncommitted",
@@ -18,8 +20,8 @@ CONSUMER_DEFAULTS = {
 PRODUCER_DEFAULTS = {
     "acks": "all",
     "enable.idempotence": "true",
-    "linger.ms": "10",
-    "batch.size": "1000000",
+    "linger.ms": str(COPY_LINGER_MS),
+    "batch.size": str(COPY_BATCH_SIZE),
     "batch.num.messages": "10000",
     "queue.buffering.max.messages": "200000",
 }

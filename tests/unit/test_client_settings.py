@@ -119,7 +119,7 @@ def test_the_batch_path_client_loads_neither_librdkafka_nor_the_configuration() 
 
 def test_the_batch_sender_reads_the_producer_s_timeouts_and_sizes_from_the_typed_object() -> None:
     """Java keys (after translation: librdkafka's names) and librdkafka's own aliases, first whole number winning;
-    unset or not a whole number: the Java producer's defaults."""
+    unset or not a whole number: the Java producer's defaults (mm2py's own linger.ms and batch.size)."""
     spec = copy_spec(flow(), choose_copy_path(flow()))
     java_names = typed_settings(
         {
@@ -140,4 +140,4 @@ def test_the_batch_sender_reads_the_producer_s_timeouts_and_sizes_from_the_typed
     assert java_names.request_timeout_ms == 9000 and max_batch_bytes(java_names) == 2_000_000
     defaults = sender_settings(spec, typed_settings({"bootstrap.servers": "b:1", "socket.timeout.ms": "3000"}), "b")
     assert (defaults.request_timeout_s, defaults.delivery_timeout_s, defaults.linger_s) == (3.0, 120.0, 0.0)
-    assert defaults.batch_bytes == 16384 and defaults.merge_up_to == 500_000
+    assert defaults.batch_bytes == defaults.merge_up_to == 500_000  # mm2py's batch.size, capped by the merge size
