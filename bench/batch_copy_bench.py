@@ -21,43 +21,36 @@ from bench.run_bench import load
 from mm2py.executor import batch_copy, record_copy
 from mm2py.executor.contract import CopySpec, PartitionRange
 from mm2py.librdkafka.clients import drop_producer
-from mm2py.librdkafka.typed_settings import typed_settings
+from tests.harness.copy_specs import copy_spec
 from tests.harness.kafka_harness import TansuBroker, create_topic, delete_topic, end_offsets, find_tansu_binary
 
 PARTITIONS = 8
 
 
 def spec_for(source: str, target: str) -> CopySpec:
-    consumer = {
-        "bootstrap.servers": source,
-        "group.id": "bench",
-        "enable.auto.commit": "false",
-        "fetch.queue.backoff.ms": "10",
-        "fetch.wait.max.ms": "10",
-        "enable.partition.eof": "true",
-    }
-    producer = {
-        "bootstrap.servers": target,
-        "acks": "all",
-        "enable.idempotence": "true",
-        "linger.ms": "10",
-        "batch.size": "1000000",
-        "partitioner": "murmur2_random",
-        "queue.buffering.max.messages": "1000000",
-    }
-    syncs = {"bootstrap.servers": source, "acks": "all"}
-    return CopySpec(
+    return copy_spec(
         flow="source->target",
         source="source",
         target="target",
-        consumer_settings=consumer,
-        producer_settings=producer,
-        syncs_producer_settings=syncs,
+        consumer_settings={
+            "bootstrap.servers": source,
+            "group.id": "bench",
+            "enable.auto.commit": "false",
+            "fetch.queue.backoff.ms": "10",
+            "fetch.wait.max.ms": "10",
+            "enable.partition.eof": "true",
+        },
+        producer_settings={
+            "bootstrap.servers": target,
+            "acks": "all",
+            "enable.idempotence": "true",
+            "linger.ms": "10",
+            "batch.size": "1000000",
+            "partitioner": "murmur2_random",
+            "queue.buffering.max.messages": "1000000",
+        },
+        syncs_producer_settings={"bootstrap.servers": source, "acks": "all"},
         target_consumer_settings={"bootstrap.servers": target},
-        consumer_connection=typed_settings(consumer),
-        producer_connection=typed_settings(producer),
-        syncs_producer_connection=typed_settings(syncs),
-        target_consumer_connection=typed_settings({"bootstrap.servers": target}),
         syncs_topic="mm2-offset-syncs.bench",
         progress_topic="mm2-offsets.source.internal",
         offset_lag_max=100,

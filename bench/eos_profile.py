@@ -34,8 +34,8 @@ from mm2py.executor import batch_copy, transactional_copy
 from mm2py.executor.contract import CopyPath, CopySpec, PartitionRange
 from mm2py.librdkafka.clients import drop_producer
 from mm2py.librdkafka.defaults import copy_consumer_settings, copy_producer_settings
-from mm2py.librdkafka.typed_settings import typed_settings
 from mm2py.wire import transactions
+from tests.harness.copy_specs import copy_spec
 from tests.harness.real_kafka import KafkaCluster
 
 PROGRESS = "mm2-offsets.source.internal"
@@ -118,21 +118,14 @@ def instrumented(timers: Timers) -> Iterator[None]:
 
 
 def spec_for(source: str, target: str, exactly_once: bool) -> CopySpec:
-    consumer = copy_consumer_settings({"bootstrap.servers": source}, "bench", exactly_once=exactly_once)
-    producer = copy_producer_settings({"bootstrap.servers": target}, exactly_once=exactly_once)
-    syncs = {"bootstrap.servers": source, "acks": "all"}
-    return CopySpec(
+    return copy_spec(
         flow="source->target",
         source="source",
         target="target",
-        consumer_settings=consumer,
-        producer_settings=producer,
-        syncs_producer_settings=syncs,
+        consumer_settings=copy_consumer_settings({"bootstrap.servers": source}, "bench", exactly_once=exactly_once),
+        producer_settings=copy_producer_settings({"bootstrap.servers": target}, exactly_once=exactly_once),
+        syncs_producer_settings={"bootstrap.servers": source, "acks": "all"},
         target_consumer_settings={"bootstrap.servers": target},
-        consumer_connection=typed_settings(consumer),
-        producer_connection=typed_settings(producer),
-        syncs_producer_connection=typed_settings(syncs),
-        target_consumer_connection=typed_settings({"bootstrap.servers": target}),
         syncs_topic="mm2-offset-syncs.target.internal",
         progress_topic=PROGRESS,
         offset_lag_max=100,

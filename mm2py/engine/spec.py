@@ -19,17 +19,17 @@ def copy_spec(f: FlowConfig, copy_path: CopyPath) -> CopySpec:
     """What every copy task of flow ``f`` needs (plain and picklable); ``copy_path`` as the plan decided it."""
     exactly_once = f.exactly_once
     producer_settings = copy_producer_settings(f.target_producer.settings(), exactly_once=exactly_once)
-    consumer_settings = copy_consumer_settings(
-        f.source_consumer.settings(), f"mm2py-{f.source}-{f.target}", exactly_once=exactly_once
-    )
-    syncs = syncs_producer_settings(f.offset_syncs_producer.settings()) if f.emit_offset_syncs_enabled else None
     return CopySpec(
         flow=f.name,
         source=f.source,
         target=f.target,
-        consumer_settings=consumer_settings,
+        consumer_settings=copy_consumer_settings(
+            f.source_consumer.settings(), f"mm2py-{f.source}-{f.target}", exactly_once=exactly_once
+        ),
         producer_settings=producer_settings,
-        syncs_producer_settings=syncs,
+        syncs_producer_settings=(
+            syncs_producer_settings(f.offset_syncs_producer.settings()) if f.emit_offset_syncs_enabled else None
+        ),
         target_consumer_settings=dict(f.target_consumer.settings()),
         consumer_connection=f.source_consumer.connection,
         producer_connection=f.target_producer.connection,

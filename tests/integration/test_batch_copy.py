@@ -14,8 +14,8 @@ from confluent_kafka import Producer
 
 from mm2py.executor.batch_copy import copy_partitions
 from mm2py.executor.contract import CopyResult, CopySpec, PartitionRange
-from mm2py.librdkafka.typed_settings import typed_settings
 from mm2py.mirror.record_formats import OffsetSync
+from tests.harness.copy_specs import copy_spec
 from tests.harness.kafka_harness import (
     ClusterFactory,
     Record,
@@ -36,27 +36,20 @@ def pair(kafka_cluster: ClusterFactory) -> dict[str, TansuBroker]:
 
 
 def spec_for(src: str, dst: str, syncs_topic: str, progress: str, **consumer: str) -> CopySpec:
-    consumer_settings = {"bootstrap.servers": src, "group.id": "unused", **consumer}
-    producer_settings = {
-        "bootstrap.servers": dst,
-        "acks": "all",
-        "enable.idempotence": "true",
-        "partitioner": "murmur2_random",
-        "linger.ms": "5",
-    }
-    syncs_settings = {"bootstrap.servers": src, "acks": "all"}
-    return CopySpec(
+    return copy_spec(
         flow="src->dst",
         source="src",
         target="dst",
-        consumer_settings=consumer_settings,
-        producer_settings=producer_settings,
-        syncs_producer_settings=syncs_settings,
+        consumer_settings={"bootstrap.servers": src, "group.id": "unused", **consumer},
+        producer_settings={
+            "bootstrap.servers": dst,
+            "acks": "all",
+            "enable.idempotence": "true",
+            "partitioner": "murmur2_random",
+            "linger.ms": "5",
+        },
+        syncs_producer_settings={"bootstrap.servers": src, "acks": "all"},
         target_consumer_settings={"bootstrap.servers": dst},
-        consumer_connection=typed_settings(consumer_settings),
-        producer_connection=typed_settings(producer_settings),
-        syncs_producer_connection=typed_settings(syncs_settings),
-        target_consumer_connection=typed_settings({"bootstrap.servers": dst}),
         syncs_topic=syncs_topic,
         progress_topic=progress,
         offset_lag_max=100,

@@ -24,6 +24,7 @@ from mm2py.executor.batch_copy import copy_partitions
 from mm2py.executor.contract import CopyPath, CopyResult, CopySpec, PartitionRange
 from mm2py.librdkafka.clients import drop_consumer, drop_producer
 from mm2py.librdkafka.typed_settings import typed_settings
+from tests.harness.copy_specs import copy_spec
 from tests.harness.kafka_harness import Record, client_config, make_records, read_all
 from tests.harness.real_kafka import OTHER_VERSIONS, PINNED_VERSION, KafkaCluster
 from tests.harness.real_kafka_compaction import await_compaction
@@ -46,20 +47,14 @@ def pair(request: pytest.FixtureRequest, real_kafka_versions: Callable[[str], Ka
 
 
 def spec_for(source: KafkaCluster, target: KafkaCluster, progress: str, **consumer: str) -> CopySpec:
-    consumer_settings = {"bootstrap.servers": source.bootstrap, "group.id": "unused", **consumer}
-    producer_settings = {"bootstrap.servers": target.bootstrap, "acks": "all", "enable.idempotence": "true"}
-    return CopySpec(
+    return copy_spec(
         flow="src->dst",
         source="src",
         target="dst",
-        consumer_settings=consumer_settings,
-        producer_settings=producer_settings,
+        consumer_settings={"bootstrap.servers": source.bootstrap, "group.id": "unused", **consumer},
+        producer_settings={"bootstrap.servers": target.bootstrap, "acks": "all", "enable.idempotence": "true"},
         syncs_producer_settings=None,
         target_consumer_settings={"bootstrap.servers": target.bootstrap},
-        consumer_connection=typed_settings(consumer_settings),
-        producer_connection=typed_settings(producer_settings),
-        syncs_producer_connection=None,
-        target_consumer_connection=typed_settings({"bootstrap.servers": target.bootstrap}),
         syncs_topic=None,
         progress_topic=progress,
         offset_lag_max=100,

@@ -1,0 +1,21 @@
+"""A CopySpec built by hand (unit, integration and real-Kafka tests of the batch path, ``bench/``), with each
+client's ClientSettings read from the librdkafka settings beside it, as the configuration reads a flow's."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mm2py.executor.contract import CopySpec
+from mm2py.librdkafka.typed_settings import typed_settings
+
+
+def copy_spec(**fields: Any) -> CopySpec:
+    """``CopySpec(**fields)``, its four ``*_connection`` fields read from the matching ``*_settings`` fields."""
+    syncs = fields.get("syncs_producer_settings")
+    return CopySpec(
+        consumer_connection=typed_settings(fields["consumer_settings"]),
+        producer_connection=typed_settings(fields["producer_settings"]),
+        syncs_producer_connection=None if syncs is None else typed_settings(syncs),
+        target_consumer_connection=typed_settings(fields["target_consumer_settings"]),
+        **fields,
+    )
