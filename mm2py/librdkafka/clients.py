@@ -134,8 +134,12 @@ def drop_consumer(settings: Mapping[str, str]) -> None:
 
 
 def close_idle(now: float | None = None) -> int:
-    """Close every cached client not asked for in :data:`IDLE_CLOSE_S`; how many. Called as a task starts, when
-    no client of this process is in use (a Python worker runs one task at a time)."""
+    """Forget every cached client not asked for in :data:`IDLE_CLOSE_S` and close it in the background; how many.
+    Called as a task starts, when no client of this process is in use (a Python worker runs one task at a time).
+
+    Why in the background: librdkafka's consumer close can wait without bound for a cluster that is gone (seen in
+    a test worker: ``rd_kafka_consumer_close`` still waiting after ten minutes, its brokers stopped long before),
+    and a task must never wait on a client it does not use."""
     now = time.monotonic() if now is None else now
     with _lock:
         idle = [key for key, used in _last_used.items() if now - used > IDLE_CLOSE_S]
@@ -144,11 +148,17 @@ def close_idle(now: float | None = None) -> int:
         for key in idle:
             del _last_used[key]
             _login_errors.pop(key, None)
+    if producers or consumers:
+        closing = threading.Thread(target=_close, args=(producers, consumers), name="mm2py-close-idle", daemon=True)
+        closing.start()
+    return len(producers) + len(consumers)
+
+
+def _close(producers: list[Producer], consumers: list[Consumer]) -> None:
     for producer in producers:
         producer.flush(0)  # a range flushes what it produced before it ends: nothing is left to send
     for consumer in consumers:
-        consumer.close()  # assign()ed, no group membership and no commits: closes at once
-    return len(producers) + len(consumers)
+        consumer.close()  # assign()ed, no group membership and no commits: usually at once
 
 
 @atexit.register

@@ -5,6 +5,7 @@ creating and closing one needs no broker."""
 
 from __future__ import annotations
 
+import threading
 from types import SimpleNamespace
 
 import pytest
@@ -35,3 +36,26 @@ def test_clients_no_task_asked_for_in_the_idle_time_are_closed_and_the_others_ke
         clients.drop_consumer(GONE)
         clients.drop_consumer(KEPT)
         clients.drop_producer(PRODUCER)
+
+
+def test_a_task_never_waits_for_an_idle_client_whose_close_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """librdkafka's consumer close can wait without bound for a cluster that is gone: the task that starts goes on,
+    and the client is closed beside it."""
+    release, closed = threading.Event(), threading.Event()
+
+    class StuckConsumer:
+        def close(self) -> None:
+            release.wait(30)
+            closed.set()
+
+    clock = SimpleNamespace(now=1000.0)
+    monkeypatch.setattr(clients, "time", SimpleNamespace(monotonic=lambda: clock.now))
+    key = clients._key({"bootstrap.servers": "127.0.0.1:1", "group.id": "client-cache-stuck"})
+    with clients._lock:
+        clients._consumers[key] = StuckConsumer()  # type: ignore[assignment]
+        clients._last_used[key] = clock.now
+    clock.now += clients.IDLE_CLOSE_S + 1
+    assert clients.close_idle() == 1  # returned while the close still waits
+    assert not closed.is_set() and key not in clients._consumers
+    release.set()
+    assert closed.wait(10)
