@@ -73,6 +73,10 @@ DEFAULT_MAX_RECEIVE_BYTES = 256 * 1024 * 1024
 # The library pauses a connection at its in-flight limit and refuses requests meanwhile; the fetcher and the
 # sender keep their own limits (one Fetch, five Produce requests per broker), plus Metadata now and then.
 _LIBRARY_IN_FLIGHT_LIMIT = 16
+# The library warns when one step of its event loop runs longer than this (its default: 0.1 s), a check for its own
+# tight loops. On a busy worker (Spark tasks sharing two cores) a step of 0.11 s is common and nothing a user can act
+# on, and the warning reached the one-line error of a failed run; a step that blocks for seconds still warns.
+_LIBRARY_SLOW_STEP_S = 5.0
 _METADATA_MAX_VERSION = 9
 
 
@@ -136,6 +140,7 @@ class KafkaConnection:
         self._client = KafkaNetClient(
             receive_message_max_bytes=max_receive_bytes,
             max_in_flight_requests_per_connection=_LIBRARY_IN_FLIGHT_LIMIT,
+            slow_task_threshold_secs=_LIBRARY_SLOW_STEP_S,
             **config,
         )
         self._login = LoginFailures(alias, self._mechanism, self._client._manager)

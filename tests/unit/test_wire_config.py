@@ -13,6 +13,7 @@ import pytest
 from mm2py.errors import ConfigError
 from mm2py.librdkafka.settings import translate_client_config
 from mm2py.librdkafka.typed_settings import typed_settings
+from mm2py.wire.connection import KafkaConnection
 from mm2py.wire.connection_settings import wire_config as adapt
 from mm2py.wire.oauth_tokens import OidcTokenSource, UnsecuredTokenSource
 
@@ -198,3 +199,12 @@ def test_a_tls13_pin_and_java_cipher_names_reach_the_batch_paths_context() -> No
     assert tls12 == ["ECDHE-ECDSA-AES128-GCM-SHA256"]
     unpinned, _ = translate_client_config({**java, "ssl.enabled.protocols": "TLSv1.2,TLSv1.3"}, "consumer")
     assert wire_config("a", unpinned)["ssl_context"].minimum_version == ssl.TLSVersion.TLSv1_2
+
+
+def test_the_wire_library_warns_only_of_event_loop_steps_that_block_for_seconds() -> None:
+    """kafka-python's 0.1-s slow-step warning fired on a busy CI worker and reached a failed run's one error line."""
+    connection = KafkaConnection("dc1", typed_settings({"bootstrap.servers": "127.0.0.1:1"}))
+    try:
+        assert connection._client._net.config["slow_task_threshold_secs"] == 5.0
+    finally:
+        connection.close()
