@@ -137,9 +137,8 @@ def close_idle(now: float | None = None) -> int:
     """Forget every cached client not asked for in :data:`IDLE_CLOSE_S` and close it in the background; how many.
     Called as a task starts, when no client of this process is in use (a Python worker runs one task at a time).
 
-    Why in the background: librdkafka's consumer close can wait without bound for a cluster that is gone (seen in
-    a test worker: ``rd_kafka_consumer_close`` still waiting after ten minutes, its brokers stopped long before),
-    and a task must never wait on a client it does not use."""
+    Why in the background: librdkafka's consumer close can wait without bound once its cluster is gone, and a task
+    must never wait on a client it does not use."""
     now = time.monotonic() if now is None else now
     with _lock:
         idle = [key for key, used in _last_used.items() if now - used > IDLE_CLOSE_S]

@@ -75,7 +75,7 @@ DEFAULT_MAX_RECEIVE_BYTES = 256 * 1024 * 1024
 _LIBRARY_IN_FLIGHT_LIMIT = 16
 # The library warns when one step of its event loop runs longer than this (its default: 0.1 s), a check for its own
 # tight loops. On a busy worker (Spark tasks sharing two cores) a step of 0.11 s is common and nothing a user can act
-# on, and the warning reached the one-line error of a failed run; a step that blocks for seconds still warns.
+# on; a step that blocks for seconds still warns.
 _LIBRARY_SLOW_STEP_S = 5.0
 _METADATA_MAX_VERSION = 9
 
