@@ -147,17 +147,20 @@ def close_idle(now: float | None = None) -> int:
         for key in idle:
             del _last_used[key]
             _login_errors.pop(key, None)
-    if producers or consumers:
+    count = len(producers) + len(consumers)
+    if count:
         closing = threading.Thread(target=_close, args=(producers, consumers), name="mm2py-close-idle", daemon=True)
         closing.start()
-    return len(producers) + len(consumers)
+    return count
 
 
 def _close(producers: list[Producer], consumers: list[Consumer]) -> None:
-    for producer in producers:
-        producer.flush(0)  # a range flushes what it produced before it ends: nothing is left to send
-    for consumer in consumers:
-        consumer.close()  # assign()ed, no group membership and no commits: usually at once
+    # Each let go of as soon as it is closed: a client kept alive beside a close that waits goes on reconnecting
+    # (and logging) to its gone brokers.
+    while producers:
+        producers.pop().flush(0)  # a range flushes what it produced before it ends: nothing is left to send
+    while consumers:
+        consumers.pop().close()  # assign()ed, no group membership and no commits: usually at once
 
 
 @atexit.register
