@@ -4,9 +4,10 @@ independent of any client library.
 Why: a flow's clients are built by two stacks, librdkafka (the driver, the record path) and the batch path's own
 protocol client (:mod:`mm2py.wire`). Both must connect the same way: the same brokers, the same TLS trust and
 client certificate, the same SASL login, the same timeouts. So what a cluster's client keys say about connecting is
-read once, when the configuration is loaded (:mod:`mm2py.librdkafka.typed_settings`, from the translation of MM2's
-Java keys), into a :class:`ClientSettings`; the batch path adapts that object to its library in one place
-(:mod:`mm2py.wire.connection_settings`), and choosing a flow's copy path asks the same object.
+read once, when the configuration is loaded (:mod:`mm2py.config.client_keys`, from MM2's Java keys), into a
+:class:`ClientSettings`; each stack adapts that object to its library in one place
+(:mod:`mm2py.librdkafka.security_keys`, :mod:`mm2py.wire.connection_settings`), and choosing a flow's copy path
+asks the same object.
 
 Everything here is plain, frozen and picklable: a copy task receives it with its spec. Secrets never show in a
 ``repr``.
@@ -17,8 +18,24 @@ from __future__ import annotations
 import ssl
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from mm2py.backoff import RETRY_BACKOFF_MAX_S, RETRY_BACKOFF_S, ExponentialBackoff
+
+ClientKind = Literal["consumer", "producer", "admin"]
+
+
+@dataclass(frozen=True)
+class KeyIssue:
+    """Something a user should know about one client key, found when the file is read: ``error``, the client would
+    not work or would work differently than under MM2; ``warning``, the key was dropped. ``value`` is already masked
+    when the key is secret."""
+
+    key: str
+    value: str
+    severity: Literal["error", "warning"]
+    reason: str
+    allowed: str | None = None
 
 
 @dataclass(frozen=True)

@@ -6,10 +6,11 @@ message says how many more there are), and returns the typed configs of the flow
 ``properties`` (Java properties, line numbers kept), ``mirror_maker`` (MirrorMakerConfig: ``A.`` and ``A->B.``
 flattened), ``flow`` (FlowConfig), ``key_types``, ``keys`` and ``mm2py_keys`` (every key, MM2's types and
 defaults), ``values`` (values parsed as Kafka's ConfigDef does), ``validate``, ``not_acted_on`` and ``problems``
-(every problem of a file, one line each).
+(every problem of a file, one line each); ``client_keys`` reads each client's keys into the typed
+``mm2py.client_settings`` both client stacks connect with.
 
-May import: ``mm2py.mirror`` (the policy and filter classes a key names), ``mm2py.librdkafka`` (a cluster's
-client keys as librdkafka settings, checked when the file is read, and as the typed ``mm2py.client_settings``).
+May import: ``mm2py.mirror`` (the policy and filter classes a key names), ``mm2py.client_settings``,
+``mm2py.librdkafka`` (a client's properties rendered for librdkafka, checked when the file is read).
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from mm2py.client_settings import ClientSettings
+from mm2py.config.client_keys.client_settings_reader import read_client_keys
 from mm2py.config.key_types import KeyDef
 from mm2py.config.keys import CONNECTOR_KEYS, WORKER_KEYS
 from mm2py.config.mirror_maker import (
@@ -24,8 +25,7 @@ from mm2py.config.mirror_maker import (
 from mm2py.config.mm2py_keys import FLOW_MM2PY_KEYS, MM2PY_KEYS, MM2PY_RENAMED_KEYS, SPARK_CONF_PREFIX
 from mm2py.config.problems import Problem, ProblemSink
 from mm2py.config.values import Setting, ValueProblem, parse_value
-from mm2py.librdkafka.settings import masked, translate_client_config
-from mm2py.librdkafka.typed_settings import typed_settings
+from mm2py.librdkafka.settings import masked
 
 Pairs = tuple[tuple[str, str], ...]
 
@@ -243,8 +243,8 @@ def _client(
     # MM2's client.id shape: [<user client.id>|]<src>-><tgt>|<connector>|<role>
     connector = "MirrorCheckpointConnector" if "checkpoint" in role else "MirrorSourceConnector"
     java["client.id"] = "|".join(p for p in (user_client_id, str(flow), connector, role) if p)
-    settings, issues = translate_client_config(java, kind)
-    for issue in issues:
+    keys = read_client_keys(java, kind)
+    for issue in keys.issues:
         raw_key = props[issue.key].raw_key if issue.key in props else None
         sink.add(
             Problem(
@@ -257,7 +257,7 @@ def _client(
                 issue.allowed,
             )
         )
-    return ClientConfig(role, kind, tuple(java.items()), tuple(settings.items()), typed_settings(settings))
+    return ClientConfig(role, kind, tuple(java.items()), tuple(keys.librdkafka.items()), keys.connection)
 
 
 def _driver_cannot_log_in(
@@ -268,7 +268,7 @@ def _driver_cannot_log_in(
     Planning, topic creation, progress and the lease all go through librdkafka clients on the driver, so a flow
     whose source or target needs AWS_MSK_IAM could copy but never plan; refusing here beats a half-working run.
     """
-    if admin.settings().get("sasl.mechanism") != "AWS_MSK_IAM":
+    if admin.connection.sasl_mechanism != "AWS_MSK_IAM":
         return
     key = "sasl.mechanisms" if "sasl.mechanisms" in props else "sasl.mechanism"
     raw_key = props[key].raw_key if key in props else None

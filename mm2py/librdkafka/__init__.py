@@ -1,12 +1,12 @@
 """The librdkafka client stack (confluent-kafka): MM2's Java client settings turned into librdkafka settings, and the
 clients built from them.
 
-``settings`` is the only place that knows both vocabularies (Java client keys, librdkafka properties; the tables are
-``key_tables``, with ``jaas`` and ``keystores`` for what Java expresses as JAAS lines and key stores) and reports what
-cannot be carried over; ``tls_details`` reads the TLS details (``cipher_names``: Java's cipher names as OpenSSL's;
-``tls_versions``: version pins, which librdkafka has no setting for; ``tls_diagnosis``: why a certificate failed);
-``typed_settings`` reads what a translation says about connecting into the library-neutral
-:class:`~mm2py.client_settings.ClientSettings` that the batch path's client adapts; ``defaults`` are mm2py's own
+``settings`` translates the Java client keys that are not about connecting into librdkafka properties (the tables
+are ``key_tables``) and reports what cannot be carried over; how a client connects is read once by
+:mod:`mm2py.config.client_keys` into the library-neutral :class:`~mm2py.client_settings.ClientSettings`, which
+``security_keys`` renders as librdkafka's protocol, login and TLS properties (``tls_versions``: what librdkafka can
+do with a version pin; ``gssapi``: whether its build has Kerberos; ``tls_diagnosis``: why a certificate failed);
+``defaults`` are mm2py's own
 client defaults; ``clients`` and ``admin`` (with ``admin_acls``)
 create clients lazily, never pickle them, and ``error_mapping`` words their errors with the cluster alias and the
 operation; ``partition_reader`` reads MM2's internal topics. Secrets are masked with ``mm2py.secrets`` wherever settings

@@ -145,3 +145,20 @@ COMPRESSION_LEVELS = {
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 # AWS_MSK_IAM is not librdkafka's: only the batch path's wire client logs in with it (mm2py.wire.msk_iam).
 MECHANISMS = ("GSSAPI", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "AWS_MSK_IAM")
+# The keys a client's ClientSettings is read from (mm2py.config.client_keys): how it reaches and logs in to its
+# cluster, in Java's spelling and in librdkafka's. A translation renders these properties from the typed object and
+# passes none of these keys on as written.
+JAVA_SECURITY_KEYS = _names("""
+    security.protocol sasl.mechanism sasl.mechanisms sasl.jaas.config
+    sasl.oauthbearer.client.credentials.client.id sasl.oauthbearer.client.credentials.client.secret
+    ssl.keystore.type ssl.keystore.location ssl.keystore.password ssl.key.password ssl.keystore.key
+    ssl.keystore.certificate.chain ssl.truststore.type ssl.truststore.location ssl.truststore.password
+    ssl.truststore.certificates ssl.endpoint.identification.algorithm ssl.cipher.suites ssl.enabled.protocols
+    ssl.protocol""")
+NATIVE_SECURITY_KEYS = _names("""
+    sasl.username sasl.password sasl.oauthbearer.method sasl.oauthbearer.client.id sasl.oauthbearer.client.secret
+    sasl.oauthbearer.token.endpoint.url sasl.oauthbearer.scope sasl.oauthbearer.extensions sasl.oauthbearer.config
+    enable.sasl.oauthbearer.unsecure.jwt sasl.kerberos.principal sasl.kerberos.keytab sasl.kerberos.service.name
+    ssl.ca.location ssl.ca.pem ssl.certificate.location ssl.key.location ssl.certificate.pem ssl.key.pem
+    ssl.crl.location enable.ssl.certificate.verification""")
+SECURITY_KEYS = JAVA_SECURITY_KEYS | NATIVE_SECURITY_KEYS

@@ -18,11 +18,13 @@ import time
 from collections.abc import Iterable, Iterator, Mapping
 from typing import TypeVar
 
+from mm2py.client_settings import ClientKind, KeyIssue
+from mm2py.config.client_keys.client_settings_reader import read_client_keys
 from mm2py.config.keys import CLIENT_PREFIXES, CONNECTION_KEYS
 from mm2py.errors import ConfigError, KafkaOperationError
 from mm2py.librdkafka.admin import ClusterAdmin
 from mm2py.librdkafka.partition_reader import read_topic
-from mm2py.librdkafka.settings import ClientKind, TranslationIssue, masked, translate_client_config
+from mm2py.librdkafka.settings import masked
 from mm2py.mirror.policy import (
     DEFAULT_REPLICATION_POLICY_CLASS,
     INTERNAL_TOPIC_SEPARATOR_ENABLED_CONFIG,
@@ -146,7 +148,7 @@ def mirror_client_java_config(props: Mapping[str, str], kind: ClientKind) -> dic
     return java
 
 
-def _raise_first_error(alias: str, kind: ClientKind, props: Mapping[str, str], issues: list[TranslationIssue]) -> None:
+def _raise_first_error(alias: str, kind: ClientKind, props: Mapping[str, str], issues: list[KeyIssue]) -> None:
     errors = [issue for issue in issues if issue.severity == "error"]
     if not errors:
         return
@@ -244,7 +246,8 @@ class MirrorClient:
                     value=props.get(key),
                     allowed="host:port[,host:port...]",
                 )
-            translated, issues = translate_client_config(java, kind)
+            keys = read_client_keys(java, kind)
+            translated, issues = keys.librdkafka, keys.issues
             _raise_first_error(alias, kind, props, issues)
             for issue in issues:
                 if (issue.key, issue.reason) not in warned:

@@ -8,7 +8,6 @@ from typing import TypeVar
 
 import pytest
 
-from mm2py.librdkafka.typed_settings import typed_settings
 from mm2py.wire.batch_codec import decode_records
 from mm2py.wire.batches import producer_parts, split_batches
 from mm2py.wire.cluster import (
@@ -24,6 +23,7 @@ from mm2py.wire.connection import KafkaConnection
 from mm2py.wire.errors import WireError
 from tests.harness.kafka_harness import ClusterFactory, create_topic, make_records, produce, read_all
 from tests.harness.polling import answer_of
+from tests.harness.translation_helpers import client_settings
 
 pytestmark = pytest.mark.integration
 T = TypeVar("T")
@@ -50,8 +50,8 @@ def test_fetched_batches_produced_raw_arrive_unchanged(
     create_topic(brokers["dst"].bootstrap, topic, 3)
     produced = make_records(300, partitions=3)
     produce(brokers["src"].bootstrap, topic, produced)
-    source = KafkaConnection("src", typed_settings({"bootstrap.servers": brokers["src"].bootstrap}))
-    target = KafkaConnection("dst", typed_settings({"bootstrap.servers": brokers["dst"].bootstrap}))
+    source = KafkaConnection("src", client_settings({"bootstrap.servers": brokers["src"].bootstrap}))
+    target = KafkaConnection("dst", client_settings({"bootstrap.servers": brokers["dst"].bootstrap}))
     try:
         source.bootstrap(10)
         node = leaders(source, topic)[0]
@@ -111,7 +111,7 @@ def test_requests_to_an_unreachable_broker_come_back_as_retriable_errors(
     create_topic(broker.bootstrap, topic, 1)
     client = KafkaConnection(
         "src",
-        typed_settings(
+        client_settings(
             {"bootstrap.servers": broker.bootstrap, "socket.timeout.ms": "2000", "reconnect.backoff.max.ms": "200"}
         ),
     )

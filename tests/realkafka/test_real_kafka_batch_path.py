@@ -23,11 +23,11 @@ from confluent_kafka import Producer
 from mm2py.executor.batch_copy import copy_partitions
 from mm2py.executor.contract import CopyPath, CopyResult, CopySpec, PartitionRange
 from mm2py.librdkafka.clients import drop_consumer, drop_producer
-from mm2py.librdkafka.typed_settings import typed_settings
 from tests.harness.copy_specs import copy_spec
 from tests.harness.kafka_harness import Record, client_config, make_records, read_all
 from tests.harness.real_kafka import OTHER_VERSIONS, PINNED_VERSION, KafkaCluster
 from tests.harness.real_kafka_compaction import await_compaction
+from tests.harness.translation_helpers import client_settings
 
 pytestmark = pytest.mark.realkafka
 # source version -> target version; one side is always the pinned version
@@ -230,7 +230,7 @@ def test_a_range_whose_records_were_deleted_stops_at_them_with_records_gone(
     spec = replace(
         spec_for(source, target, progress),
         consumer_settings=consumer,
-        consumer_connection=typed_settings(consumer),
+        consumer_connection=client_settings(consumer),
         copy_path=CopyPath(path),  # type: ignore[arg-type]
     )
     try:

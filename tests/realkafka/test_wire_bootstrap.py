@@ -10,9 +10,9 @@ import time
 
 import pytest
 
-from mm2py.librdkafka.typed_settings import typed_settings
 from mm2py.wire.connection import KafkaConnection
 from tests.harness.real_kafka import KafkaCluster
+from tests.harness.translation_helpers import client_settings
 
 pytestmark = [pytest.mark.realkafka]
 
@@ -29,7 +29,7 @@ def test_a_client_bootstrapping_while_a_listed_node_is_dead_connects_through_ano
     try:
         killed = time.monotonic()
         for _ in range(CONNECTIONS):  # all within the dead node's session, while Metadata still lists it
-            connection = KafkaConnection("src", typed_settings({"bootstrap.servers": cluster.bootstrap}))
+            connection = KafkaConnection("src", client_settings({"bootstrap.servers": cluster.bootstrap}))
             try:
                 connection.bootstrap(30)
                 assert connection.brokers(), "bootstrapped without learning a broker"

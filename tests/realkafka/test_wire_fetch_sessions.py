@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from mm2py.librdkafka.typed_settings import typed_settings
 from mm2py.wire.batch_codec import decode_records
 from mm2py.wire.cluster import FetchAnswer, FetchPosition, Pending
 from mm2py.wire.connection import KafkaConnection
@@ -24,6 +23,7 @@ from mm2py.wire.forwarding import batches_to_send
 from tests.harness.kafka_harness import Record, create_topic, produce
 from tests.harness.polling import answer_of
 from tests.harness.real_kafka import KafkaCluster
+from tests.harness.translation_helpers import client_settings
 
 pytestmark = pytest.mark.realkafka
 PARTITIONS = 8
@@ -91,7 +91,7 @@ def test_a_real_broker_keeps_a_fetch_session_and_its_errors_cost_nothing(
 ) -> None:
     topic = unique_topic("sessions")
     create_topic(real_kafka.bootstrap, topic, PARTITIONS)
-    connection = KafkaConnection("src", typed_settings({"bootstrap.servers": real_kafka.bootstrap}))
+    connection = KafkaConnection("src", client_settings({"bootstrap.servers": real_kafka.bootstrap}))
     got: list[int] = []
     try:
         connection.bootstrap(10)

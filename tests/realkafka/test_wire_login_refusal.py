@@ -8,9 +8,9 @@ import time
 import pytest
 
 from mm2py.errors import ReplicationError
-from mm2py.librdkafka.typed_settings import typed_settings
 from mm2py.wire.connection import KafkaConnection
 from tests.harness.real_kafka import KafkaCluster
+from tests.harness.translation_helpers import client_settings
 
 pytestmark = pytest.mark.realkafka
 WRONG = "not-the-password-7c1e"
@@ -19,7 +19,7 @@ WRONG = "not-the-password-7c1e"
 @pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-512"])
 def test_a_wrong_password_ends_the_bootstrap_with_the_brokers_reason(real_kafka: KafkaCluster, mechanism: str) -> None:
     settings = real_kafka.client_config("SASL_PLAINTEXT", user="alice", mechanism=mechanism, **{"sasl.password": WRONG})
-    connection = KafkaConnection("src", typed_settings({key: str(value) for key, value in settings.items()}))
+    connection = KafkaConnection("src", client_settings({key: str(value) for key, value in settings.items()}))
     started = time.monotonic()
     try:
         with pytest.raises(ReplicationError) as refused:

@@ -272,7 +272,7 @@ def test_from_properties_translates_connection_keys_for_librdkafka() -> None:
         alias="dc1",
     )
     assert client.consumer_settings == {"bootstrap.servers": "a:9092,b:9092"}
-    assert client.admin_settings == {"bootstrap.servers": "a:9092,b:9092", "security.protocol": "PLAINTEXT"}
+    assert client.admin_settings == {"bootstrap.servers": "a:9092,b:9092"}  # PLAINTEXT: librdkafka's default
     assert client.alias == "dc1"
     assert isinstance(client.policy, DefaultReplicationPolicy)
 

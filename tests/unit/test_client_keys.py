@@ -14,8 +14,9 @@ import confluent_kafka
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from mm2py.librdkafka import key_tables as client_keys
-from mm2py.librdkafka.settings import ClientKind, translate_client_config
+from mm2py.client_settings import ClientKind
+from mm2py.librdkafka import key_tables
+from tests.harness.translation_helpers import client_keys
 
 PASSWORD = "S3cr3t-Pa55word"
 SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"
@@ -24,20 +25,20 @@ OAUTH = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
 
 # --- the tables agree with each other -----------------------------------------------------------------------
 def test_every_renamed_or_boolean_property_is_a_librdkafka_property() -> None:
-    assert set(client_keys.RENAMES.values()) <= client_keys.RDKAFKA_PROPERTIES
-    assert client_keys.RDKAFKA_BOOLEAN <= client_keys.RDKAFKA_PROPERTIES
-    assert set(client_keys.ASSIGNORS.values()) == {"range", "roundrobin", "cooperative-sticky"}
+    assert set(key_tables.RENAMES.values()) <= key_tables.RDKAFKA_PROPERTIES
+    assert key_tables.RDKAFKA_BOOLEAN <= key_tables.RDKAFKA_PROPERTIES
+    assert set(key_tables.ASSIGNORS.values()) == {"range", "roundrobin", "cooperative-sticky"}
 
 
 def test_client_scopes_do_not_overlap() -> None:
-    scopes = [client_keys.RDKAFKA_CONSUMER, client_keys.RDKAFKA_PRODUCER, client_keys.RDKAFKA_GLOBAL]
+    scopes = [key_tables.RDKAFKA_CONSUMER, key_tables.RDKAFKA_PRODUCER, key_tables.RDKAFKA_GLOBAL]
     assert all(not (a & b) for i, a in enumerate(scopes) for b in scopes[i + 1 :])
 
 
 def test_a_dropped_java_key_is_never_also_passed_through_or_renamed() -> None:
-    dropped = client_keys.NO_EQUIVALENT | set(client_keys.DROP_REASONS) | set(client_keys.BUILTIN_CLASSES)
-    assert not dropped & set(client_keys.RENAMES)
-    assert not client_keys.NO_EQUIVALENT & client_keys.RDKAFKA_PROPERTIES
+    dropped = key_tables.NO_EQUIVALENT | set(key_tables.DROP_REASONS) | set(key_tables.BUILTIN_CLASSES)
+    assert not dropped & set(key_tables.RENAMES)
+    assert not key_tables.NO_EQUIVALENT & key_tables.RDKAFKA_PROPERTIES
 
 
 # --- the installed librdkafka accepts what we emit ----------------------------------------------------------
@@ -116,7 +117,7 @@ def construct(kind: ClientKind, out: Mapping[str, str]) -> list[str]:
 
 @pytest.mark.parametrize("kind", ["producer", "consumer", "admin"])
 def test_librdkafka_accepts_every_key_translated_from_a_representative_config(kind: ClientKind) -> None:
-    out, issues = translate_client_config(REPRESENTATIVE, kind)
+    out, issues = client_keys(REPRESENTATIVE, kind)
     assert [i for i in issues if i.severity == "error"] == []
     assert construct(kind, out) == []
 
@@ -137,7 +138,7 @@ def test_librdkafka_accepts_translated_oauthbearer_settings(jaas: str) -> None:
     }
     if "clientId" in jaas:
         java["sasl.oauthbearer.token.endpoint.url"] = "http://127.0.0.1:1/token"
-    out, issues = translate_client_config(java, "producer")
+    out, issues = client_keys(java, "producer")
     assert issues == []
     assert construct("producer", out) == []
 
@@ -195,7 +196,7 @@ def test_librdkafka_accepts_translated_tls_stores(tls_files: Path) -> None:
         "ssl.endpoint.identification.algorithm": "https",
         "ssl.cipher.suites": "TLS_AES_128_GCM_SHA256,TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384",
     }
-    out, issues = translate_client_config(java, "consumer")
+    out, issues = client_keys(java, "consumer")
     assert [i.severity for i in issues] == ["warning"]  # the TLS 1.3 suite
     assert construct("consumer", {**out, "group.id": "g"}) == []
 
@@ -210,7 +211,7 @@ def test_librdkafka_accepts_translated_inline_pem_stores(tls_files: Path) -> Non
         "ssl.truststore.type": "PEM",
         "ssl.truststore.certificates": (tls_files / "cert.pem").read_text(),
     }
-    out, issues = translate_client_config(java, "admin")
+    out, issues = client_keys(java, "admin")
     assert issues == []
     assert construct("admin", out) == []
 

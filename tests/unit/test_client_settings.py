@@ -9,15 +9,19 @@ import pickle
 import subprocess
 import sys
 
+import pytest
+
 from mm2py.client_settings import OidcLogin, PasswordLogin, TlsSettings
 from mm2py.config import MirrorMakerConfig
+from mm2py.config.client_keys.client_settings_reader import read_client_keys, read_client_settings
 from mm2py.config.flow import FlowConfig, build_flow_config
 from mm2py.config.mirror_maker import Flow
 from mm2py.config.properties import parse_properties
 from mm2py.control.copy_path import choose_copy_path
 from mm2py.engine.spec import copy_spec
 from mm2py.executor.batch_producer import max_batch_bytes, sender_settings
-from mm2py.librdkafka.typed_settings import typed_settings
+from mm2py.librdkafka.tls_versions import PIN_KEY
+from tests.harness.translation_helpers import client_settings
 
 SECRETS = ("pl4in-Secret", "oidc-Secret", "-----BEGIN PRIVATE KEY-----x", "k3y-Secret")
 
@@ -49,7 +53,7 @@ def test_java_keys_become_one_typed_login_and_tls_material_on_every_client_of_th
 
 
 def test_secrets_never_show_in_a_repr_and_the_object_travels_to_executors() -> None:
-    settings = typed_settings(
+    settings = client_settings(
         {
             "bootstrap.servers": "a:1",
             "security.protocol": "SASL_SSL",
@@ -76,10 +80,10 @@ def test_secrets_never_show_in_a_repr_and_the_object_travels_to_executors() -> N
 
 
 def test_what_the_batch_path_cannot_honour_is_reported_not_dropped() -> None:
-    settings = typed_settings(
+    settings = client_settings(
         {
             "bootstrap.servers": "a:1",
-            "security.protocol": "SASL_PLAINTEXT",
+            "security.protocol": "SASL_SSL",
             "sasl.mechanism": "PLAIN",
             "sasl.username": "u",
             "socket.timeout.ms": "soon",
@@ -118,10 +122,10 @@ def test_the_batch_path_client_loads_neither_librdkafka_nor_the_configuration() 
 
 
 def test_the_batch_sender_reads_the_producer_s_timeouts_and_sizes_from_the_typed_object() -> None:
-    """Java keys (after translation: librdkafka's names) and librdkafka's own aliases, first whole number winning;
+    """Java keys and librdkafka's own aliases, librdkafka's spelling winning as in librdkafka;
     unset or not a whole number: the Java producer's defaults (mm2py's own linger.ms and batch.size)."""
     spec = copy_spec(flow(), choose_copy_path(flow()))
-    java_names = typed_settings(
+    java_names = client_settings(
         {
             "bootstrap.servers": "b:1",
             "request.timeout.ms": "7000",
@@ -132,12 +136,75 @@ def test_the_batch_sender_reads_the_producer_s_timeouts_and_sizes_from_the_typed
             "batch.size": "65536",
             "message.max.bytes": "2000000",
             "retry.backoff.ms": "250",
-        }
+        },
+        "producer",
     )
     sender = sender_settings(spec, java_names, "b", lingers=True)
     assert (sender.request_timeout_s, sender.delivery_timeout_s, sender.linger_s) == (7.0, 45.0, 0.02)
     assert (sender.batch_bytes, sender.merge_up_to, sender.retry_backoff_s) == (65536, 512 * 1024, 0.25)
     assert java_names.request_timeout_ms == 9000 and max_batch_bytes(java_names) == 2_000_000
-    defaults = sender_settings(spec, typed_settings({"bootstrap.servers": "b:1", "socket.timeout.ms": "3000"}), "b")
+    defaults = sender_settings(spec, client_settings({"bootstrap.servers": "b:1", "socket.timeout.ms": "3000"}), "b")
     assert (defaults.request_timeout_s, defaults.delivery_timeout_s, defaults.linger_s) == (3.0, 120.0, 0.0)
     assert defaults.batch_bytes == defaults.merge_up_to == 500_000  # mm2py's batch.size, capped by the merge size
+
+
+_PLAIN_JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="u" password="pl4in-Secret";'
+_OAUTH = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required"
+_KRB5 = "com.sun.security.auth.module.Krb5LoginModule required"
+
+
+@pytest.mark.parametrize(
+    "java",
+    [
+        {"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN", "sasl.jaas.config": _PLAIN_JAAS},
+        {
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "OAUTHBEARER",
+            "sasl.oauthbearer.token.endpoint.url": "https://idp/token",
+            "sasl.jaas.config": f'{_OAUTH} clientId="c" clientSecret="oidc-Secret" scope="s" extension_lc="x";',
+        },
+        {
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "OAUTHBEARER",
+            "sasl.jaas.config": f'{_OAUTH} unsecuredLoginStringClaim_sub="alice" unsecuredLoginListClaim_scope=",a,b" '
+            'unsecuredLoginLifetimeSeconds="60";',
+        },
+        {
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "GSSAPI",
+            "sasl.jaas.config": f'{_KRB5} useKeyTab=true keyTab="/k.keytab" principal="mm2@EX.COM" serviceName="kfk";',
+        },
+        {
+            "security.protocol": "SSL",
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": "/etc/ca.pem",
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": "/etc/me.pem",
+            "ssl.key.password": "k3y-Secret",
+            "ssl.endpoint.identification.algorithm": "",
+            "ssl.cipher.suites": "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+            "ssl.enabled.protocols": "TLSv1.3",
+        },
+        {
+            "security.protocol": "SSL",
+            "ssl.ca.location": "/etc/ca.pem",
+            "ssl.certificate.location": "/etc/me.crt",
+            "ssl.key.location": "/etc/me.key",
+            "ssl.crl.location": "/etc/crl.pem",
+            "enable.ssl.certificate.verification": "FALSE",
+        },
+    ],
+    ids=["plain", "oidc", "unsecured-token", "kerberos", "java-tls-keys", "librdkafka-tls-keys"],
+)
+def test_librdkafka_is_given_exactly_what_the_typed_settings_hold(java: dict[str, str]) -> None:
+    """Both client stacks connect from one reading: the librdkafka properties rendered from the typed settings, read
+    back as keys, make the same typed settings (nothing librdkafka gets is missing from what the batch path gets,
+    and nothing is added)."""
+    keys = read_client_keys({"bootstrap.servers": "a:9092", **java}, "consumer")
+    rendered = dict(keys.librdkafka)
+    if rendered.pop(PIN_KEY, None) is not None:  # librdkafka has no version pin; the driver checks it apart
+        rendered["ssl.enabled.protocols"] = keys.connection.tls.minimum_version if keys.connection.tls else ""
+    again = read_client_settings(rendered, "consumer")[0]
+    assert again == keys.connection
+    assert keys.connection.problems == () and keys.connection.other_security_keys == ()
+    assert (keys.connection.login is not None) == java["security.protocol"].startswith("SASL")

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 import confluent_kafka
 import pytest
 
-from mm2py.librdkafka import settings
-from mm2py.librdkafka.jaas import JaasSyntaxError, parse_jaas
+from mm2py.config.client_keys import login
+from mm2py.config.client_keys.jaas import JaasSyntaxError, parse_jaas
 from mm2py.secrets import MASK
 from tests.harness.translation_helpers import KRB5, OAUTH, PASSWORD, PLAIN, SCRAM, only_issue, sasl, translate
 
@@ -17,7 +17,7 @@ from tests.harness.translation_helpers import KRB5, OAUTH, PASSWORD, PLAIN, SCRA
 @pytest.fixture
 def gssapi(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Pretend librdkafka has Kerberos support (the PyPI wheel has none)."""
-    monkeypatch.setattr(settings, "_gssapi_available", lambda: True)
+    monkeypatch.setattr(login, "gssapi_available", lambda: True)
     yield
 
 
@@ -169,7 +169,7 @@ def test_kerberos_login_module_becomes_keytab_and_principal(gssapi: None) -> Non
 
 
 def test_kerberos_without_librdkafka_support_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(settings, "_gssapi_available", lambda: False)
+    monkeypatch.setattr(login, "gssapi_available", lambda: False)
     jaas = f'{KRB5} required useKeyTab=true keyTab="/k.keytab" principal="mm2@EX.COM";'
     issue = only_issue(translate(sasl("GSSAPI", jaas))[1])
     assert (issue.key, issue.severity) == ("sasl.mechanism", "error")
@@ -179,7 +179,7 @@ def test_kerberos_without_librdkafka_support_is_an_error(monkeypatch: pytest.Mon
 def test_kerberos_refusal_names_the_librdkafka_build_both_paths_and_what_works_instead(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(settings, "_gssapi_available", lambda: False)
+    monkeypatch.setattr(login, "gssapi_available", lambda: False)
     jaas = f'{KRB5} required useKeyTab=true storeKey=true keyTab="/k.keytab" principal="mm2@EX.COM";'
     issue = only_issue(translate(sasl("GSSAPI", jaas, **{"sasl.kerberos.service.name": "kafka"}))[1])
     assert f"librdkafka {confluent_kafka.libversion()[0]} was built without it (no cyrus-sasl)" in issue.reason
@@ -193,7 +193,7 @@ def test_the_pypi_librdkafka_really_lacks_gssapi_as_the_check_reports() -> None:
         supported = True
     except confluent_kafka.KafkaException:
         supported = False
-    assert settings._gssapi_available() is supported
+    assert login.gssapi_available() is supported
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,8 @@ import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat, load_pem_private_key
 
-from mm2py.librdkafka.settings import TranslationIssue, masked, translate_client_config
+from mm2py.client_settings import KeyIssue
+from mm2py.librdkafka.settings import masked
 from mm2py.secrets import MASK
 from tests.harness.keystore_files import (
     Identity,
@@ -19,13 +20,14 @@ from tests.harness.keystore_files import (
     pkcs12_keystore,
     pkcs12_truststore,
 )
+from tests.harness.translation_helpers import client_keys
 
 STORE_PASSWORD = "st0re-Pa55word"
 KEY_PASSWORD = "k3y-Pa55word"
 
 
-def translate(java: Mapping[str, str]) -> tuple[dict[str, str], list[TranslationIssue]]:
-    return translate_client_config({"bootstrap.servers": "b1:9093", "security.protocol": "SSL", **java}, "consumer")
+def translate(java: Mapping[str, str]) -> tuple[dict[str, str], list[KeyIssue]]:
+    return client_keys({"bootstrap.servers": "b1:9093", "security.protocol": "SSL", **java}, "consumer")
 
 
 def subjects(pem: str) -> list[str]:
@@ -122,7 +124,7 @@ def test_secret_material_is_masked_when_settings_are_printed(tmp_path: Path, ca:
     assert shown["ssl.key.pem"] == MASK and shown["ssl.certificate.pem"] == MASK and shown["ssl.ca.pem"] == MASK
 
 
-def one_error(issues: list[TranslationIssue]) -> TranslationIssue:
+def one_error(issues: list[KeyIssue]) -> KeyIssue:
     assert [i.severity for i in issues] == ["error"], issues
     text = f"{issues[0].key} {issues[0].value} {issues[0].reason} {issues[0].allowed}"
     assert STORE_PASSWORD not in text and KEY_PASSWORD not in text and "wrong-" not in text

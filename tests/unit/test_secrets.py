@@ -8,8 +8,8 @@ import logging
 import pytest
 
 from mm2py.errors import ConfigError
-from mm2py.librdkafka.settings import translate_client_config
 from mm2py.secrets import MASK, RedactingFilter, Redactor, is_secret_key, mask_value
+from tests.harness.translation_helpers import client_keys
 
 JAAS = (
     "org.apache.kafka.common.security.plain.PlainLoginModule required "
@@ -169,7 +169,7 @@ def test_store_problems_survive_redaction_unchanged() -> None:
         "ssl.keystore.location": "/k.jks",
         "ssl.truststore.type": "BCFKS",
     }
-    _, issues = translate_client_config(java, "consumer")
+    _, issues = client_keys(java, "consumer")
     messages = [str(ConfigError(i.reason, key=i.key, value=i.value, allowed=i.allowed)) for i in issues]
     assert len(messages) == 2 and "no such file" in messages[0] and "JKS, JCEKS, PKCS12, PEM" in messages[1]
     assert [Redactor().redact(message) for message in messages] == messages

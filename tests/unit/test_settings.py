@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from mm2py.librdkafka.settings import ClientKind, masked
+from mm2py.client_settings import ClientKind
+from mm2py.librdkafka.settings import masked
 from mm2py.secrets import MASK
 from tests.harness.translation_helpers import OAUTH, PASSWORD, PLAIN, only_issue, sasl, translate
 
@@ -119,7 +120,7 @@ def test_values_are_normalised_the_way_java_reads_them() -> None:
     out, issues = translate(
         {
             "bootstrap.servers": " b1:9092 , b2:9092 ,",
-            "security.protocol": "plaintext",
+            "security.protocol": "ssl",
             "enable.idempotence": "TRUE",
             "client.id": " TRUE ",
         }
@@ -127,7 +128,7 @@ def test_values_are_normalised_the_way_java_reads_them() -> None:
     assert issues == []
     assert out == {
         "bootstrap.servers": "b1:9092,b2:9092",
-        "security.protocol": "PLAINTEXT",
+        "security.protocol": "SSL",
         "enable.idempotence": "true",
         "client.id": "TRUE",
     }
@@ -243,7 +244,7 @@ def test_tls_and_sasl_keys_are_ignored_when_the_protocol_does_not_use_them() -> 
             "security.protocol": "PLAINTEXT",
         }
     )
-    assert (out, issues) == ({"bootstrap.servers": "b1:9092", "security.protocol": "PLAINTEXT"}, [])
+    assert (out, issues) == ({"bootstrap.servers": "b1:9092"}, [])  # PLAINTEXT: librdkafka's default
 
 
 # --- secrets never leak -------------------------------------------------------------------------------------

@@ -7,9 +7,10 @@ from __future__ import annotations
 import ssl
 from collections.abc import Mapping
 
-from mm2py.librdkafka.cipher_names import OPENSSL_NAMES
-from mm2py.librdkafka.settings import ClientKind, TranslationIssue, translate_client_config
+from mm2py.client_settings import ClientKind, KeyIssue
+from mm2py.config.client_keys.cipher_names import OPENSSL_NAMES
 from mm2py.librdkafka.tls_versions import PIN_KEY
+from tests.harness.translation_helpers import client_keys
 
 PASSWORD = "S3cr3t-Pa55word"
 SCRAM = {
@@ -19,11 +20,11 @@ SCRAM = {
 }
 
 
-def translate(java: Mapping[str, str], kind: ClientKind = "producer") -> tuple[dict[str, str], list[TranslationIssue]]:
-    return translate_client_config({"bootstrap.servers": "b1:9092", **java}, kind)
+def translate(java: Mapping[str, str], kind: ClientKind = "producer") -> tuple[dict[str, str], list[KeyIssue]]:
+    return client_keys({"bootstrap.servers": "b1:9092", **java}, kind)
 
 
-def only_issue(issues: list[TranslationIssue]) -> TranslationIssue:
+def only_issue(issues: list[KeyIssue]) -> KeyIssue:
     assert len(issues) == 1, issues
     return issues[0]
 
@@ -42,8 +43,7 @@ def test_pem_truststore_and_endpoint_identification_pass_through() -> None:
         "bootstrap.servers": "b1:9092",
         "security.protocol": "SSL",
         "ssl.ca.location": "/etc/kafka/ca.pem",
-        "ssl.endpoint.identification.algorithm": "https",
-    }
+    }  # https hostname checks: librdkafka's default, so not spelt out
 
 
 def test_inline_pem_keystore_and_truststore_become_librdkafka_pems() -> None:

@@ -13,15 +13,14 @@ from typing import Any
 
 import pytest
 
-from mm2py.librdkafka.settings import translate_client_config
-from mm2py.librdkafka.typed_settings import typed_settings
 from mm2py.wire.connection_settings import wire_config as adapt
 from tests.harness.keystore_files import Identity, identity, jks_keystore, jks_truststore
+from tests.harness.translation_helpers import client_keys, client_settings
 
 
 def wire_config(alias: str, settings: Mapping[str, str]) -> dict[str, Any]:
     """Translated librdkafka settings read into the typed object, then adapted: what the batch path connects with."""
-    return adapt(alias, typed_settings(settings))
+    return adapt(alias, client_settings(settings))
 
 
 PASSWORD = "st0re-Pa55word"
@@ -85,7 +84,7 @@ def test_a_jks_keystore_reaches_the_wire_client_as_the_same_client_certificate(
         "ssl.keystore.location": str(jks_keystore(tmp_path / "client.jks", PASSWORD, PASSWORD, client)),
         "ssl.keystore.password": PASSWORD,
     }
-    settings, issues = translate_client_config(java, "consumer")
+    settings, issues = client_keys(java, "consumer")
     assert issues == []
     if not memfd:
         monkeypatch.delattr(os, "memfd_create")

@@ -2,10 +2,10 @@
 
 Why: MM2 users point ``ssl.truststore.location`` and ``ssl.keystore.location`` at the stores their Java
 clients use, and librdkafka (OpenSSL) cannot read JKS at all. Asking users to convert their stores with
-keytool means a second copy of their key material on disk, kept in step by hand. Instead the one place that
-translates client settings (:mod:`mm2py.librdkafka.settings`) calls this module and hands the clients PEM text
-through librdkafka's in-memory settings (``ssl.ca.pem``, ``ssl.certificate.pem``, ``ssl.key.pem``): the
-private key leaves the store only as an unencrypted PEM string in process memory, never as a file.
+keytool means a second copy of their key material on disk, kept in step by hand. Instead reading a client's TLS
+keys (:mod:`mm2py.config.client_keys.tls`) calls this module, and the clients get PEM text in the typed settings
+(librdkafka through its in-memory ``ssl.ca.pem``, ``ssl.certificate.pem`` and ``ssl.key.pem``): the private key
+leaves the store only as an unencrypted PEM string in process memory, never as a file.
 
 JKS and JCEKS are read with ``pyjks``, PKCS12 with ``cryptography``; both are imported only when a store is
 actually read. The passwords mean what they mean to Kafka's Java client: ``ssl.truststore.password`` checks
