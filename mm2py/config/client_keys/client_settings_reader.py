@@ -95,7 +95,7 @@ def read_client_settings(java: Mapping[str, str], kind: ClientKind) -> tuple[Cli
         if _applies(reading, key):
             value = reading.java[key]
             reading.put(key, value.lower() if key in RDKAFKA_BOOLEAN else value, key)
-    return _typed(reading), reading.issues
+    return _typed(reading, java), reading.issues
 
 
 def _applies(reading: KeyReading, key: str) -> bool:
@@ -107,8 +107,9 @@ def _applies(reading: KeyReading, key: str) -> bool:
     return True
 
 
-def _typed(reading: KeyReading) -> ClientSettings:
-    java = reading.java
+def _typed(reading: KeyReading, java: Mapping[str, str]) -> ClientSettings:
+    """The typed settings: what the security keys set (``reading``) and the caller's other keys (``java``), each
+    value trimmed as Java trims it."""
     servers = tuple(s.strip() for s in java.get("bootstrap.servers", "").split(",") if s.strip())
     if not servers:
         reading.problems.append(_problem(java, "bootstrap.servers", "no bootstrap servers"))
@@ -118,37 +119,44 @@ def _typed(reading: KeyReading) -> ClientSettings:
     return ClientSettings(
         bootstrap_servers=servers,
         security_protocol=reading.protocol,
-        client_id=java.get("client.id"),
-        request_timeout_ms=_milliseconds(reading, timeout_key),
-        **{name: _milliseconds(reading, key) for name, key in _MILLISECONDS.items()},
-        client_dns_lookup=java.get("client.dns.lookup"),
-        **{name: _tuning(reading, keys, kind) for name, (keys, kind) in _TUNING.items()},
-        isolation_level=java.get("isolation.level") if reading.kind == "consumer" else None,
+        client_id=_trimmed(java, "client.id"),
+        request_timeout_ms=_milliseconds(reading, java, timeout_key),
+        **{name: _milliseconds(reading, java, key) for name, key in _MILLISECONDS.items()},
+        client_dns_lookup=_trimmed(java, "client.dns.lookup"),
+        **{name: _tuning(java, reading.kind, keys, kind) for name, (keys, kind) in _TUNING.items()},
+        isolation_level=_trimmed(java, "isolation.level") if reading.kind == "consumer" else None,
         sasl_mechanism=mechanism,
         login=typed_login(reading, mechanism) if mechanism else None,
         tls=typed_tls(reading) if reading.tls else None,
         other_security_keys=tuple(
-            (key, mask_value(key, value)) for key, value in sorted(java.items()) if _other_security_key(reading, key)
+            (key, mask_value(key, value))
+            for key, value in sorted(reading.java.items())
+            if _other_security_key(reading, key)
         ),
         problems=tuple(reading.problems),
     )
 
 
-def _milliseconds(reading: KeyReading, key: str) -> int | None:
-    value = reading.java.get(key)
+def _trimmed(java: Mapping[str, str], key: str) -> str | None:
+    value = java.get(key)
+    return None if value is None else value.strip()
+
+
+def _milliseconds(reading: KeyReading, java: Mapping[str, str], key: str) -> int | None:
+    value = java.get(key)
     if value is None:
         return None
     if not value.strip().isdigit():
-        reading.problems.append(_problem(reading.java, key, "not a whole number of milliseconds"))
+        reading.problems.append(_problem(java, key, "not a whole number of milliseconds"))
         return None
     return int(value)
 
 
-def _tuning(reading: KeyReading, keys: tuple[str, ...], kind: ClientKind | None) -> int | None:
-    if kind is not None and kind != reading.kind:
+def _tuning(java: Mapping[str, str], own: ClientKind, keys: tuple[str, ...], kind: ClientKind | None) -> int | None:
+    if kind is not None and kind != own:
         return None
-    keys = tuple(k for k in keys if JAVA_SCOPES.get(k, reading.kind) == reading.kind)  # max.request.size: producers'
-    return next((int(v) for v in (reading.java.get(k, "").strip() for k in keys) if v.isdigit()), None)
+    keys = tuple(k for k in keys if JAVA_SCOPES.get(k, own) == own)  # max.request.size: producers' only
+    return next((int(v) for v in (java.get(k, "").strip() for k in keys) if v.isdigit()), None)
 
 
 def _other_security_key(reading: KeyReading, key: str) -> bool:
