@@ -20,7 +20,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import fields
 from typing import Any
 
 from mm2py.executor.contract import FLOW_HEADER, TOKEN_HEADER, ControlEndpoint
@@ -36,6 +36,9 @@ FULL_REPORT_EVERY = 10
 DRIVER_GONE_S = 15.0  # above the lease's session timeout: by then another run may hold the flow
 _TIMEOUT_S = 2.0
 FAILURE_MESSAGE_CHARS = 1000  # the first line of an error and then some; the task's result carries it whole
+# A measurement's fields are plain numbers and names, so a row copies them one by one: dataclasses.asdict walks and
+# deep-copies every value, and a following task makes a row per partition every second.
+_MEASUREMENT_FIELDS = tuple(f.name for f in fields(PartitionMeasurement))
 
 
 def report_row(
@@ -56,7 +59,9 @@ def report_row(
         "records": records,
         "bytes": bytes_,
         "source_end": source_end,
-        "measurement": asdict(measurement) if measurement is not None else None,
+        "measurement": (
+            {name: getattr(measurement, name) for name in _MEASUREMENT_FIELDS} if measurement is not None else None
+        ),
         "failure": _capped(failure),
     }
 

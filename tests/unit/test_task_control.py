@@ -277,3 +277,12 @@ def test_a_forged_forward_position_with_the_token_leaves_positions_where_the_rec
         (0, 40),
         (1, 7),
     ]
+
+
+def test_a_report_row_carries_every_field_of_its_measurement_as_the_driver_reads_it_back() -> None:
+    measured = PartitionMeasurement(
+        "dc1", "target", "orders", "dc1.orders", 3, 7, 700, 1.0, 9.0, 20.0, 9.0, 2.0, 5.0, 21.0, 5.0, 12.5
+    )
+    row = json.loads(json.dumps(report_row("orders", 3, 41, 7, 700, 50, measured)))
+    assert PartitionMeasurement(**row["measurement"]) == measured
+    assert report_row("orders", 3, 41, 0, 0, 50, None)["measurement"] is None
