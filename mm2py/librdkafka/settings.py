@@ -44,8 +44,6 @@ from mm2py.librdkafka.key_tables import (
 from mm2py.librdkafka.security_keys import security_properties
 from mm2py.secrets import MASK, is_secret_key, mask_value
 
-__all__ = ["ClientKind", "KeyIssue", "masked", "translate_client_config"]
-
 
 def translate_client_config(
     java: Mapping[str, str], kind: ClientKind, connection: ClientSettings
