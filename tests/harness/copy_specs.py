@@ -1,5 +1,5 @@
 """A CopySpec built by hand (unit, integration and real-Kafka tests of the batch path, ``bench/``), with each
-client's ClientSettings read from the librdkafka settings beside it, as the configuration reads a flow's."""
+client's ClientSettings read from the librdkafka settings beside it (spellings the configuration accepts too)."""
 
 from __future__ import annotations
 
