@@ -15,7 +15,7 @@ KAFKA_VERSIONS   := 3.9.2 4.4.0
 KAFKA_LIBS_ALL   := $(KAFKA_LIBS_STAMP) $(KAFKA_VERSIONS:%=$(KAFKA_LIBS)/%/.resolved)
 
 .PHONY: install test unit integration realkafka durations lint demo bench executor-loss bench-cutover bench-throttle \
-	bench-idle bench-continuous clean kafka-libs
+	bench-idle bench-continuous clean kafka-libs bench-short-runs
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -118,6 +118,11 @@ bench-idle: $(STAMP) $(KAFKA_LIBS_STAMP)
 # window, after the source's acknowledgement) and CPU per million records (bench/continuous.py; about 50 minutes)
 bench-continuous: $(STAMP) $(KAFKA_LIBS_STAMP)
 	$(BIN)/python -m bench.continuous $(CONTINUOUS_ARGS)
+
+# One short `mm2py run --once` (a cron job's run) start to exit: wall time and the process tree's CPU, variants
+# alternated round by round (bench/short_runs.py; about 5 minutes)
+bench-short-runs: $(STAMP) $(KAFKA_LIBS_STAMP)
+	$(BIN)/python -m bench.short_runs $(SHORT_RUNS_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

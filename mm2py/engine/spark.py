@@ -276,6 +276,8 @@ def spark_defaults(local: bool, archive: class_data.Archive | None, writing: Pat
     }
     if local:
         defaults.update({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"})
+        # The Python workers import pyspark as installed, compiled, not from Spark's zips (engine/python_daemon.py).
+        defaults["spark.python.daemon.module"] = "mm2py.engine.python_daemon"
     return defaults
 
 
