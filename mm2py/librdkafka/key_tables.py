@@ -162,3 +162,13 @@ NATIVE_SECURITY_KEYS = _names("""
     ssl.ca.location ssl.ca.pem ssl.certificate.location ssl.key.location ssl.certificate.pem ssl.key.pem
     ssl.crl.location enable.ssl.certificate.verification""")
 SECURITY_KEYS = JAVA_SECURITY_KEYS | NATIVE_SECURITY_KEYS
+
+
+def counts_under(key: str, protocol: str) -> bool:
+    """Whether ``key`` counts under ``security.protocol = protocol``: TLS keys only with SSL or SASL_SSL, login keys
+    only with SASL_PLAINTEXT or SASL_SSL, as the Java clients read them (a PLAINTEXT client ignores its ssl.* keys)."""
+    if key.startswith(("ssl.", "enable.ssl.")):
+        return protocol in ("SSL", "SASL_SSL")
+    if key.startswith(("sasl.", "enable.sasl.")):
+        return protocol in ("SASL_PLAINTEXT", "SASL_SSL")
+    return True

@@ -40,6 +40,7 @@ from mm2py.librdkafka.key_tables import (
     RDKAFKA_SCOPES,
     RENAMES,
     SECURITY_KEYS,
+    counts_under,
 )
 from mm2py.librdkafka.security_keys import security_properties
 from mm2py.secrets import MASK, is_secret_key, mask_value
@@ -73,9 +74,7 @@ class _Translation:
         self.out: dict[str, str] = {}
         self.issues: list[KeyIssue] = []
         self._sources: dict[str, str] = {}
-        protocol = self.java.get("security.protocol", "PLAINTEXT").upper()
-        self.tls = protocol in ("SSL", "SASL_SSL")
-        self.sasl = protocol in ("SASL_PLAINTEXT", "SASL_SSL")
+        self.protocol = self.java.get("security.protocol", "PLAINTEXT").upper()
 
     def error(self, key: str, reason: str, allowed: str | None = None) -> None:
         value = mask_value(key, self.java.get(key, ""))
@@ -105,8 +104,7 @@ class _Translation:
         for target, value in security_properties(connection).items():
             self.put(target, value, target)
         for key in sorted(self.java):
-            skipped = (key.startswith("ssl.") and not self.tls) or (key.startswith("sasl.") and not self.sasl)
-            if key not in SECURITY_KEYS and not skipped:
+            if key not in SECURITY_KEYS and counts_under(key, self.protocol):
                 self._plain_key(key, self.java[key])
 
     def _plain_key(self, key: str, value: str) -> None:

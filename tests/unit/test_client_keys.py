@@ -35,6 +35,16 @@ def test_client_scopes_do_not_overlap() -> None:
     assert all(not (a & b) for i, a in enumerate(scopes) for b in scopes[i + 1 :])
 
 
+def test_tls_keys_count_only_under_tls_and_login_keys_only_under_sasl() -> None:
+    # One rule for both readers: the typed ClientSettings (config) and the other keys' translation (librdkafka).
+    for key in ("ssl.truststore.location", "ssl.ca.location", "enable.ssl.certificate.verification"):
+        assert [key_tables.counts_under(key, p) for p in key_tables.PROTOCOLS] == [False, True, False, True]
+    for key in ("sasl.jaas.config", "sasl.username", "enable.sasl.oauthbearer.unsecure.jwt"):
+        assert [key_tables.counts_under(key, p) for p in key_tables.PROTOCOLS] == [False, False, True, True]
+    assert all(key_tables.counts_under("client.id", p) for p in key_tables.PROTOCOLS)
+    assert key_tables.PROTOCOLS == ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
+
 def test_a_dropped_java_key_is_never_also_passed_through_or_renamed() -> None:
     dropped = key_tables.NO_EQUIVALENT | set(key_tables.DROP_REASONS) | set(key_tables.BUILTIN_CLASSES)
     assert not dropped & set(key_tables.RENAMES)

@@ -38,6 +38,7 @@ from mm2py.librdkafka.key_tables import (
     RDKAFKA_BOOLEAN,
     RDKAFKA_PROPERTIES,
     SECURITY_KEYS,
+    counts_under,
 )
 from mm2py.librdkafka.settings import translate_client_config
 from mm2py.secrets import mask_value
@@ -92,19 +93,10 @@ def read_client_settings(java: Mapping[str, str], kind: ClientKind) -> tuple[Cli
         read_truststore(reading)
         read_tls_details(reading)
     for key in sorted(NATIVE_SECURITY_KEYS & reading.java.keys()):
-        if _applies(reading, key):
+        if counts_under(key, reading.protocol):
             value = reading.java[key]
             reading.put(key, value.lower() if key in RDKAFKA_BOOLEAN else value, key)
     return _typed(reading, java), reading.issues
-
-
-def _applies(reading: KeyReading, key: str) -> bool:
-    """Whether a security key counts under the client's protocol (``ssl.``/``sasl.`` keys only with TLS/SASL)."""
-    if key.startswith(("ssl.", "enable.ssl.")):
-        return reading.tls
-    if key.startswith(("sasl.", "enable.sasl.")):
-        return reading.sasl
-    return True
 
 
 def _typed(reading: KeyReading, java: Mapping[str, str]) -> ClientSettings:
@@ -165,7 +157,7 @@ def _other_security_key(reading: KeyReading, key: str) -> bool:
     return (
         key.startswith(_SECURITY_PREFIXES)
         and key not in SECURITY_KEYS
-        and _applies(reading, key)
+        and counts_under(key, reading.protocol)
         and key in RDKAFKA_PROPERTIES
         and key not in BUILTIN_CLASSES
         and key not in DROP_REASONS
