@@ -27,7 +27,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from mm2py.mirror.progress import progress_of, progress_topic
-from tests.harness.faults import MirrorRun, cpu_ticks
+from tests.harness.faults import MirrorRun, cpu_ticks, is_worker_daemon
 from tests.harness.kafka_harness import consumer_config, read_all
 from tests.harness.mm2py_cli import mm2py_argv
 from tests.harness.polling import poll_until
@@ -150,7 +150,7 @@ class TargetCount:
 
 
 def python_workers_of(executor: ExecutorProcess) -> list[int]:
-    """The forked Python workers below an executor JVM (``pyspark.daemon`` processes whose parent is a daemon)."""
+    """The forked Python workers below an executor JVM (daemon processes whose parent is a daemon)."""
     parents, commands = {}, {}
     for entry in filter(str.isdigit, os.listdir("/proc")):
         try:
@@ -158,7 +158,7 @@ def python_workers_of(executor: ExecutorProcess) -> list[int]:
             commands[int(entry)] = Path(f"/proc/{entry}/cmdline").read_bytes()
         except (OSError, IndexError, ValueError):
             continue
-    daemons = {pid for pid, cmd in commands.items() if b"pyspark.daemon" in cmd}
+    daemons = {pid for pid, cmd in commands.items() if is_worker_daemon(cmd.decode(errors="replace"))}
     children: dict[int, list[int]] = {}
     for pid, parent in parents.items():
         children.setdefault(parent, []).append(pid)

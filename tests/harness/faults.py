@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
+from mm2py.engine import python_daemon
 from tests.harness.kafka_harness import Record, consumer_config, make_records, produce
 from tests.harness.mm2py_cli import mm2py_argv
 from tests.harness.polling import poll_until
@@ -65,11 +66,20 @@ def session_processes(session: int) -> dict[int, int]:
     return result
 
 
+# The module a Python worker daemon runs, which its forked workers' command lines show too: pyspark's own, or the
+# one a local run starts (mm2py/engine/python_daemon.py).
+WORKER_DAEMONS = ("pyspark.daemon", python_daemon.__name__)
+
+
+def is_worker_daemon(cmdline: str) -> bool:
+    return any(name in cmdline for name in WORKER_DAEMONS) or "pyspark/worker" in cmdline
+
+
 def python_workers(session: int) -> list[int]:
-    """The forked Spark Python workers of a run: ``pyspark.daemon`` processes whose parent is the daemon
-    itself (the daemon's own parent is the JVM). With worker reuse each of them runs task after task."""
+    """The forked Spark Python workers of a run: daemon processes whose parent is the daemon itself (the daemon's
+    own parent is the JVM). With worker reuse each of them runs task after task."""
     processes = session_processes(session)
-    daemons = {pid for pid in processes if "pyspark.daemon" in _cmdline(pid) or "pyspark/worker" in _cmdline(pid)}
+    daemons = {pid for pid in processes if is_worker_daemon(_cmdline(pid))}
     return sorted(pid for pid in daemons if processes[pid] in daemons)
 
 
