@@ -3,8 +3,9 @@ packages instead of from the zip files inside them (``spark.python.daemon.module
 
 Why: Spark puts ``pyspark/python/lib/pyspark.zip`` and the py4j zip first on every Python worker's path, and
 Python keeps no compiled code for what it imports from a zip, so each daemon compiled pyspark's modules from
-source when it started: about 1 s of CPU at each local ``mm2py run`` here (a cron ``--once`` run starts one), of
-the 5-6 s a one-record run takes. pip installed the same files, already compiled, beside those zips.
+source when it started, on the way to the run's first task: a local ``mm2py run --once`` of a hundred records took
+1.2 s longer and 0.6 CPU-s more here (``bench/short_runs.py``), at every run of a cron job. pip installed the same
+files, already compiled, beside those zips.
 
 Only the zips that belong to the pyspark package found on the path are dropped, so a Spark distribution of the
 user's own (``SPARK_HOME``) keeps its zips. Used for local masters only: a cluster's executors need not have
