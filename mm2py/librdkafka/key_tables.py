@@ -143,6 +143,8 @@ COMPRESSION_LEVELS = {
     "compression.zstd.level": "zstd",
 }
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+TLS_PROTOCOLS = ("SSL", "SASL_SSL")  # the protocols that connect over TLS
+SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")  # the protocols that log in
 # AWS_MSK_IAM is not librdkafka's: only the batch path's wire client logs in with it (mm2py.wire.msk_iam).
 MECHANISMS = ("GSSAPI", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "AWS_MSK_IAM")
 # The keys a client's ClientSettings is read from (mm2py.config.client_keys): how it reaches and logs in to its
@@ -168,7 +170,7 @@ def counts_under(key: str, protocol: str) -> bool:
     """Whether ``key`` counts under ``security.protocol = protocol``: TLS keys only with SSL or SASL_SSL, login keys
     only with SASL_PLAINTEXT or SASL_SSL, as the Java clients read them (a PLAINTEXT client ignores its ssl.* keys)."""
     if key.startswith(("ssl.", "enable.ssl.")):
-        return protocol in ("SSL", "SASL_SSL")
+        return protocol in TLS_PROTOCOLS
     if key.startswith(("sasl.", "enable.sasl.")):
-        return protocol in ("SASL_PLAINTEXT", "SASL_SSL")
+        return protocol in SASL_PROTOCOLS
     return True

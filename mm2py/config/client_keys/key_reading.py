@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from mm2py.client_settings import ClientKind, KeyIssue, SettingProblem
+from mm2py.librdkafka.key_tables import SASL_PROTOCOLS, TLS_PROTOCOLS
 from mm2py.secrets import MASK, is_secret_key, mask_value
 
 
@@ -27,8 +28,8 @@ class KeyReading:
         self.problems: list[SettingProblem] = []
         self._sources: dict[str, str] = {}
         self.protocol = self.java.get("security.protocol", "PLAINTEXT").upper()
-        self.tls = self.protocol in ("SSL", "SASL_SSL")
-        self.sasl = self.protocol in ("SASL_PLAINTEXT", "SASL_SSL")
+        self.tls = self.protocol in TLS_PROTOCOLS
+        self.sasl = self.protocol in SASL_PROTOCOLS
 
     def error(self, key: str, reason: str, allowed: str | None = None) -> None:
         self.issues.append(KeyIssue(key, mask_value(key, self.java.get(key, "")), "error", reason, allowed))
