@@ -29,10 +29,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, Producer, TopicPartition
-
 from bench.contenders import REPO
-from tests.harness.kafka_harness import consumer_config
+from tests.harness.kafka_harness import end_offsets, make_records, produce
 from tests.harness.real_kafka import KafkaCluster, KafkaRuntime
 
 TOPIC = "orders"
@@ -46,20 +44,10 @@ def variant(text: str) -> tuple[str, list[str]]:
     return name, conf
 
 
-def ends(bootstrap: str, topic: str, partitions: int) -> list[int]:
-    consumer = Consumer(consumer_config(bootstrap))
-    try:
-        return [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)]
-    finally:
-        consumer.close()
-
-
-def produce(bootstrap: str, records: int, partitions: int, sent: int) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
-    for i in range(records):
-        producer.produce(TOPIC, value=b"v" * 100, key=f"k{sent + i}".encode(), partition=(sent + i) % partitions)
-    if producer.flush(30) != 0:
-        raise RuntimeError("the source did not acknowledge every record")
+def load(source: KafkaCluster, args: argparse.Namespace, sent: int) -> None:
+    """``--records`` new records of 100 bytes over the topic's partitions (each load a dataset of its own)."""
+    records = make_records(args.records, partitions=args.partitions, seed=sent, value_size=100, with_headers=False)
+    produce(source.bootstrap, TOPIC, records)
 
 
 def config(work: Path, source: KafkaCluster, target: KafkaCluster) -> Path:
@@ -115,17 +103,15 @@ def main() -> None:
         target.start()
         source.create_topic(TOPIC, args.partitions)
         file = config(work, source, target)
-        produce(source.bootstrap, args.records, args.partitions, sent)
+        load(source, args, sent)
         sent += args.records
         print(json.dumps({"warm-up": one_run(file, [], work / "warm-up.log")}), file=sys.stderr)
         for round_ in range(args.rounds):
             for name, conf in variants:
-                produce(source.bootstrap, args.records, args.partitions, sent)
+                load(source, args, sent)
                 sent += args.records
                 run = {"round": round_, "variant": name, **one_run(file, conf, work / f"{name}.log")}
-                copied = ends(target.bootstrap, TOPIC, args.partitions) == ends(
-                    source.bootstrap, TOPIC, args.partitions
-                )
+                copied = end_offsets(target.bootstrap, TOPIC) == end_offsets(source.bootstrap, TOPIC)
                 run["all_copied"] = copied
                 runs.append(run)
                 print(json.dumps(run), file=sys.stderr)
