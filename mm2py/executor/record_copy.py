@@ -124,13 +124,13 @@ def copy_partitions(
 def _copy_or_fail(
     spec: CopySpec, rng: PartitionRange, throttle: Throttle, last_attempt: bool
 ) -> Generator[CopyResult, None, Failure | None]:
-    """Yields the range's result, or returns why it failed (raised instead while Spark may still retry it)."""
+    """Yields the range's result, or returns why it failed (raised while Spark may still retry it; never a fencing)."""
     try:
         yield copy_range(spec, rng, throttle)
         return None
     except (ReplicationError, KafkaException) as exc:  # KafkaException: a call copy_range does not word itself
         failure = exc.failure if isinstance(exc, ReplicationError) else _kafka_failure(spec, rng, exc)
-        if failure.retriable and not last_attempt:
+        if failure.retriable and not last_attempt and fenced_failure(spec, rng, failure) is None:
             raise
         return failure
 

@@ -32,6 +32,14 @@ from mm2py.librdkafka.partition_reader import read_topic
 from mm2py.mirror.progress import progress_of
 
 FENCED = "PRODUCER_FENCED"  # librdkafka's _FENCED, by Kafka's name (mm2py.kafka_errors)
+# What a transactional producer's failure is named when another producer initialized its id since: PRODUCER_FENCED
+# (a transaction step; librdkafka's _FENCED), or INVALID_PRODUCER_EPOCH, which a Produce answer carries into the
+# records' delivery reports. Both are the same fencing: librdkafka makes either fatal and names it _FENCED
+# (rdkafka_idempotence.c ``rd_kafka_idemp_check_error``); Kafka's Java producer makes a Produce answer's
+# INVALID_PRODUCER_EPOCH abortable, and the abort's EndTxn is then refused as fenced (TransactionManager's
+# ``EndTxnHandler``: "treat it the same as PRODUCE_FENCED"), which is fatal. The batch path's rule is the same
+# (``mm2py.wire.transactions.FENCED``).
+FENCED_NAMES = frozenset({FENCED, "INVALID_PRODUCER_EPOCH"})
 
 
 def producer_settings(spec: CopySpec, rng: PartitionRange) -> Mapping[str, str]:
@@ -80,8 +88,12 @@ def abort(producer: Any, settings: Mapping[str, str]) -> None:
 
 
 def fenced_failure(spec: CopySpec, rng: PartitionRange, failure: Failure | None) -> Failure | None:
-    """What stops the task, for ``rng`` and every range after it, if ``failure`` says its producer was fenced."""
-    if failure is None or not spec.exactly_once or failure.code != FENCED:
+    """What stops the task, for ``rng`` and every range after it, if ``failure`` says its producer was fenced.
+
+    Decided before the failure's own ``retriable`` flag: an INVALID_PRODUCER_EPOCH delivery failure is retriable
+    for an idempotent producer (a new one replaces it), but a retried exactly-once task would initialize the slot's
+    id again and take it back from the producer that fenced it."""
+    if failure is None or not spec.exactly_once or failure.code not in FENCED_NAMES:
         return None
     return Failure(
         f"{failure.message} (fenced: another producer initialized transactional.id {transactional_id(spec, rng)}: "

@@ -80,6 +80,23 @@ def test_a_fenced_producer_ends_the_task_and_its_later_ranges_are_not_copied(
     assert sorted(released) == sorted({record_transactions.transactional_id(EOS, rng) for rng in RANGES[:4]})
 
 
+def test_a_records_invalid_producer_epoch_is_fencing_under_exactly_once_and_is_not_retried(
+    monkeypatch: pytest.MonkeyPatch, released: list[str]
+) -> None:
+    # A zombie's Produce answered INVALID_PRODUCER_EPOCH reaches copy_partitions as a delivery failure that is
+    # retriable for an idempotent producer; raised, Spark would retry the task and its new producer would take the
+    # slot's id back from the producer that fenced it.
+    stale = Failure("flow=dc1->target topic=orders partition=1: producing failed", "INVALID_PRODUCER_EPOCH", True)
+    copied, results = _copy(monkeypatch, EOS, RANGES[:3], {1: stale})
+    assert copied == [0, 1]
+    assert [(r.error.code, r.error.retriable) for r in results[1:] if r.error] == [("PRODUCER_FENCED", False)] * 2
+    assert "fenced: another producer initialized transactional.id" in str(results[1].error)
+    # At-least-once the same answer only replaces the idempotent producer: the task is retried.
+    with pytest.raises(ReplicationError) as raised:
+        _copy(monkeypatch, SPEC, RANGES[:3], {1: stale})
+    assert raised.value.failure == stale
+
+
 def test_other_permanent_failures_leave_the_later_ranges_copied(
     monkeypatch: pytest.MonkeyPatch, released: list[str]
 ) -> None:
