@@ -15,7 +15,7 @@ KAFKA_VERSIONS   := 3.9.2 4.4.0
 KAFKA_LIBS_ALL   := $(KAFKA_LIBS_STAMP) $(KAFKA_VERSIONS:%=$(KAFKA_LIBS)/%/.resolved)
 
 .PHONY: install test unit integration realkafka durations lint demo bench executor-loss bench-cutover bench-throttle \
-	bench-idle bench-continuous clean kafka-libs bench-short-runs
+	bench-idle bench-continuous clean kafka-libs bench-short-runs bench-broker-costs
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -123,6 +123,12 @@ bench-continuous: $(STAMP) $(KAFKA_LIBS_STAMP)
 # alternated round by round (bench/short_runs.py; about 5 minutes)
 bench-short-runs: $(STAMP) $(KAFKA_LIBS_STAMP)
 	$(BIN)/python -m bench.short_runs $(SHORT_RUNS_ARGS)
+
+# What the suite's test brokers cost: idle (fresh and after a suite's worth of topics) per broker setting, and
+# under the broker-fault module's copies per JVM option (bench/broker_costs.py; about 5 and 7 minutes)
+bench-broker-costs: $(STAMP) $(KAFKA_LIBS_STAMP)
+	$(BIN)/python -m bench.broker_costs idle $(BROKER_COSTS_ARGS)
+	$(BIN)/python -m bench.broker_costs jit $(BROKER_COSTS_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -2,7 +2,7 @@
 
 Why: anything mm2py reads back from a compacted topic (offset syncs, checkpoints, its own progress) must
 be checked against what the cleaner leaves, not against the full history tansu keeps. The broker side is
-set up by ``real_kafka.KafkaCluster`` (``log.cleaner.backoff.ms=200``, a small dedupe buffer).
+set up by ``real_kafka.KafkaCluster`` (``log.cleaner.backoff.ms=2000``, a small dedupe buffer).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from tests.harness.kafka_harness import Record, client_config, produce, read_all
 if TYPE_CHECKING:
     from tests.harness.real_kafka import KafkaCluster
 
-# Per-topic settings under which the log cleaner compacts within a second or two (see await_compaction).
+# Per-topic settings under which the log cleaner compacts within a few seconds (see await_compaction).
 COMPACTED_TOPIC_CONFIG = {
     "cleanup.policy": "compact",
     "segment.ms": "100",  # the next append 100 ms after a segment opened rolls it; only closed ones are cleaned
