@@ -36,8 +36,8 @@ FENCED = "PRODUCER_FENCED"  # librdkafka's _FENCED, by Kafka's name (mm2py.kafka
 # (a transaction step; librdkafka's _FENCED), or INVALID_PRODUCER_EPOCH, which a Produce answer carries into the
 # records' delivery reports. Both are the same fencing: librdkafka makes either fatal and names it _FENCED
 # (rdkafka_idempotence.c ``rd_kafka_idemp_check_error``); Kafka's Java producer makes a Produce answer's
-# INVALID_PRODUCER_EPOCH abortable, and the abort's EndTxn is then refused as fenced (TransactionManager's
-# ``EndTxnHandler``: "treat it the same as PRODUCE_FENCED"), which is fatal. The batch path's rule is the same
+# INVALID_PRODUCER_EPOCH abortable, and the abort's EndTxn is then refused, which its TransactionManager's
+# ``EndTxnHandler`` takes as PRODUCER_FENCED, fatal. The batch path's rule is the same
 # (``mm2py.wire.transactions.FENCED``).
 FENCED_NAMES = frozenset({FENCED, "INVALID_PRODUCER_EPOCH"})
 

@@ -572,10 +572,10 @@ class KafkaCluster:
             # A killed node is fenced (and its partitions get new leaders) after 3 s instead of 9 s.
             "broker.heartbeat.interval.ms": "500",
             "broker.session.timeout.ms": "3000",
-            # The cleaner looks for dirty logs every 2 s (Kafka: 15 s), so a compaction test waits seconds, not
-            # minutes; more often costs a session node CPU by the compacted partitions it has collected (every
-            # scan visits each: 200 ms cost 5 % of a core per node with 150 flows' topics, bench/broker_costs.py).
-            # 8 MiB of dedupe buffer fits the small heap.
+            # The cleaner looks for dirty logs every 2 s (Kafka: 15 s), so a compaction test waits about a second
+            # per cleaning round; more often costs a session node CPU by the compacted partitions it has collected,
+            # since every look visits each (one node with 150 flows' topics idled at 7.3 % of a core with 200 ms,
+            # 3.05 % with 2 s: bench/broker_costs.py, docs/testing.md). 8 MiB of dedupe buffer fits the small heap.
             "log.cleaner.backoff.ms": "2000",
             "log.cleaner.dedupe.buffer.size": str(8 * 1024 * 1024),
             "log.initial.task.delay.ms": "1000",
