@@ -34,8 +34,8 @@ from mm2py.mirror.progress import progress_of
 FENCED = "PRODUCER_FENCED"  # librdkafka's _FENCED, by Kafka's name (mm2py.kafka_errors)
 # What a transactional producer's failure is named when another producer initialized its id since: PRODUCER_FENCED
 # (a transaction step; librdkafka's _FENCED), or INVALID_PRODUCER_EPOCH, which a Produce answer carries into the
-# records' delivery reports. Both are the same fencing: librdkafka makes either fatal and names it _FENCED
-# (rdkafka_idempotence.c ``rd_kafka_idemp_check_error``); Kafka's Java producer makes a Produce answer's
+# records' delivery reports. Both are the same fencing: librdkafka makes either fatal and names it _FENCED (for a
+# Produce answer in rdkafka_request.c ``rd_kafka_handle_Produce_error``); Kafka's Java producer makes a Produce answer's
 # INVALID_PRODUCER_EPOCH abortable, and the abort's EndTxn is then refused, which its TransactionManager's
 # ``EndTxnHandler`` takes as PRODUCER_FENCED, fatal. The batch path's rule is the same
 # (``mm2py.wire.transactions.FENCED``).
@@ -92,13 +92,15 @@ def fenced_failure(spec: CopySpec, rng: PartitionRange, failure: Failure | None)
 
     Decided before the failure's own ``retriable`` flag: an INVALID_PRODUCER_EPOCH delivery failure is retriable
     for an idempotent producer (a new one replaces it), but a retried exactly-once task would initialize the slot's
-    id again and take it back from the producer that fenced it."""
+    id again and take it back from the producer that fenced it. A transaction the coordinator aborted because it
+    stayed open too long bumps the epoch too, and ends the flow the same way (librdkafka's commit already failed
+    so); the message says both."""
     if failure is None or not spec.exactly_once or failure.code not in FENCED_NAMES:
         return None
     return Failure(
         f"{failure.message} (fenced: another producer initialized transactional.id {transactional_id(spec, rng)}: "
-        f"another mm2py run, or MirrorMaker 2, copies {spec.flow} exactly-once; the task's other ranges are not "
-        "copied)",
+        f"another mm2py run, or MirrorMaker 2, copies {spec.flow} exactly-once, or the target aborted a transaction "
+        "left open past the producer's transaction.timeout.ms; the task's other ranges are not copied)",
         FENCED,
         retriable=False,
     )
