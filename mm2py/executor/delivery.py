@@ -1,6 +1,7 @@
 """Waiting for the target's acknowledgement on the record path (confluent-kafka): flushes with a deadline, delivery
-failures as errors (a producer that timed out is replaced), and the offset syncs written once a range is
-acknowledged. The batch path writes its own through its client (:mod:`mm2py.executor.control_writes`)."""
+failures as errors (a producer that timed out is replaced), a client's exception as a range's failure, and the
+offset syncs written once a range is acknowledged. The batch path writes its own through its client
+(:mod:`mm2py.executor.control_writes`)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,12 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from confluent_kafka import KafkaError
+from confluent_kafka import KafkaError, KafkaException
 
-from mm2py.errors import ReplicationError
+from mm2py.errors import Failure, ReplicationError
 from mm2py.executor.contract import CopySpec, PartitionRange
 from mm2py.executor.sync_records import offset_sync_records
-from mm2py.librdkafka.clients import cached_producer, drop_producer
+from mm2py.librdkafka.clients import cached_producer, client_exception, drop_producer
 from mm2py.mirror.offset_syncs import PartitionOffsetSyncState, Run, runs_of
 
 # What the producer withdrew itself once a record before them had failed (``drop_producer``): not failures of
@@ -34,6 +35,18 @@ def flush_producer(
             )
     if failures:
         raise_delivery_failure(spec, settings, failures, where)
+
+
+def range_failure(spec: CopySpec, rng: PartitionRange, exc: KafkaException | SystemError) -> Failure:
+    """What a client's exception that no step of the copy worded means for ``rng``; a SystemError that is not the
+    client's (``clients.client_exception``) is raised again."""
+    if (client := client_exception(exc)) is None:
+        raise exc
+    where = f"flow={spec.flow} topic={rng.topic} partition={rng.partition}"
+    err = client.args[0] if client.args else None
+    if not isinstance(err, KafkaError):
+        return Failure(f"{where}: copying the range from offset {rng.start} failed: {client}")
+    return Failure.of_kafka(f"{where}: copying the range from offset {rng.start} failed: {err.str()}", err)
 
 
 def raise_delivery_failure(spec: CopySpec, settings: Mapping[str, str], failures: list[KafkaError], where: str) -> None:

@@ -23,7 +23,7 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from mm2py.errors import RECORDS_GONE, Failure, ReplicationError
 from mm2py.executor.contract import CopyResult, CopySpec, PartitionRange, failed_result
-from mm2py.executor.delivery import flush_producer, raise_delivery_failure, write_offset_syncs
+from mm2py.executor.delivery import flush_producer, raise_delivery_failure, range_failure, write_offset_syncs
 from mm2py.executor.record_transactions import (
     abort,
     after_committed,
@@ -128,19 +128,11 @@ def _copy_or_fail(
     try:
         yield copy_range(spec, rng, throttle)
         return None
-    except (ReplicationError, KafkaException) as exc:  # KafkaException: a call copy_range does not word itself
-        failure = exc.failure if isinstance(exc, ReplicationError) else _kafka_failure(spec, rng, exc)
+    except (ReplicationError, KafkaException, SystemError) as exc:  # the client's: a call copy_range does not word
+        failure = exc.failure if isinstance(exc, ReplicationError) else range_failure(spec, rng, exc)
         if failure.retriable and not last_attempt and fenced_failure(spec, rng, failure) is None:
             raise
         return failure
-
-
-def _kafka_failure(spec: CopySpec, rng: PartitionRange, exc: KafkaException) -> Failure:
-    where = f"flow={spec.flow} topic={rng.topic} partition={rng.partition}"
-    err = exc.args[0] if exc.args else None
-    if not isinstance(err, KafkaError):
-        return Failure(f"{where}: copying the range from offset {rng.start} failed: {exc}")
-    return Failure.of_kafka(f"{where}: copying the range from offset {rng.start} failed: {err.str()}", err)
 
 
 def copy_range(spec: CopySpec, rng: PartitionRange, throttle: Throttle | None = None) -> CopyResult:

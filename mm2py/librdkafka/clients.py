@@ -14,7 +14,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 
 from mm2py.librdkafka.tls_versions import without_pin
 
@@ -173,3 +173,19 @@ def _close_all() -> None:
         _producers.clear()
         _consumers.clear()
         _last_used.clear()
+
+
+def client_exception(exc: BaseException) -> KafkaException | None:
+    """The client's own error behind ``exc``, or None if ``exc`` is not one.
+
+    Why not just ``KafkaException``: when a producer turns fatal (fenced by a newer producer of its
+    transactional.id, say), confluent-kafka raises the fatal error inside the poll or flush that met it, leaves it
+    pending, and goes on serving delivery reports in that same call. The first call into C that a delivery callback
+    then makes fails with a SystemError ("returned a result with an exception set") whose context is the fatal
+    KafkaException, and the SystemError is what the poll or flush raises (shown on real Kafka by
+    tests/realkafka/test_record_path_delivery.py)."""
+    if isinstance(exc, KafkaException):
+        return exc
+    if isinstance(exc, SystemError) and isinstance(exc.__context__, KafkaException):
+        return exc.__context__
+    return None

@@ -7,25 +7,34 @@ tail landing before the retried range copies its head again: the remote partitio
 that stalls longer than ``message.timeout.ms`` does exactly that, so the test stalls it (SIGSTOP) with two waves
 of records queued a little apart: the first times out while the node is stopped, the second would still be in
 time when it comes back. The copy task's delivery reports must void the producer at the first failure.
+
+And when an exactly-once producer is fenced with records in flight, what its flush raises must be taken for
+the fencing it is: confluent-kafka leaves the fatal error pending while the copy task's delivery reports run,
+so the flush raises a SystemError around it (``mm2py.librdkafka.clients.client_exception``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import uuid
 from collections import Counter
 from collections.abc import Callable
 
 import pytest
-from confluent_kafka import KafkaError
+from confluent_kafka import KafkaError, KafkaException, Producer
 
+from mm2py.executor.contract import PartitionRange
+from mm2py.executor.delivery import range_failure
 from mm2py.executor.record_copy import RangeCopy
-from mm2py.librdkafka.clients import cached_producer, drop_producer
+from mm2py.executor.record_transactions import fenced_failure
+from mm2py.librdkafka.clients import cached_producer, client_exception, drop_producer
 from mm2py.librdkafka.defaults import copy_producer_settings
 from tests.harness.broker_faults import freeze, thaw
 from tests.harness.kafka_harness import read_all
 from tests.harness.polling import poll_until
 from tests.harness.real_kafka import KafkaCluster
+from tests.unit.test_errors import SPEC
 
 pytestmark = pytest.mark.realkafka
 
@@ -93,3 +102,35 @@ def test_records_queued_behind_a_timed_out_record_never_land(
     # wave, in order. Never anything of the second wave.
     values = [r.value for r in read_all(real_kafka.bootstrap, topic)][written_before:]
     assert values == [f"first-{i}".encode() for i in range(len(values))], values[:5]
+
+
+def test_a_producer_fenced_with_records_in_flight_ends_its_range_as_fenced(
+    real_kafka: KafkaCluster, unique_topic: Callable[..., str]
+) -> None:
+    """A zombie's transaction with records lingering when another producer initializes its id (MM2 taking the
+    flow over): its flush, with the copy task's own delivery reports, ends the range as fenced, never as a retry."""
+    topic = real_kafka.create_topic(unique_topic("fenced"), partitions=1, replication_factor=1)
+    transactional_id = f"fenced-{uuid.uuid4().hex[:8]}"
+    settings = copy_producer_settings(
+        {"bootstrap.servers": real_kafka.bootstrap, "transactional.id": transactional_id, "linger.ms": "1000"},
+        exactly_once=True,
+    )
+    zombie = cached_producer(settings)  # its transactions initialized, as a copy task's
+    copying = RangeCopy(producer=zombie)
+    try:
+        zombie.begin_transaction()
+        zombie.produce(topic, b"first", partition=0, on_delivery=copying.on_delivery)
+        assert zombie.flush(30) == 0 and copying.downstream == [0]
+        for i in range(10):  # lingering for a second: in flight when the successor fences the id
+            zombie.produce(topic, f"late-{i}".encode(), partition=0, on_delivery=copying.on_delivery)
+        successor = Producer({"bootstrap.servers": real_kafka.bootstrap, "transactional.id": transactional_id})
+        successor.init_transactions(30)
+        with pytest.raises((KafkaException, SystemError)) as raised:
+            zombie.flush(30)
+    finally:
+        drop_producer(settings)
+    client = client_exception(raised.value)
+    assert client is not None and client.args[0].code() == KafkaError._FENCED, repr(raised.value)
+    spec, rng = dataclasses.replace(SPEC, exactly_once=True), PartitionRange(topic, 0, f"dc1.{topic}", 0, 11)
+    fenced = fenced_failure(spec, rng, range_failure(spec, rng, raised.value))
+    assert fenced is not None and (fenced.code, fenced.retriable) == ("PRODUCER_FENCED", False), fenced

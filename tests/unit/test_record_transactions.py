@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from confluent_kafka import KafkaError, KafkaException
 
 from mm2py.engine.spark import group_by_slot
 from mm2py.errors import Failure, ReplicationError
@@ -95,6 +96,29 @@ def test_a_records_invalid_producer_epoch_is_fencing_under_exactly_once_and_is_n
     with pytest.raises(ReplicationError) as raised:
         _copy(monkeypatch, SPEC, RANGES[:3], {1: stale})
     assert raised.value.failure == stale
+
+
+def test_a_fatal_fencing_raised_through_a_delivery_callback_ends_the_task_and_is_not_retried(
+    monkeypatch: pytest.MonkeyPatch, released: list[str]
+) -> None:
+    # What a fenced producer's flush raised in a full run (Spark's event log): the fatal KafkaException was left
+    # pending while a delivery callback ran, whose first call into C failed with a SystemError in its context.
+    def copy_range(spec: CopySpec, rng: PartitionRange, throttle: Any = None) -> CopyResult:
+        if rng.partition == 0:
+            return CopyResult(rng.topic, 0, rng.start, rng.end, rng.end - 1, rng.end - rng.start, 0, 0, 0.0)
+        try:
+            raise KafkaException(KafkaError(KafkaError._FENCED, "transactional producer fenced", fatal=True))
+        except KafkaException:  # the fatal error as the SystemError's context, not its cause, as the client leaves it
+            raise SystemError("<method 'purge' of 'cimpl.Producer'> returned a result with an exception set")  # noqa: B904
+
+    monkeypatch.setattr(record_copy, "copy_range", copy_range)
+    results = list(record_copy.copy_partitions(EOS, iter(RANGES[:3])))
+    assert [r.error for r in results[:1]] == [None]
+    assert [(r.error.code, r.error.retriable) for r in results[1:] if r.error] == [("PRODUCER_FENCED", False)] * 2
+    # A SystemError that is not the client's is not taken for one.
+    monkeypatch.setattr(record_copy, "copy_range", lambda *a, **k: (_ for _ in ()).throw(SystemError("other")))
+    with pytest.raises(SystemError, match="other"):
+        list(record_copy.copy_partitions(EOS, iter(RANGES[:1])))
 
 
 def test_other_permanent_failures_leave_the_later_ranges_copied(
