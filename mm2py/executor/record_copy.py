@@ -128,7 +128,7 @@ def _copy_or_fail(
     try:
         yield copy_range(spec, rng, throttle)
         return None
-    except (ReplicationError, KafkaException, SystemError) as exc:  # the client's: a call copy_range does not word
+    except (ReplicationError, KafkaException, SystemError) as exc:  # the latter two: a client call not worded
         failure = exc.failure if isinstance(exc, ReplicationError) else range_failure(spec, rng, exc)
         if failure.retriable and not last_attempt and fenced_failure(spec, rng, failure) is None:
             raise

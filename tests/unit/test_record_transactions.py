@@ -115,8 +115,12 @@ def test_a_fatal_fencing_raised_through_a_delivery_callback_ends_the_task_and_is
     results = list(record_copy.copy_partitions(EOS, iter(RANGES[:3])))
     assert [r.error for r in results[:1]] == [None]
     assert [(r.error.code, r.error.retriable) for r in results[1:] if r.error] == [("PRODUCER_FENCED", False)] * 2
+
     # A SystemError that is not the client's is not taken for one.
-    monkeypatch.setattr(record_copy, "copy_range", lambda *a, **k: (_ for _ in ()).throw(SystemError("other")))
+    def broken(spec: CopySpec, rng: PartitionRange, throttle: Any = None) -> CopyResult:
+        raise SystemError("other")
+
+    monkeypatch.setattr(record_copy, "copy_range", broken)
     with pytest.raises(SystemError, match="other"):
         list(record_copy.copy_partitions(EOS, iter(RANGES[:1])))
 
