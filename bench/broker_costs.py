@@ -99,9 +99,8 @@ def idle_round(name: str, settings: list[str], work: Path, args: argparse.Namesp
 
 def jit_round(name: str, options: list[str], work: Path, args: argparse.Namespace) -> dict[str, Any]:
     runtime = KafkaRuntime.locate()
-    source, target = fault_cluster(work / "source", runtime), fault_cluster(work / "target", runtime)
-    for cluster in (source, target):
-        cluster.jvm_options = (*cluster.jvm_options, *options)
+    source = fault_cluster(work / "source", runtime, jvm_options=options)
+    target = fault_cluster(work / "target", runtime, jvm_options=options)
     row: dict[str, Any] = {"variant": name, "copies_cpu_s": [], "copies_wall_s": []}
     with source, target:
         clusters = [source, target]

@@ -38,9 +38,10 @@ FAULT_BROKER_CONFIG = {"min.insync.replicas": "2"}
 IN_SYNC_TIMEOUT = 120.0
 
 
-def fault_cluster(work_dir: Path, runtime: KafkaRuntime | None = None) -> KafkaCluster:
-    """Three nodes (broker and controller each), RF 3 and min.insync.replicas 2 for every topic; not started."""
-    return KafkaCluster(work_dir, 3, runtime=runtime, broker_config=FAULT_BROKER_CONFIG)
+def fault_cluster(work_dir: Path, runtime: KafkaRuntime | None = None, jvm_options: Iterable[str] = ()) -> KafkaCluster:
+    """Three nodes (broker and controller each), RF 3 and min.insync.replicas 2 for every topic; not started.
+    ``jvm_options`` as KafkaCluster's (bench/broker_costs.py tries JIT settings with them)."""
+    return KafkaCluster(work_dir, 3, runtime=runtime, broker_config=FAULT_BROKER_CONFIG, jvm_options=jvm_options)
 
 
 # -- what the cluster says ----------------------------------------------------------------------------------------
