@@ -10,6 +10,7 @@ its flow's secrets before it logs anything.
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 
 from mm2py.executor.contract import CopySpec
@@ -24,6 +25,20 @@ _redactor = Redactor()  # every secret of every flow this worker ran a task of
 _handler: logging.Handler | None = None
 
 
+class _CurrentStderr(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes each line to the stream that is ``sys.stderr`` when the line is logged, not the one it was at the
+    first task: librdkafka's lines reach the handler when a client is next polled, even by a thread that closes
+    idle clients long after, and a host that swaps ``sys.stderr`` (a test running task code in its own process)
+    may have closed the first one by then."""
+
+    def __init__(self) -> None:
+        logging.Handler.__init__(self)
+
+    @property
+    def stream(self) -> object:
+        return sys.stderr
+
+
 def executor_logging(spec: CopySpec) -> None:
     """Mask the secrets of ``spec``'s flow in this worker's log lines from now on (with those of the flows
     before it); the handler itself is set up by the worker's first task."""
@@ -34,7 +49,7 @@ def executor_logging(spec: CopySpec) -> None:
         )
         if _handler is not None:
             return
-        _handler = logging.StreamHandler()
+        _handler = _CurrentStderr()
         _handler.addFilter(RedactingFilter(_redactor))
         _handler.setFormatter(logging.Formatter("%(levelname)s %(name)s %(message)s"))
         for name in TASK_LOGGERS:

@@ -16,7 +16,7 @@ import textwrap
 PASSWORDS = ("alpha-Secret-1111", "bravo-Secret-2222", "charlie-Secret-3333")
 USERS = ("user-one-9", "user-two-9", "user-three-9")
 
-WORKER = textwrap.dedent(
+PRELUDE = textwrap.dedent(
     """
     import logging
     from mm2py.client_settings import ClientSettings
@@ -32,7 +32,10 @@ WORKER = textwrap.dedent(
         settings[where] = password if where.endswith("password") else jaas
         return CopySpec(flow, flow.split("->")[0], "target", settings, {"sasl.password": password}, None,
                         {}, NOWHERE, NOWHERE, None, NOWHERE, None, "mm2-offsets.x.internal", 100)
-
+    """
+)
+WORKER = PRELUDE + textwrap.dedent(
+    """
     flows = [("dc1->target", "sasl.password"), ("dc2->target", "sasl.jaas.config"),
              ("dc3->target", "sasl.jaas.config")]
     users, passwords = USERS, PASSWORDS
@@ -69,3 +72,24 @@ def test_a_reused_worker_masks_every_flow_s_secrets_in_every_logger() -> None:
     assert err.count("ERROR kafka.client task") == 6 and err.count("RuntimeError: handshake with ") == 6
     assert err.count("ERROR mm2py.librdkafka SASL authentication of") == 6
     assert done.stdout.split() == ["LINES-DONE", "0", "LINES-DONE", "1", "LINES-DONE", "2"]
+
+
+# The worker's first task runs while the process's stderr is one stream, and a line comes later, when that stream
+# is closed and another took its place (librdkafka's lines are served at a client's next poll, which may be the
+# idle-client closer's, long after; a test that runs task code in its own process swaps stderr per test).
+SWAPPED = PRELUDE + textwrap.dedent(
+    """
+    import io, sys
+    first = sys.stderr = io.StringIO()
+    executor_logging(spec("dc1->target", "user-one-9", "alpha-Secret-1111", "sasl.password"))
+    first.close()
+    sys.stderr = sys.__stderr__
+    logging.getLogger("mm2py.librdkafka").warning("after the swap, %s", "alpha-Secret-1111")
+    """
+)
+
+
+def test_a_task_s_lines_go_to_the_stderr_the_worker_has_when_they_are_logged() -> None:
+    done = subprocess.run([sys.executable, "-c", SWAPPED], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == "WARNING mm2py.librdkafka after the swap, [hidden]\n", done.stderr
