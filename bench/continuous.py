@@ -7,8 +7,9 @@ with the C2 compiler and a 1 GiB heap, not the tests' fast-starting ones), each 
 
 For each shape (``--partitions`` x ``--sizes``) and contender: create the topic, start the contender (MM2 4.3 in
 dedicated mode, tuned as ``make bench`` tunes it, ``tasks.max`` = min(partitions, ``--mm2-tasks``); mm2py
-``run`` on ``local[2]``; both commit every ``--offset-flush-ms``, 1 s as ``make bench`` tunes MM2, which is also
-how often each sends MM2's delayed offset syncs), copy one record per partition and ``--warm-up-seconds`` of load
+``run`` on ``--mm2py-master``, ``local[2]`` by default: two copy tasks per flow; both commit every
+``--offset-flush-ms``, 1 s as ``make bench`` tunes MM2, which is also how often each sends MM2's delayed offset
+syncs), copy one record per partition and ``--warm-up-seconds`` of load
 (not measured), then for each rate of ``--rates``: ``--idle-seconds`` of quiet (the first window after it is often a
 copier's worst),
 ``--seconds`` of load at that rate, every record awaited on the target and checked. Per step and contender:
@@ -90,7 +91,7 @@ class Copier:
         return check
 
 
-def start_mm2py(work: Path, source: str, target: str, topic: str, flush_ms: int) -> Copier:
+def start_mm2py(work: Path, source: str, target: str, topic: str, flush_ms: int, master: str) -> Copier:
     settings = {
         "clusters": "source, target",
         "source.bootstrap.servers": source,
@@ -98,7 +99,7 @@ def start_mm2py(work: Path, source: str, target: str, topic: str, flush_ms: int)
         "source->target.enabled": "true",
         "source->target.topics": topic,
         "source->target.consumer.poll.timeout.ms": "100",
-        "mm2py.spark.master": "local[2]",
+        "mm2py.spark.master": master,
         # Both contenders commit as often (--offset-flush-ms), so both send MM2's delayed offset syncs as often
         # (mm2py records progress every second either way).
         "target.offset.flush.interval.ms": str(flush_ms),
@@ -207,7 +208,7 @@ def run_shape(
     work.mkdir()
     source.create_topic(topic, partitions)
     if contender == "mm2py":
-        copier = start_mm2py(work, source.bootstrap, target.bootstrap, topic, args.offset_flush_ms)
+        copier = start_mm2py(work, source.bootstrap, target.bootstrap, topic, args.offset_flush_ms, args.mm2py_master)
     else:
         tasks = min(partitions, args.mm2_tasks)
         copier = start_mm2(work, source.bootstrap, target.bootstrap, topic, tasks, partitions, args.offset_flush_ms)
@@ -348,6 +349,9 @@ def main() -> None:
     parser.add_argument("--warm-up-rate", type=int, default=5000)
     parser.add_argument("--window-seconds", type=float, default=5.0)
     parser.add_argument("--mm2-tasks", type=int, default=8, help="MM2's tasks.max is min(partitions, this)")
+    parser.add_argument(
+        "--mm2py-master", default="local[2]", help="mm2py's Spark master: local[N] runs N copy tasks per flow"
+    )
     parser.add_argument(
         "--offset-flush-ms", type=int, default=1000, help="offset.flush.interval.ms of both contenders (MM2's: 60000)"
     )
