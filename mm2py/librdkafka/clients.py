@@ -25,6 +25,7 @@ _producers: dict[tuple[tuple[str, str], ...], Producer] = {}
 _consumers: dict[tuple[tuple[str, str], ...], Consumer] = {}
 _login_errors: dict[tuple[tuple[str, str], ...], KafkaError] = {}
 _last_used: dict[tuple[tuple[str, str], ...], float] = {}
+_logs: dict[tuple[str, tuple[tuple[str, str], ...]], _ClientLog] = {}  # each cached client's, by kind and key
 # A cached client that no task has asked for in this long is closed as the next record-path task starts: a
 # Python worker outlives the flows it served (a flow stopped, a cluster gone), and every client keeps a thread
 # per broker reconnecting to it. Kafka's clients close an idle connection after connections.max.idle.ms (9
@@ -39,18 +40,39 @@ IDLE_CLOSE_S = 120.0
 _CUT_SHORT = ("Broker transport failure", "Request not valid in current SASL state")
 
 
-def _with_logger(settings: Mapping[str, str]) -> dict[str, Any]:
+class _ClientLog:
+    """One client's ``logger``: its lines go to ``mm2py.librdkafka`` at their level until the idle closer retires
+    the client, then at DEBUG.
+
+    Why: librdkafka queues a client's lines until the client is next polled, and the close of an idle client serves
+    every line since its last use: often hundreds of reconnect failures to the brokers of a flow that ended or a
+    cluster that went away, logged beside the work of whatever task starts then. They are about no task's work."""
+
+    def __init__(self) -> None:
+        self.retired = False
+
+    def log(self, level: int, msg: str, *args: object) -> None:
+        librdkafka_log.log(logging.DEBUG if self.retired else level, msg, *args)
+
+
+def _with_logger(settings: Mapping[str, str], log: _ClientLog | None) -> dict[str, Any]:
     # A TLS version pin is for the batch path (tls_versions); the record path refuses one, and the batch path's
     # own librdkafka producers (progress, offset syncs) reach brokers the driver's admin client checked.
-    return {**without_pin(settings), "logger": librdkafka_log}
+    return {**without_pin(settings), "logger": log or librdkafka_log}
 
 
-def new_producer(settings: Mapping[str, str]) -> Producer:
-    return Producer(_with_logger(settings))
+def new_producer(settings: Mapping[str, str], log: _ClientLog | None = None) -> Producer:
+    return Producer(_with_logger(settings, log))
 
 
-def new_consumer(settings: Mapping[str, str]) -> Consumer:
-    return Consumer({**_with_logger(settings), "error_cb": _LoginErrors(_key(settings))})
+def new_consumer(settings: Mapping[str, str], log: _ClientLog | None = None) -> Consumer:
+    return Consumer({**_with_logger(settings, log), "error_cb": _LoginErrors(_key(settings))})
+
+
+def _cached_log(kind: str, key: tuple[tuple[str, str], ...]) -> _ClientLog:
+    """A new cached client's logger, kept where the idle closer finds it."""
+    _logs[kind, key] = log = _ClientLog()
+    return log
 
 
 class _LoginErrors:
@@ -91,7 +113,7 @@ def cached_producer(settings: Mapping[str, str]) -> Producer:
         _last_used[key] = time.monotonic()
         producer = _producers.get(key)
         if producer is None:
-            producer = new_producer(settings)
+            producer = new_producer(settings, _cached_log("producer", key))
             if transactional:
                 producer.init_transactions(30)
             _producers[key] = producer
@@ -109,6 +131,7 @@ def drop_producer(settings: Mapping[str, str]) -> None:
     or in flight at once, so the producer sends nothing more."""
     with _lock:
         producer = _producers.pop(_key(settings), None)
+        _logs.pop(("producer", _key(settings)), None)
     if producer is not None:
         producer.purge(in_queue=True, in_flight=True, blocking=True)
         producer.flush(0)  # serves the purged records' delivery reports
@@ -121,7 +144,7 @@ def cached_consumer(settings: Mapping[str, str]) -> Consumer:
         _last_used[key] = time.monotonic()
         consumer = _consumers.get(key)
         if consumer is None:
-            consumer = _consumers[key] = new_consumer(settings)
+            consumer = _consumers[key] = new_consumer(settings, _cached_log("consumer", key))
         return consumer
 
 
@@ -129,6 +152,7 @@ def drop_consumer(settings: Mapping[str, str]) -> None:
     """Close and forget this process's consumer for these settings (a caller done with a cluster)."""
     with _lock:
         consumer = _consumers.pop(_key(settings), None)
+        _logs.pop(("consumer", _key(settings)), None)
     if consumer is not None:
         consumer.close()
 
@@ -147,6 +171,9 @@ def close_idle(now: float | None = None) -> int:
         for key in idle:
             del _last_used[key]
             _login_errors.pop(key, None)
+            for kind in ("producer", "consumer"):
+                if (log := _logs.pop((kind, key), None)) is not None:
+                    log.retired = True
     count = len(producers) + len(consumers)
     if count:
         closing = threading.Thread(target=_close, args=(producers, consumers), name="mm2py-close-idle", daemon=True)
@@ -172,6 +199,7 @@ def _close_all() -> None:
             consumer.close()
         _producers.clear()
         _consumers.clear()
+        _logs.clear()
         _last_used.clear()
 
 

@@ -5,8 +5,10 @@ creating and closing one needs no broker."""
 
 from __future__ import annotations
 
+import logging
 import threading
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -59,3 +61,54 @@ def test_a_task_never_waits_for_an_idle_client_whose_close_blocks(monkeypatch: p
     assert not closed.is_set() and key not in clients._consumers
     release.set()
     assert closed.wait(10)
+
+
+class _LastWords:
+    """A client as librdkafka's log queue makes it: the lines it queued since it was last polled reach its
+    ``logger`` when it is next polled, flushed or closed."""
+
+    def __init__(self, conf: dict[str, object]) -> None:
+        self.logger: Any = conf["logger"]
+
+    def _serve(self) -> None:
+        self.logger.log(logging.ERROR, "%s [%s] %s", "FAIL", "rdkafka#client-1", "Connect to 127.0.0.1:1 failed")
+
+    def poll(self, timeout: float = 0) -> int:
+        self._serve()
+        return 0
+
+    def flush(self, timeout: float = 0) -> int:
+        self._serve()
+        return 0
+
+    def close(self) -> None:
+        self._serve()
+
+
+def test_an_idle_client_s_queued_lines_are_served_at_debug_when_it_is_closed_and_at_their_level_before(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The close of a client no task asked for in the idle time serves every line librdkafka queued since, about
+    brokers no task uses (a flow that ended, a cluster gone): they must not land among the lines of the task that
+    starts then. A client in use, or one a caller drops, keeps its lines' level."""
+    clock = SimpleNamespace(now=1000.0)
+    monkeypatch.setattr(clients, "time", SimpleNamespace(monotonic=lambda: clock.now))
+    monkeypatch.setattr(clients, "Consumer", _LastWords)
+    monkeypatch.setattr(clients, "Producer", _LastWords)
+    caplog.set_level(logging.DEBUG, logger="mm2py.librdkafka")
+    idle = clients.cached_consumer(GONE)
+    clients.cached_producer(PRODUCER)
+    clients.cached_consumer(KEPT)
+    idle.poll(0)
+    assert [r.levelno for r in caplog.records] == [logging.ERROR]
+    caplog.clear()
+    clients.drop_consumer(KEPT)  # a caller done with its cluster: its lines are still its work's
+    assert [r.levelno for r in caplog.records] == [logging.ERROR]
+    caplog.clear()
+    clock.now += clients.IDLE_CLOSE_S + 1
+    closing = set(threading.enumerate())
+    assert clients.close_idle() == 2
+    for thread in set(threading.enumerate()) - closing:
+        thread.join(10)
+    assert sorted(r.levelno for r in caplog.records) == [logging.DEBUG, logging.DEBUG]
+    assert not clients._logs
