@@ -291,6 +291,12 @@ class KafkaNode:
             self._dump.unlink(missing_ok=True)
             self._dump = None
 
+    def exit_report(self, chars: int = 3000) -> str:
+        """How a node that is not running ended: its exit code (negative: the signal), its stdout's tail and its
+        log's (a JVM that ran out of heap says so on stdout, one that could not bind its port in the log)."""
+        code = self._process.returncode if self._process is not None else None
+        return f"exit code {code}; stdout:\n{self.stdout_tail(chars)}\nlog {self.log_path}:\n{self.log_tail(chars)}"
+
     def stdout_tail(self, chars: int = 2000) -> str:
         try:
             return (self.work_dir / "stdout.log").read_text(errors="replace")[-chars:]
@@ -416,14 +422,22 @@ class KafkaCluster:
         node.await_exit(time.monotonic() + timeout, self.runtime)
 
     def restart_node(self, node_id: int, timeout: float = START_TIMEOUT) -> None:
-        """Start a stopped or killed node on its old ports and data; return once it is an unfenced broker."""
+        """Start a stopped or killed node on its old ports and data; return once it answers at its own address and
+        the cluster lists it as a broker.
+
+        Why its own address too: the cluster goes on listing a killed node until the controller fences it
+        (``broker.session.timeout.ms``), so the cluster's answer alone may come before the new JVM has even bound
+        its port, and a node that then fails to start would go unseen until the next test."""
         node = self.node(node_id)
         node.spawn(self.runtime, self.log4j, jvm_options=self.jvm_options)
-        self.await_brokers([node_id], time.monotonic() + timeout)
+        deadline = time.monotonic() + timeout
+        self.await_brokers([node_id], deadline, bootstrap=node.address())
+        self.await_brokers([node_id], deadline)
 
-    def await_brokers(self, node_ids: list[int], deadline: float) -> None:
-        """Poll Metadata (a real client call) until every node in ``node_ids`` is listed at its address."""
-        admin = AdminClient(client_config(self.bootstrap))
+    def await_brokers(self, node_ids: list[int], deadline: float, bootstrap: str | None = None) -> None:
+        """Poll Metadata (a real client call, to ``bootstrap`` or the cluster) until every node in ``node_ids`` is
+        listed at its address."""
+        admin = AdminClient(client_config(bootstrap or self.bootstrap))
         wanted = {i: (HOST, self.node(i).ports["PLAINTEXT"]) for i in node_ids}
         last = "no answer yet"
         while True:

@@ -107,7 +107,8 @@ class SharedClusters:
             now = state_of(cluster)
             for node_id, state in now.nodes.items():
                 if state != lent.nodes[node_id]:
-                    found.append(f"{name}: node {node_id} {state}")
+                    exit_report = f" ({cluster.node(node_id).exit_report()})" if state == "not running" else ""
+                    found.append(f"{name}: node {node_id} {state}{exit_report}")
                     _bring_back(cluster, node_id, state)
             if now.nodes != lent.nodes:
                 now = state_of(cluster)
