@@ -8,9 +8,7 @@ from __future__ import annotations
 
 # MM2 keys mm2py accepts (so a file MM2 runs with is valid here) but does not act on, and what it does instead.
 NOT_ACTED_ON: dict[str, str] = {
-    "tasks.max": "mm2py runs as many copy tasks as Spark's parallelism allows (spark.default.parallelism, "
-    "--master local[N]); exactly-once, it fences MM2's tasks.max transactional ids before it copies",
-    "tasks.max.enforce": "mm2py runs as many copy tasks as Spark's parallelism allows",
+    "tasks.max.enforce": "a continuous flow never runs more than tasks.max copy tasks",
     "transforms": "mm2py copies records unchanged; Connect transforms (SMTs) are not run",
     "predicates": "mm2py runs no Connect transforms, so their predicates do nothing",
     "key.converter": "mm2py copies keys as bytes, as MM2's ByteArrayConverter does",

@@ -289,13 +289,22 @@ class CopyRounds:
         if self.epochs is not None:
             spec = replace(spec, slot_producers=self.epochs.next_job(spec.exactly_once_slots))
         try:
-            results = self.spark.copy(spec, ranges)
+            results = self.spark.copy(spec, ranges, self._tasks(spec))
         except BaseException:
             self._positions_from_committed_progress()
             raise
         if any(r.error is not None for r in results):
             self._positions_from_committed_progress()
         return results
+
+    def _tasks(self, spec: CopySpec) -> int:
+        """How many tasks a job of this flow runs. Following tasks: at most ``tasks.max``, as MM2 runs at most
+        ``tasks.max`` tasks of a connector, within the task slots each flow gets (every flow's job runs at once).
+        A job with an end (``--once``, a round) takes every slot: it ends sooner, and then frees them."""
+        assert self.spark is not None
+        if spec.control is None:
+            return self.spark.parallelism
+        return max(1, min(self.spark.follow_tasks, self.flow.tasks_max))
 
     def _positions_from_committed_progress(self) -> None:
         if not self.spec.exactly_once:

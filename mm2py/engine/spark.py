@@ -194,19 +194,17 @@ class SparkRunner:
         (0: there are fewer task slots than flows, so the flows copy in rounds)."""
         return self.parallelism // self.flows
 
-    def copy(self, spec: CopySpec, ranges: list[PartitionRange]) -> list[CopyResult]:
+    def copy(self, spec: CopySpec, ranges: list[PartitionRange], tasks: int) -> list[CopyResult]:
         """Run one copy job; a range that stopped early says why in its result (``raise_failure`` raises it),
         after what it copied before, which the caller counts first."""
-        return self._run(spec, ranges)
+        return self._run(spec, ranges, tasks)
 
-    def _run(self, spec: CopySpec, ranges: list[PartitionRange]) -> list[CopyResult]:
-        """Run one copy job: at most ``parallelism`` tasks, each copying a group of ranges."""
+    def _run(self, spec: CopySpec, ranges: list[PartitionRange], tasks: int) -> list[CopyResult]:
+        """Run one copy job: at most ``tasks`` tasks (exactly-once: one per task slot), each copying a group of
+        ranges."""
         if not ranges:
             return []
-        if spec.exactly_once_slots:
-            groups = group_by_slot(ranges, spec)
-        else:
-            groups = group_ranges(ranges, max(1, self.follow_tasks) if spec.control else self.parallelism)
+        groups = group_by_slot(ranges, spec) if spec.exactly_once_slots else group_ranges(ranges, tasks)
         self.sc.setLocalProperty(
             "spark.job.description", f"mm2py {spec.flow}: {len(ranges)} partition ranges in {len(groups)} tasks"
         )

@@ -73,13 +73,17 @@ class FakeSource:
 class FakeSpark:
     """Copies every range completely, or fails the jobs the test queues up."""
 
+    parallelism = follow_tasks = 2
+
     def __init__(self) -> None:
         self.jobs: list[list[PartitionRange]] = []
+        self.tasks: list[int] = []  # each job's task count
         self.failures: list[ReplicationError] = []
         self.on_job: threading.Event | None = None
 
-    def copy(self, spec: CopySpec, ranges: list[PartitionRange]) -> list[CopyResult]:
+    def copy(self, spec: CopySpec, ranges: list[PartitionRange], tasks: int) -> list[CopyResult]:
         self.jobs.append(ranges)
+        self.tasks.append(tasks)
         if self.failures:
             raise self.failures.pop(0)
         if self.on_job is not None:

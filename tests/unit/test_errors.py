@@ -206,11 +206,11 @@ def test_a_job_that_fails_after_the_run_cancelled_its_jobs_is_a_stop_not_a_failu
     sc = _FailingContext()
     runner = SparkRunner(sc, flows=1, task_attempts=1, owns_context=False)
     with pytest.raises(ReplicationError):  # not cancelled by the run: a task died, retried as such
-        runner.copy(SPEC, [RANGE])
+        runner.copy(SPEC, [RANGE], 1)
     runner.cancel_jobs()
     assert sc.cancelled_jobs == 1
     with pytest.raises(JobsCancelled, match="dc1->target: copy job cancelled as the run stops"):
-        runner.copy(SPEC, [RANGE])
+        runner.copy(SPEC, [RANGE], 1)
 
 
 @pytest.mark.parametrize(

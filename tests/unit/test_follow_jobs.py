@@ -10,7 +10,7 @@ import time
 from collections.abc import Mapping
 
 import pytest
-from test_engine_driver import FakeSource, InstantStop, recorded, runner  # noqa: F401 (recorded: a fixture)
+from test_engine_driver import FakeSource, FakeSpark, InstantStop, recorded, runner  # noqa: F401 (recorded: a fixture)
 
 from mm2py.engine.driver import FlowRunner
 from mm2py.engine.ranges import FOLLOW_END, follow_ranges, round_ranges
@@ -36,6 +36,7 @@ class FollowingSpark:
         self.flows = flows
         self.specs: list[CopySpec] = []
         self.jobs: list[list[PartitionRange]] = []
+        self.tasks: list[int] = []  # each job's task count
         self.during: list[object] = []  # run while the job runs (the test's hooks), each once
         self.reports = 0
 
@@ -43,9 +44,10 @@ class FollowingSpark:
     def follow_tasks(self) -> int:
         return self.parallelism // self.flows
 
-    def copy(self, spec: CopySpec, ranges: list[PartitionRange]) -> list[CopyResult]:
+    def copy(self, spec: CopySpec, ranges: list[PartitionRange], tasks: int) -> list[CopyResult]:
         self.specs.append(spec)
         self.jobs.append(ranges)
+        self.tasks.append(tasks)
         assert spec.control is not None
         link = DriverLink(spec.control, spec.flow, "task-0")
         copied = {(r.topic, r.partition): r.start for r in ranges}
@@ -154,10 +156,10 @@ def test_new_partitions_end_the_generation_and_the_next_one_takes_them(
 
     original = spark.copy
 
-    def copy(spec: CopySpec, ranges: list[PartitionRange]) -> list[CopyResult]:
+    def copy(spec: CopySpec, ranges: list[PartitionRange], tasks: int) -> list[CopyResult]:
         if len(spark.jobs) == 1:
             spark.during = [second_generation]
-        return original(spec, ranges)
+        return original(spec, ranges, tasks)
 
     spark.copy = copy  # type: ignore[method-assign]
     try:
@@ -177,7 +179,7 @@ def test_a_generation_that_fails_for_good_ends_the_flow_at_once_not_when_the_per
     run's stop is not set and the periodic jobs beside it (checkpoints every 60 s) are not due."""
     r, spark, control = following(two_partitions({0: 10, 1: 10}))
 
-    def fenced(spec: CopySpec, ranges: list[PartitionRange]) -> list[CopyResult]:
+    def fenced(spec: CopySpec, ranges: list[PartitionRange], tasks: int) -> list[CopyResult]:
         raise ReplicationError(
             "flow=dc1->target: fenced: another producer took transactional.id x over", retriable=False
         )
@@ -269,9 +271,9 @@ def test_a_flow_copying_in_rounds_follows_once_the_cluster_s_executors_give_it_a
     rounds: list[list[PartitionRange]] = []
     following_copy = spark.copy
 
-    def copy(spec: CopySpec, ranges: list[PartitionRange]) -> list[CopyResult]:
+    def copy(spec: CopySpec, ranges: list[PartitionRange], tasks: int) -> list[CopyResult]:
         if spec.control is not None:
-            return following_copy(spec, ranges)
+            return following_copy(spec, ranges, tasks)
         rounds.append(ranges)
         spark.parallelism = 6  # the executors registered meanwhile: two task slots per flow
         return [CopyResult(x.topic, x.partition, x.start, x.end, x.end - 1, x.end - x.start, 0, 0, 0.0) for x in ranges]
@@ -291,6 +293,49 @@ def test_a_flow_copying_in_rounds_follows_once_the_cluster_s_executors_give_it_a
     assert [(x.partition, x.start, x.end) for x in spark.jobs[0]] == [(0, 10, FOLLOW_END), (1, 10, FOLLOW_END)]
     said = [m for m in caplog.messages if "copies in rounds" in m or "follow their partitions" in m]
     assert len(said) == 2 and "copies in rounds" in said[0] and "6 Spark task slots now" in said[1], said
+
+
+@pytest.mark.parametrize(
+    ("extra", "slots", "flows", "tasks"),
+    [
+        ("", 2, 1, 1),  # MM2's default tasks.max
+        ("tasks.max = 2\n", 2, 1, 2),
+        ("dc1->target.tasks.max = 8\n", 2, 1, 2),  # no more than the task slots the flow gets
+        ("tasks.max = 8\n", 6, 3, 2),
+    ],
+)
+def test_following_tasks_are_at_most_tasks_max_within_the_flow_s_task_slots(
+    recorded: list[Positions],  # noqa: F811 (the fixture)
+    extra: str,
+    slots: int,
+    flows: int,
+    tasks: int,
+) -> None:
+    """MM2 runs at most ``tasks.max`` tasks of a connector (default 1); so do a flow's following tasks, which
+    would otherwise take every task slot the flow gets, each task's round trips paid for a share of its records."""
+    source = two_partitions({0: 10, 1: 10})
+    spark = FollowingSpark(source, slots, flows)
+    r, _spark, control = following(source, extra)
+    r.rounds.spark = spark  # type: ignore[assignment]
+    stop = threading.Event()
+    spark.during = [stop.set]
+    try:
+        r.run_continuous(stop, threading.Event())
+    finally:
+        control.close()
+    assert spark.tasks == [tasks]
+
+
+def test_a_job_with_an_end_takes_every_task_slot_whatever_tasks_max_says(
+    recorded: list[Positions],  # noqa: F811 (the fixture)
+) -> None:
+    """A ``--once`` job (or a round) ends, and frees its slots: it ends soonest on all of them."""
+    source = FakeSource({("orders", 0): 0, ("orders", 1): 0}, {("orders", 0): 20, ("orders", 1): 20})
+    spark = FakeSpark()
+    r = runner(source, spark, extra="tasks.max = 1\n")
+    r.rounds.place({})
+    r.run_once(InstantStop())
+    assert spark.tasks == [spark.parallelism]
 
 
 def test_follow_ranges_start_every_placed_partition_and_rounds_take_only_what_is_listed() -> None:

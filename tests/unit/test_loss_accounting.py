@@ -136,8 +136,8 @@ class GoneOnce(FakeSpark):
         super().__init__()
         self.source, self.upto, self.new_start = source, upto, new_start
 
-    def copy(self, spec: CopySpec, ranges: list[PartitionRange]) -> list[CopyResult]:
-        results = super().copy(spec, ranges)
+    def copy(self, spec: CopySpec, ranges: list[PartitionRange], tasks: int) -> list[CopyResult]:
+        results = super().copy(spec, ranges, tasks)
         if len(self.jobs) > 1:
             return results
         self.source.earliest[P0] = self.new_start  # retention ran while the task copied

@@ -171,11 +171,12 @@ def test_secret_values_are_masked_even_in_value_problems() -> None:
 
 def test_keys_mm2py_accepts_but_does_not_act_on_are_named_with_what_it_does_instead() -> None:
     problems = problems_of(
-        GOOD + "tasks.max = 8\ntransforms = drop\ntransforms.drop.type = x.Drop\n"
+        GOOD + "tasks.max.enforce = false\ntransforms = drop\ntransforms.drop.type = x.Drop\n"
         "dc1->target.refresh.groups.interval.seconds = 60\noffset.flush.interval.ms = 500\n"
     )
-    tasks = find(problems, "tasks.max", "has no effect in mm2py")
-    assert tasks.severity == "warning" and "Spark's parallelism" in (tasks.allowed or "")
+    enforce = find(problems, "tasks.max.enforce", "has no effect in mm2py")
+    assert enforce.severity == "warning" and "never runs more than tasks.max" in (enforce.allowed or "")
+    assert not [p for p in problems_of(GOOD + "tasks.max = 8\n") if p.key == "tasks.max"]  # acted on
     assert "unchanged" in (find(problems, "transforms", "has no effect").allowed or "")
     find(problems, "transforms.drop.type", "has no effect")
     assert "checkpoint" in (
