@@ -15,7 +15,7 @@ KAFKA_VERSIONS   := 3.9.2 4.4.0
 KAFKA_LIBS_ALL   := $(KAFKA_LIBS_STAMP) $(KAFKA_VERSIONS:%=$(KAFKA_LIBS)/%/.resolved)
 
 .PHONY: install test unit integration realkafka durations lint demo bench executor-loss bench-cutover bench-throttle \
-	bench-idle bench-continuous clean kafka-libs bench-short-runs bench-broker-costs
+	bench-idle bench-continuous clean kafka-libs bench-short-runs bench-broker-costs bench-backlog
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -108,6 +108,11 @@ bench-cutover: $(STAMP) $(KAFKA_LIBS_STAMP)
 # without the limit (bench/throttle.py; about 6 minutes)
 bench-throttle: $(STAMP) $(KAFKA_LIBS_STAMP)
 	$(BIN)/python -m bench.throttle $(THROTTLE_ARGS)
+
+# One flow's backlog caught up in continuous mode at each tasks.max, alternated: MB/s, CPU per GB, every record
+# checked (bench/backlog.py; about 8 minutes)
+bench-backlog: $(STAMP) $(KAFKA_LIBS_STAMP)
+	$(BIN)/python -m bench.backlog $(BACKLOG_ARGS)
 
 # Six flows and 804 partitions idle for 120 s: CPU and wake-ups of mm2py's process tree and of MirrorMaker 2's on
 # the same clusters, and the first record after the idle spell (bench/idle.py; about 10 minutes)

@@ -6,8 +6,9 @@ one after the other against the same two one-node Apache Kafka clusters (the pin
 with the C2 compiler and a 1 GiB heap, not the tests' fast-starting ones), each on a topic of its own.
 
 For each shape (``--partitions`` x ``--sizes``) and contender: create the topic, start the contender (MM2 4.3 in
-dedicated mode, tuned as ``make bench`` tunes it, ``tasks.max`` = min(partitions, ``--mm2-tasks``); mm2py
-``run`` on ``--mm2py-master``, ``local[2]`` by default: two copy tasks per flow; both commit every
+dedicated mode, tuned as ``make bench`` tunes it; mm2py ``run`` on ``--mm2py-master``, ``local[2]`` by default;
+both with ``tasks.max`` = min(partitions, ``--tasks-max``), as one file would give them (mm2py runs at most its
+Spark task slots: two here); both commit every
 ``--offset-flush-ms``, 1 s as ``make bench`` tunes MM2, which is also how often each sends MM2's delayed offset
 syncs), copy one record per partition and ``--warm-up-seconds`` of load
 (not measured), then for each rate of ``--rates``: ``--idle-seconds`` of quiet (the first window after it is often a
@@ -91,8 +92,9 @@ class Copier:
         return check
 
 
-def start_mm2py(work: Path, source: str, target: str, topic: str, flush_ms: int, master: str) -> Copier:
+def start_mm2py(work: Path, source: str, target: str, topic: str, tasks: int, flush_ms: int, master: str) -> Copier:
     settings = {
+        "tasks.max": str(tasks),
         "clusters": "source, target",
         "source.bootstrap.servers": source,
         "target.bootstrap.servers": target,
@@ -207,10 +209,12 @@ def run_shape(
     work = args.work / topic
     work.mkdir()
     source.create_topic(topic, partitions)
+    tasks = min(partitions, args.tasks_max)
     if contender == "mm2py":
-        copier = start_mm2py(work, source.bootstrap, target.bootstrap, topic, args.offset_flush_ms, args.mm2py_master)
+        copier = start_mm2py(
+            work, source.bootstrap, target.bootstrap, topic, tasks, args.offset_flush_ms, args.mm2py_master
+        )
     else:
-        tasks = min(partitions, args.mm2_tasks)
         copier = start_mm2(work, source.bootstrap, target.bootstrap, topic, tasks, partitions, args.offset_flush_ms)
     steps = []
     with ExitStack() as stack:
@@ -348,9 +352,9 @@ def main() -> None:
     parser.add_argument("--warm-up-seconds", type=float, default=10.0)
     parser.add_argument("--warm-up-rate", type=int, default=5000)
     parser.add_argument("--window-seconds", type=float, default=5.0)
-    parser.add_argument("--mm2-tasks", type=int, default=8, help="MM2's tasks.max is min(partitions, this)")
+    parser.add_argument("--tasks-max", type=int, default=8, help="both contenders' tasks.max is min(partitions, this)")
     parser.add_argument(
-        "--mm2py-master", default="local[2]", help="mm2py's Spark master: local[N] runs N copy tasks per flow"
+        "--mm2py-master", default="local[2]", help="mm2py's Spark master: local[N] gives a flow N task slots"
     )
     parser.add_argument(
         "--offset-flush-ms", type=int, default=1000, help="offset.flush.interval.ms of both contenders (MM2's: 60000)"
