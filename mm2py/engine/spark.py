@@ -190,8 +190,9 @@ class SparkRunner:
 
     @property
     def follow_tasks(self) -> int:
-        """Tasks per job of a flow whose tasks follow their partitions: every flow's job must run at once
-        (0: there are fewer task slots than flows, so the flows copy in rounds)."""
+        """Task slots each flow whose tasks follow their partitions gets, as every flow's job must run at once; its
+        job runs at most ``tasks.max`` of them (0: there are fewer task slots than flows, so the flows copy in
+        rounds)."""
         return self.parallelism // self.flows
 
     def copy(self, spec: CopySpec, ranges: list[PartitionRange], tasks: int) -> list[CopyResult]:
