@@ -3,7 +3,13 @@ the close (mm2py.wire.library_patches, applied when mm2py.wire.connection is imp
 
 from __future__ import annotations
 
+import selectors
+import socket
+from collections.abc import Iterator
+
 import kafka.errors as kafka_errors  # type: ignore[import-untyped]
+import kafka.net.selector as net_selector  # type: ignore[import-untyped]
+import pytest
 from kafka.net.transport import KafkaSSLTransport, KafkaTCPTransport  # type: ignore[import-untyped]
 
 from mm2py.wire import library_patches as wire
@@ -77,3 +83,55 @@ def test_the_library_s_failures_become_retriable_lost_connections_where_a_new_le
     assert closed.kind is NETWORK_EXCEPTION and closed.retriable
     assert not wire_error(kafka_errors.IncompatibleBrokerVersion("no Produce v3"), 1).retriable
     assert wire_error(kafka_errors.IncompatibleBrokerVersion("x"), 1).kind is UNSUPPORTED_VERSION
+
+
+class CountedSocket(socket.socket):
+    """A socket that counts how often it is formatted (each ``repr`` asks the kernel for both addresses)."""
+
+    reprs = 0
+
+    def __repr__(self) -> str:
+        CountedSocket.reprs += 1
+        return super().__repr__()
+
+
+def test_the_event_loop_registers_a_socket_without_formatting_it_and_keeps_both_directions_apart() -> None:
+    """kafka-python's loop registers a socket at every I/O wait: the patched registration must not format the
+    socket (the library's look-up by exception did, twice a wait), and must still pair a reader and a writer
+    of the same socket as the library does."""
+    assert net_selector.NetworkSelector.register_event.__wrapped__ is not None  # applied to the pinned version
+    loop = net_selector.NetworkSelector()
+    near, far = socket.socketpair()
+    sock = CountedSocket(fileno=near.detach())
+    try:
+
+        def waiting() -> Iterator[None]:
+            yield
+
+        reader, writer = net_selector.Task(waiting()), net_selector.Task(waiting())
+        CountedSocket.reprs = 0
+        loop.register_event(sock, selectors.EVENT_READ, reader)
+        assert CountedSocket.reprs == 0
+        loop.register_event(sock, selectors.EVENT_WRITE, writer)  # the other direction: the library's modify
+        key = loop._selector.get_key(sock)
+        assert key.events == selectors.EVENT_READ | selectors.EVENT_WRITE and key.data == (reader, writer)
+        loop.unregister_event(sock, selectors.EVENT_READ)
+        assert loop._selector.get_key(sock).data == (None, writer)
+        loop.unregister_event(sock, selectors.EVENT_WRITE)
+        CountedSocket.reprs = 0
+        loop.register_event(sock, selectors.EVENT_READ, reader)  # registered again after both waits ended
+        assert CountedSocket.reprs == 0 and loop._selector.get_key(sock).data == (reader, None)
+        with pytest.raises(RuntimeError, match="EVENT_READ already registered"):  # the library's own check
+            loop.register_event(sock, selectors.EVENT_READ, writer)
+    finally:
+        loop.close()
+        sock.close()
+        far.close()
+
+
+def test_the_event_loop_s_trace_lines_keep_their_logger_and_level(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(wire.TRACE_LEVEL, logger="kafka.net.selector")
+    net_selector.log_trace("poll: %s", "enter")
+    assert [(r.name, r.levelno, r.getMessage()) for r in caplog.records] == [
+        ("kafka.net.selector", wire.TRACE_LEVEL, "poll: enter")
+    ]
