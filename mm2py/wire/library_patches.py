@@ -11,13 +11,16 @@ code).
   deadline. Bytes read before a close are now handed on first and the close is met by the next read (an
   EOF stays readable), as Java's Selector closes a channel in ``CloseMode.GRACEFUL``: "process outstanding
   buffered receives, notify disconnect" (clients/.../common/network/Selector.java), for TCP and TLS alike.
-- Its event loop registers a socket for each I/O wait, and the socket is usually not registered then (the end of
-  the last wait unregistered it). It looked the socket up first, and the standard library's selector answers a
-  miss with a KeyError whose message holds the socket's ``repr``, twice, which asks the kernel for both of the
-  socket's addresses. Profiled on a following copy task at 10,000 records/s: 11 of its 263 samples (about 4 %).
-  Registration is now tried first; the library's own look-up and modify run only for a socket already registered
-  for the other direction. Its trace lines (level 5, below DEBUG) keep their logger and level, with one Python
-  call fewer each: they are logged several times per loop turn, and each call was another 3 % of those samples.
+- Its event loop registers a socket for each I/O wait and looks it up first. When the socket is not registered
+  (the end of its last wait unregistered it), the standard library's selector answers with a KeyError whose
+  message holds the socket's ``repr``, twice, which asks the kernel for both of the socket's addresses. Profiled
+  on a following copy task at 10,000 records/s: 11 of its 263 samples (about 4 %). The descriptor is now looked
+  up in the selector's own table (CPython's ``_fd_to_key``), which answers a miss without an exception; a socket
+  registered for the other direction goes to the library's look-up and modify, which find it without one.
+  (Trying ``register`` first is no cure: a socket waiting to write is mostly registered for reading already, and
+  ``register`` answers that with the same kind of message.) Its trace lines (level 5, below DEBUG) keep their
+  logger and level, with one Python call fewer each: they are logged several times per loop turn, and each call
+  was another 3 % of those samples.
 
 Imported by :mod:`mm2py.wire.connection` before any connection is made.
 """
@@ -79,17 +82,18 @@ def _received_before_the_close(receive: Any) -> Any:
 
 
 def _registering_first(register_event: Any) -> Any:
-    """NetworkSelector.register_event that registers a socket not yet registered without looking it up first (see
-    the module docstring); one already registered goes to the library's ``register_event``."""
+    """NetworkSelector.register_event that registers a socket not yet registered without a look-up by exception
+    (see the module docstring); one already registered goes to the library's ``register_event``."""
 
     def register(self: Any, fileobj: Any, event: int, task: Any) -> None:
+        registered = getattr(self._selector, "_fd_to_key", None)  # CPython's selectors: fd -> key, a plain dict
+        fd = fileobj if isinstance(fileobj, int) else fileobj.fileno()
+        if registered is None or fd in registered:  # for the other direction: the library's look-up and modify
+            register_event(self, fileobj, event, task)
+            return
         net_selector.log_trace("net.register_event: %s, %s, %s", fileobj, event, task)
         task = task if isinstance(task, net_selector.Task) else net_selector.Task(task)
-        data = (task, None) if event == selectors.EVENT_READ else (None, task)
-        try:
-            self._selector.register(fileobj, event, data)
-        except KeyError:  # registered already, for the other direction
-            register_event(self, fileobj, event, task)
+        self._selector.register(fileobj, event, (task, None) if event == selectors.EVENT_READ else (None, task))
 
     register.__wrapped__ = register_event  # type: ignore[attr-defined]
     return register

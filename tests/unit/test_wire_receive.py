@@ -113,6 +113,7 @@ def test_the_event_loop_registers_a_socket_without_formatting_it_and_keeps_both_
         loop.register_event(sock, selectors.EVENT_READ, reader)
         assert CountedSocket.reprs == 0
         loop.register_event(sock, selectors.EVENT_WRITE, writer)  # the other direction: the library's modify
+        assert CountedSocket.reprs == 0
         key = loop._selector.get_key(sock)
         assert key.events == selectors.EVENT_READ | selectors.EVENT_WRITE and key.data == (reader, writer)
         loop.unregister_event(sock, selectors.EVENT_READ)
