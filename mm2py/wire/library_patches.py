@@ -81,14 +81,16 @@ def _received_before_the_close(receive: Any) -> Any:
     return read
 
 
-def _registering_first(register_event: Any) -> Any:
+def _registering_by_descriptor(register_event: Any) -> Any:
     """NetworkSelector.register_event that registers a socket not yet registered without a look-up by exception
     (see the module docstring); one already registered goes to the library's ``register_event``."""
 
     def register(self: Any, fileobj: Any, event: int, task: Any) -> None:
         registered = getattr(self._selector, "_fd_to_key", None)  # CPython's selectors: fd -> key, a plain dict
         fd = fileobj if isinstance(fileobj, int) else fileobj.fileno()
-        if registered is None or fd in registered:  # for the other direction: the library's look-up and modify
+        # Registered (for the other direction), or closed (-1; the library finds a closed socket still registered
+        # by identity): the library's look-up and modify.
+        if registered is None or fd < 0 or fd in registered:
             register_event(self, fileobj, event, task)
             return
         net_selector.log_trace("net.register_event: %s, %s, %s", fileobj, event, task)
@@ -106,6 +108,8 @@ def apply() -> bool:
     if KafkaTCPTransport._sock_recv is not _sock_recv:
         KafkaTCPTransport._sock_recv = _sock_recv
         KafkaSSLTransport._sock_recv = _received_before_the_close(KafkaSSLTransport._sock_recv)
-        net_selector.NetworkSelector.register_event = _registering_first(net_selector.NetworkSelector.register_event)
+        net_selector.NetworkSelector.register_event = _registering_by_descriptor(
+            net_selector.NetworkSelector.register_event
+        )
         net_selector.log_trace = functools.partial(net_selector.log.log, TRACE_LEVEL)
     return True
