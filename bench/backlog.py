@@ -25,30 +25,25 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+from bench.continuous import SINGLE_NODE
 from bench.proctree import TreeMonitor
 from bench.throttle import TOPIC, VALUE_SIZE, Ends, check, fill, sample, start, stop
+from tests.harness.mirror_maker import properties_text
 from tests.harness.real_kafka import KafkaCluster, KafkaRuntime
 
 
 def config_text(dc1: KafkaCluster, target: KafkaCluster, tasks_max: int, master: str) -> str:
-    return (
-        "\n".join(
-            [
-                "clusters = dc1, target",
-                f"dc1.bootstrap.servers = {dc1.bootstrap}",
-                f"target.bootstrap.servers = {target.bootstrap}",
-                "dc1->target.enabled = true",
-                f"topics = {TOPIC}",
-                "replication.factor = 1",
-                "checkpoints.topic.replication.factor = 1",
-                "heartbeats.topic.replication.factor = 1",
-                "offset-syncs.topic.replication.factor = 1",
-                "offset.storage.replication.factor = 1",
-                f"tasks.max = {tasks_max}",
-                f"mm2py.spark.master = {master}",
-            ]
-        )
-        + "\n"
+    return properties_text(
+        {
+            "clusters": "dc1, target",
+            "dc1.bootstrap.servers": dc1.bootstrap,
+            "target.bootstrap.servers": target.bootstrap,
+            "dc1->target.enabled": "true",
+            "topics": TOPIC,
+            **SINGLE_NODE,
+            "tasks.max": str(tasks_max),
+            "mm2py.spark.master": master,
+        }
     )
 
 
