@@ -288,8 +288,10 @@ class CopyRounds:
             raise RuntimeError(f"flow {self.flow.name}: a copy job before Spark was started")
         if self.epochs is not None:
             spec = replace(spec, slot_producers=self.epochs.next_job(spec.exactly_once_slots))
+        # A job with an end (--once, a round) takes every slot: it ends sooner, and then frees them.
+        tasks = self.spark.parallelism if spec.control is None else self.following_tasks()
         try:
-            results = self.spark.copy(spec, ranges, self._tasks(spec))
+            results = self.spark.copy(spec, ranges, tasks)
         except BaseException:
             self._positions_from_committed_progress()
             raise
@@ -297,13 +299,10 @@ class CopyRounds:
             self._positions_from_committed_progress()
         return results
 
-    def _tasks(self, spec: CopySpec) -> int:
-        """How many tasks a job of this flow runs. Following tasks: at most ``tasks.max``, as MM2 runs at most
-        ``tasks.max`` tasks of a connector, within the task slots each flow gets (every flow's job runs at once).
-        A job with an end (``--once``, a round) takes every slot: it ends sooner, and then frees them."""
+    def following_tasks(self) -> int:
+        """Tasks of a following job, and a continuous exactly-once flow's slots: at most ``tasks.max``, as MM2 runs at
+        most ``tasks.max`` tasks of a connector, within the slots each flow gets (every flow's job runs at once)."""
         assert self.spark is not None
-        if spec.control is None:
-            return self.spark.parallelism
         return max(1, min(self.spark.follow_tasks, self.flow.tasks_max))
 
     def _positions_from_committed_progress(self) -> None:

@@ -83,9 +83,8 @@ class FlowRunner:
         spark = self.rounds.spark
         if not self.spec.exactly_once or spark is None:
             return
-        f, slots = self.flow, spark.exactly_once_slots
-        if self.control is not None:  # following tasks: at most tasks.max, one producer each (CopyRounds._tasks)
-            slots = max(1, min(slots, f.tasks_max))
+        f = self.flow
+        slots = spark.exactly_once_slots if self.control is None else self.rounds.following_tasks()
         timeout_s = self.spec.stall_timeout_s
         epochs: SlotEpochs | None = None  # the batch path's: its driver holds the slots' epochs from now on
         fencer: SlotEpochs | InitializedIds
