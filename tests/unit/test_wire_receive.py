@@ -136,3 +136,84 @@ def test_the_event_loop_s_trace_lines_keep_their_logger_and_level(caplog: pytest
     assert [(r.name, r.levelno, r.getMessage()) for r in caplog.records] == [
         ("kafka.net.selector", wire.TRACE_LEVEL, "poll: enter")
     ]
+
+
+class SendingSocket:
+    """A socket whose send buffer takes ``room`` bytes (None: all), then would block, or fails with ``error``."""
+
+    def __init__(self, room: int | None = None, error: BaseException | None = None) -> None:
+        self.room, self.error, self.sent = room, error, bytearray()
+
+    def getpeername(self) -> tuple[str, int]:
+        raise OSError("not connected")
+
+    def send(self, data: bytes | memoryview) -> int:
+        if self.error is not None:
+            raise self.error
+        take = len(data) if self.room is None else min(self.room, len(data))
+        if take == 0:
+            raise BlockingIOError()
+        if self.room is not None:
+            self.room -= take
+        self.sent += bytes(data[:take])
+        return take
+
+    def shutdown(self, how: int) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class LoopCalls:
+    """What a transport hands its event loop: the tasks it asks to run in the loop's next turn."""
+
+    def __init__(self) -> None:
+        self.soon: list[object] = []
+
+    def call_soon(self, task: object) -> object:
+        self.soon.append(task)
+        return task
+
+    def unregister_event(self, fileobj: object, events: int) -> None:
+        pass
+
+
+def transport(sock: SendingSocket) -> tuple[KafkaTCPTransport, LoopCalls]:
+    loop = LoopCalls()
+    return KafkaTCPTransport(loop, sock, host="broker"), loop
+
+
+def test_a_request_goes_to_the_socket_at_once_without_a_write_task_or_a_loop_turn() -> None:
+    assert KafkaTCPTransport.write.__wrapped__ is not None  # applied to the pinned version
+    sock = SendingSocket()
+    tcp, loop = transport(sock)
+    tcp.last_write = 0.0
+    tcp.write(b"request-1")
+    tcp.write(b"request-2")
+    assert bytes(sock.sent) == b"request-1request-2" and loop.soon == []
+    assert not tcp._writing and not tcp._write_buffer and tcp.last_write > 0.0
+
+
+def test_what_the_socket_does_not_take_goes_out_through_the_library_s_write_task_in_order() -> None:
+    sock = SendingSocket(room=4)
+    tcp, loop = transport(sock)
+    tcp.write(b"request-1")
+    assert bytes(sock.sent) == b"requ" and tcp._writing and len(loop.soon) == 1  # the library's write task
+    tcp.write(b"request-2")  # queued behind the rest of request-1: no second task, nothing sent out of order
+    assert bytes(sock.sent) == b"requ" and len(loop.soon) == 1
+    assert b"".join(bytes(chunk) for chunk in tcp._write_buffer) == b"est-1request-2"
+
+
+def test_a_send_that_fails_aborts_the_connection_in_the_loop_s_next_turn_as_the_library_does() -> None:
+    tcp, loop = transport(SendingSocket(error=ConnectionResetError("reset by peer")))
+    lost: list[BaseException | None] = []
+    tcp._protocol = type("Protocol", (), {"_sensors": None, "connection_lost": lambda self, e: lost.append(e)})()
+    tcp.write(b"request")  # not raised into the sender
+    assert not tcp.is_closing() and len(loop.soon) == 1
+    abort = loop.soon[0]
+    assert callable(abort)
+    abort()
+    assert tcp.is_closing() and len(lost) == 1 and "reset by peer" in str(lost[0])
+    with pytest.raises(RuntimeError, match="closed for writes"):  # the library's refusal after a close
+        tcp.write(b"again")
