@@ -64,8 +64,6 @@ log = logging.getLogger(__name__)
 # How often the task looks over every range for one whose sending stopped, to stop fetching it (what is fetched
 # for it meanwhile is dropped by the sender): a pass over hundreds of ranges on every turn would cost more.
 STOP_CHECK_INTERVAL_S = 0.25
-# How long a turn of the sender waits for answers while nothing fetched waits to be handed over.
-SEND_WAIT_S = 0.05
 
 
 def copy_partitions(spec: CopySpec, ranges: Iterator[PartitionRange], attempt: int = 0) -> Iterator[CopyResult]:
@@ -215,7 +213,7 @@ class _BatchCopier:
             if not fetching or (eos is not None and eos.committing):
                 sender.flush()  # nothing more will join what waits for linger.ms
             if sender.busy():
-                sender.step(0.0 if self.fetch.has_fetched() else SEND_WAIT_S)
+                sender.step()
             now = time.monotonic()
             if self.link is not None and now >= next_report:
                 next_report = now + REPORT_INTERVAL_S

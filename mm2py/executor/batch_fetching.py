@@ -152,10 +152,6 @@ class FetchThread:
             except queue.Full:
                 continue
 
-    def has_fetched(self) -> bool:
-        """Whether fetched batches (or the fetcher's end) wait to be taken."""
-        return not self.inbox.empty()
-
     def take(
         self, on_batches: Callable[[BatchRange, list[ProducerBatch], int], None], *, block: bool, wait_s: float = 0.1
     ) -> bool:

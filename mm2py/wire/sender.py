@@ -147,17 +147,13 @@ class Sender:
         return sum(len(r) for r in self.requests.values())
 
     def step(self, wait_s: float = 0.05) -> None:
-        """One turn: take in metadata, send what may go, wait up to ``wait_s`` for answers, handle them.
-
-        What was just sent is waited for in the same turn: the drain sent everything that may go, so until an
-        answer, a backoff's or a linger's end nothing more can (a caller with more batches to hand over asks
-        for no wait)."""
+        """One turn: take in metadata, send what may go, wait up to ``wait_s`` for answers, handle them."""
         now = self.clock()
         self.leaders.poll()
         self._expire(now)
         self._bump_epochs()
-        self._drain(now)
-        self.cluster.poll(self._wait(now, wait_s))
+        sent = self._drain(now)
+        self.cluster.poll(0.0 if sent else self._wait(now, wait_s))
         self._complete()
         if self._flushing and not self._busy_queues():
             self._flushing = False
@@ -192,12 +188,13 @@ class Sender:
 
     # -- sending --------------------------------------------------------------------------------------------
 
-    def _drain(self, now: float) -> None:
+    def _drain(self, now: float) -> bool:
         by_node: dict[int, list[PartitionQueue]] = collections.defaultdict(list)
         for q in self._busy_queues():
             node = self._destination(q, now)
             if node is not None:
                 by_node[node].append(q)
+        sent = False
         for node, waiting in by_node.items():
             if all(self._linger_left(q, now) > 0 for q in waiting):
                 continue  # no partition of this broker is ready yet
@@ -223,6 +220,8 @@ class Sender:
                     node, record_sets, timeout_ms=timeout_ms, transactional_id=self.settings.transactional_id
                 )
                 self.requests[node].append(_Request(node, pending, batches))
+                sent = True
+        return sent
 
     def _destination(self, q: PartitionQueue, now: float) -> int | None:
         """The broker the partition's next batch goes to now, or None (nothing to send, or not yet)."""
