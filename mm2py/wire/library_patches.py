@@ -1,5 +1,5 @@
-"""Changes to kafka-python 3.0.12's receive path and event loop, for exactly that version (any other keeps its own
-code).
+"""Changes to kafka-python 3.0.12's receive and send paths and its event loop, for exactly that version (any other
+keeps its own code).
 
 - It reads a plain TCP socket 4 KiB per ``recv()`` call (the chunk size is fixed), so a multi-megabyte Fetch
   response took thousands of calls, each a Python-level loop turn. Measured in one process copying 500k records

@@ -1,5 +1,6 @@
-"""The batch path's socket reads: large chunks on plain TCP, and the bytes read before a close handed on before
-the close (mm2py.wire.library_patches, applied when mm2py.wire.connection is imported)."""
+"""The batch path's socket reads and writes: large chunks on plain TCP, the bytes read before a close handed on
+before the close, and a request written at once (mm2py.wire.library_patches, applied when mm2py.wire.connection is
+imported)."""
 
 from __future__ import annotations
 
