@@ -12,6 +12,7 @@ from collections.abc import Mapping
 import pytest
 from test_engine_driver import FakeSource, FakeSpark, InstantStop, recorded, runner  # noqa: F401 (recorded: a fixture)
 
+from mm2py.engine import driver as engine_driver
 from mm2py.engine.driver import FlowRunner
 from mm2py.engine.ranges import FOLLOW_END, follow_ranges, round_ranges
 from mm2py.engine.schedule import Periodic, Schedule
@@ -400,3 +401,41 @@ def test_a_round_makes_no_range_for_a_partition_not_placed_yet() -> None:
 
     ranges = round_ranges({("orders", 0): 50, ("orders", 1): 30}, {("orders", 0): 10}, {"orders": "dc1.orders"}, 100)
     assert [(r.partition, r.start, r.end) for r in ranges] == [(0, 10, 50)]
+
+
+@pytest.mark.parametrize(
+    ("extra", "follows", "slots"),
+    [
+        ("", True, 1),  # MM2's default tasks.max: one following task, one transactional id
+        ("tasks.max = 8\n", True, 2),  # no more than the task slots the flow gets
+        ("tasks.max = 1\n", False, 2),  # a job with an end takes every slot, so as many ids
+    ],
+)
+def test_exactly_once_fences_one_transactional_id_per_task_the_flow_may_run(
+    recorded: list[Positions],  # noqa: F811 (the fixture)
+    monkeypatch: pytest.MonkeyPatch,
+    extra: str,
+    follows: bool,
+    slots: int,
+) -> None:
+    """Exactly-once continuous flows have as many slots (transactional ids) as following tasks, so MM2 taking the
+    flow back with the same file fences every id a continuous run used; ``--once`` and rounds use every slot."""
+    source = two_partitions({0: 10, 1: 10})
+    r, spark, control = following(source, "target.exactly.once.source.support = enabled\n" + extra)
+    control.close()
+    if not follows:
+        r.control = None
+    spark.exactly_once_slots = spark.parallelism  # type: ignore[attr-defined]
+    r.rounds.spark = spark  # type: ignore[assignment]
+    fenced: list[tuple[int, int]] = []
+
+    def fence(*args: object, tasks_max: int) -> None:
+        fenced.append((int(args[-1]), tasks_max))  # type: ignore[call-overload]
+
+    monkeypatch.setattr(engine_driver, "fence", fence)
+    monkeypatch.setattr(engine_driver, "target_connection", lambda *args: None)
+    monkeypatch.setattr(engine_driver, "SlotEpochs", lambda *args: "epochs")
+    monkeypatch.setattr(engine_driver, "InitializedIds", lambda *args: "ids")
+    r._fence_earlier_transactions()
+    assert fenced == [(slots, r.flow.tasks_max)]
+    assert r.spec.exactly_once_slots == slots
