@@ -46,6 +46,13 @@ class OffsetMap:
     A sync whose upstream offset is not above the previous one means that range was copied again (a task
     retried after a crash) or the upstream topic was re-created: later syncs replace the older ones from
     that offset on, keeping an exact point just below the cut when the older run allows it.
+
+    A dense sync that goes on a one-to-one run of dense syncs replaces the run's last point instead of joining it:
+    a following copy task writes two dense syncs per partition at every recording (each piece's first and last
+    record), so a run's points would grow by two a second per partition for as long as the flow runs (a continuous
+    run's driver holds its flow's maps, and merges them at every checkpoint). Every answer below is the same
+    without those points: between two dense one-to-one points, an offset translates by the same arithmetic either
+    way.
     """
 
     def __init__(self) -> None:
@@ -64,7 +71,14 @@ class OffsetMap:
         self._append(point)
 
     def _append(self, point: SyncPoint) -> None:
-        self.points.append(point)
+        points = self.points
+        if point.dense and len(points) >= 2:
+            a, b = points[-2], points[-1]
+            if a.dense and b.dense and _one_to_one(a, b) and _one_to_one(b, point):
+                points[-1] = point  # ``b`` lies inside the run from ``a`` to ``point``
+                self._upstream[-1] = point.upstream
+                return
+        points.append(point)
         self._upstream.append(point.upstream)
 
     def _exact_point(self, upstream: int, cut: int) -> SyncPoint | None:

@@ -6,8 +6,9 @@ import random
 
 import pytest
 
-from mm2py.mirror.offset_syncs import offset_syncs_for
-from mm2py.mirror.translation import OffsetMap, Translation
+from mm2py.mirror.offset_syncs import PartitionOffsetSyncState, Run, offset_syncs_for, offset_syncs_for_runs
+from mm2py.mirror.translation import OffsetMap, SyncPoint, Translation
+from mm2py.tools.verify.windows import runs_from_points
 
 
 def simulate_merge(seed: int, ours: int, foreign_runs: int) -> list[tuple[int, int]]:
@@ -148,3 +149,73 @@ def test_every_position_of_a_merged_partition_translates_back_and_counts_its_rec
         lo = rng.randint(0, last_downstream + 1)
         hi = rng.randint(lo, last_downstream + 2)
         assert offset_map.records_downstream(lo, hi) == sum(lo <= down < hi for down in downstreams), (lo, hi)
+
+
+class _EveryPoint(OffsetMap):
+    """The map as it was before a run's inner dense points were dropped: every sync kept."""
+
+    def _append(self, point: SyncPoint) -> None:
+        self.points.append(point)
+        self._upstream.append(point.upstream)
+
+
+def _following_syncs(seed: int, recordings: int) -> list[tuple[int, int, bool]]:
+    """(upstream, downstream, dense) as a following task's recordings write them to both syncs topics: pieces of
+    runs with gaps on either side, MM2's sparse syncs among them, now and then a range copied again."""
+    rng = random.Random(seed)
+    state = {True: PartitionOffsetSyncState(), False: PartitionOffsetSyncState()}
+    syncs: list[tuple[int, int, bool]] = []
+    upstream = downstream = 0
+    for _ in range(recordings):
+        if rng.random() < 0.05:  # a task retried: the range copied again from a little further back
+            upstream = max(0, upstream - rng.randint(1, 30))
+            state = {True: PartitionOffsetSyncState(), False: PartitionOffsetSyncState()}
+        runs = []
+        for _piece in range(rng.randint(1, 3)):
+            if rng.random() < 0.2:
+                upstream += rng.randint(1, 3)  # a gap upstream (markers, compaction)
+            if rng.random() < 0.2:
+                downstream += rng.randint(1, 5)  # another source's records between
+            length = rng.randint(1, 60)
+            runs.append(Run(upstream, downstream, length))
+            upstream, downstream = upstream + length, downstream + length
+        for dense in (True, False):
+            for sync in offset_syncs_for_runs("t", 0, runs, 100, state[dense], dense=dense, delayed=dense):
+                syncs.append((sync.upstream_offset, sync.downstream_offset, dense))
+    return syncs
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_runs_inner_dense_points_are_dropped_and_every_answer_stays_the_same(seed: int) -> None:
+    syncs = _following_syncs(seed, recordings=150)
+    kept, every = OffsetMap(), _EveryPoint()
+    for upstream, downstream, dense in syncs:
+        kept.add(upstream, downstream, dense)
+        every.add(upstream, downstream, dense)
+    assert len(kept.points) < len(every.points)
+    last_upstream = max(u for u, _d, _dense in syncs)
+    last_downstream = max(d for _u, d, _dense in syncs)
+    for progress in (None, last_upstream, last_upstream - 3):
+        for g in range(last_upstream + 3):
+            assert kept.translate(g, progress) == every.translate(g, progress), (g, progress)
+        for d in range(last_downstream + 3):
+            assert kept.translate_back(d, progress) == every.translate_back(d, progress), (d, progress)
+    rng = random.Random(seed)
+    for _ in range(300):
+        lo = rng.randint(0, last_downstream + 1)
+        hi = rng.randint(lo, last_downstream + 2)
+        assert kept.records_downstream(lo, hi) == every.records_downstream(lo, hi), (lo, hi)
+    assert runs_from_points(kept.points) == runs_from_points(every.points)
+
+
+def test_a_partition_followed_for_long_keeps_two_points_per_run() -> None:
+    """A following task records every second; one unbroken run keeps its first and last point however long it
+    runs (before: two more points at every recording, held by a continuous run's driver)."""
+    state = PartitionOffsetSyncState()
+    offsets = OffsetMap()
+    for recording in range(10_000):
+        piece = Run(recording * 3, 7 + recording * 3, 3)
+        for sync in offset_syncs_for_runs("t", 0, [piece], 100, state, dense=True, delayed=True):
+            offsets.add(sync.upstream_offset, sync.downstream_offset, True)
+    assert offsets.points == [SyncPoint(0, 7, True), SyncPoint(29_999, 30_006, True)]
+    assert offsets.translate(12_345, 29_999) == Translation(12_345, 12_352, "exact")
