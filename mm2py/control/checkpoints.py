@@ -19,7 +19,7 @@ from confluent_kafka import KafkaError
 from mm2py.config.flow import FlowConfig
 from mm2py.control.offset_sync_store import OffsetSyncStore
 from mm2py.control.plan import FlowPlan
-from mm2py.control.progress_store import read_progress
+from mm2py.control.progress_store import ProgressTail, read_progress
 from mm2py.control.topics import checkpoints_topic
 from mm2py.errors import CheckFailed, KafkaOperationError
 from mm2py.librdkafka.admin import ClusterAdmin
@@ -68,14 +68,25 @@ class FlowTranslator:
     """Everything needed to translate one flow's group offsets, loaded once per use."""
 
     def __init__(
-        self, flow: FlowConfig, plan: FlowPlan, source: ClusterAdmin, store: OffsetSyncStore | None = None
+        self,
+        flow: FlowConfig,
+        plan: FlowPlan,
+        source: ClusterAdmin,
+        store: OffsetSyncStore | None = None,
+        progress: ProgressTail | None = None,
     ) -> None:
+        """``store`` and ``progress``: a continuous run's, kept from one checkpoint to the next and read on from
+        where they stopped; without them, both are read whole."""
         self.flow = flow
         self.source = source
         self.remote = {t.topic: t.remote_topic for t in plan.topics}
         self.group_filter: GroupFilter = load_group_filter(flow.group_filter_class, flow.plugin_config())
         self.maps = (store or OffsetSyncStore(flow)).refresh()
-        self.progress = read_progress(flow.target, flow.target_consumer.settings(), flow.source)
+        self.progress = (
+            progress.refresh()
+            if progress is not None
+            else read_progress(flow.target, flow.target_consumer.settings(), flow.source)
+        )
 
     def groups(self) -> list[str]:
         """Source groups the flow checkpoints (MM2: group filter, and a commit on a replicated topic)."""

@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import logging
 
-from confluent_kafka import OFFSET_BEGINNING
-
 from mm2py.config.flow import FlowConfig
 from mm2py.control.topics import dense_offset_syncs_topic, offset_syncs_topic
-from mm2py.librdkafka.partition_reader import PartitionReader
+from mm2py.librdkafka.partition_reader import TopicTail
 from mm2py.mirror.translation import OffsetMap, add_offset_sync, combine_offset_maps
 
 log = logging.getLogger(__name__)
@@ -24,38 +22,29 @@ class OffsetSyncStore:
 
     def __init__(self, flow: FlowConfig, timeout_s: float = 30.0) -> None:
         self.flow = flow
-        self.timeout_s = timeout_s
         client = flow.source_consumer if flow.offset_syncs_topic_location == "source" else flow.target_consumer
-        self._settings = {
+        settings = {
             **client.settings(),
             "group.id": f"mm2py-offset-syncs-{flow.source}-{flow.target}",
             "isolation.level": "read_committed",
             "fetch.wait.max.ms": "10",
         }
         self.topics = [offset_syncs_topic(flow)] + ([dense_offset_syncs_topic(flow)] if flow.dense_offset_syncs else [])
+        self._tail = TopicTail(
+            flow.offset_syncs_cluster, settings, self.topics, purpose="reading offset syncs", timeout_s=timeout_s
+        )
         self._maps: dict[str, dict[tuple[str, int], OffsetMap]] = {t: {} for t in self.topics}
-        self._next: dict[tuple[str, int], int] = {}  # (syncs topic, partition) -> next offset to read
-        self.records_read = 0
+
+    @property
+    def records_read(self) -> int:
+        return self._tail.records_read
 
     def refresh(self) -> dict[tuple[str, int], OffsetMap]:
         """Read what was written since the last refresh; the flow's maps, one per upstream partition."""
         skipped = 0
-        with PartitionReader(
-            self.flow.offset_syncs_cluster, self._settings, purpose="reading offset syncs", timeout_s=self.timeout_s
-        ) as reader:
-            starts = {
-                (topic, p): self._next.get((topic, p), OFFSET_BEGINNING)
-                for topic in self.topics
-                for p in reader.topic_partitions(topic)
-            }
-            if starts:
-                reader.assign(starts)
-                for msg in reader.records():
-                    topic = msg.topic() or ""
-                    self._next[(topic, msg.partition() or 0)] = msg.offset() + 1
-                    self.records_read += 1
-                    if not add_offset_sync(self._maps[topic], msg.key(), msg.value(), dict(msg.headers() or [])):
-                        skipped += 1
+        for msg in self._tail.new_records():
+            if not add_offset_sync(self._maps[msg.topic() or ""], msg.key(), msg.value(), dict(msg.headers() or [])):
+                skipped += 1
         if skipped:
             log.warning("flow=%s skipped %d undecodable offset-sync records", self.flow.name, skipped)
         return self.maps()

@@ -16,9 +16,15 @@ from confluent_kafka import KafkaError
 
 from mm2py.errors import KafkaOperationError
 from mm2py.librdkafka.clients import new_producer
-from mm2py.librdkafka.partition_reader import read_topic
+from mm2py.librdkafka.partition_reader import TopicTail, internal_topic_settings, read_topic
 from mm2py.mirror.loss import LOSS_CONNECTOR_NAME, LossState, loss_key, loss_value, parse_loss_value
-from mm2py.mirror.progress import PROGRESS_PARTITIONER, progress_of, progress_record, progress_topic
+from mm2py.mirror.progress import (
+    PROGRESS_PARTITIONER,
+    apply_progress,
+    progress_of,
+    progress_record,
+    progress_topic,
+)
 from mm2py.mirror.record_formats import parse_source_offset_key
 from mm2py.mirror.topic_partition import TopicPartition
 
@@ -72,6 +78,31 @@ def read_progress(
 ) -> dict[tuple[str, int], int]:
     """Last replicated offset per (source topic, partition) (see :func:`read_replication_state`)."""
     return read_replication_state(target_alias, consumer_settings, source_alias, timeout_s).progress
+
+
+class ProgressTail:
+    """One flow's progress, read whole once and then only what was written since: a continuous run's checkpoints
+    read it every ``emit.checkpoints.interval.seconds`` while its tasks record each partition every second, and
+    the offsets topic is compacted only outside its active segment, so a whole read would cost more the longer
+    the flow runs."""
+
+    def __init__(
+        self, target_alias: str, consumer_settings: Mapping[str, str], source_alias: str, timeout_s: float = 30.0
+    ) -> None:
+        self.source_alias = source_alias
+        self.tail = TopicTail(
+            target_alias,
+            internal_topic_settings(target_alias, consumer_settings),
+            [progress_topic(source_alias)],
+            purpose="reading replication progress",
+            timeout_s=timeout_s,
+        )
+        self._progress: dict[TopicPartition, int] = {}
+
+    def refresh(self) -> dict[TopicPartition, int]:
+        """Last replicated offset per (source topic, partition), as :func:`read_progress` would read it now."""
+        pairs = ((msg.key(), msg.value()) for msg in self.tail.new_records())
+        return dict(apply_progress(self._progress, pairs, self.source_alias))
 
 
 def write_progress(

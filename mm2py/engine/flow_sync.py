@@ -20,6 +20,7 @@ from mm2py.control.features import ACL_SYNC, CONFIG_SYNC, Feature, SkippedFeatur
 from mm2py.control.group_sync import GroupSyncCoordinator
 from mm2py.control.offset_sync_store import OffsetSyncStore
 from mm2py.control.plan import build_plan
+from mm2py.control.progress_store import ProgressTail
 from mm2py.control.topics import ensure_remote_topics
 from mm2py.engine.copy_rounds import CopyRounds
 from mm2py.engine.schedule import Periodic, Schedule
@@ -59,6 +60,7 @@ class FlowSync:
         self.metrics = metrics
         self._checkpoints: CheckpointWriter | None = None
         self._syncs: OffsetSyncStore | None = None  # tailed, not re-read, at every checkpoint
+        self._progress: ProgressTail | None = None  # likewise
         self.group_offsets: list[GroupOffset] = []  # the latest translation of every group, for group sync
         self._configs = TopicConfigSync(flow)
 
@@ -104,10 +106,12 @@ class FlowSync:
         if self._checkpoints is None:
             return
         listed_at = now_ms()
-        if self._syncs is None:
-            self._syncs = OffsetSyncStore(self.flow)
+        if self._syncs is None or self._progress is None:
+            f = self.flow
+            self._syncs = OffsetSyncStore(f)
+            self._progress = ProgressTail(f.target, f.target_consumer.settings(), f.source)
         admin = self.pool.admin(self.flow.source, self.flow)
-        translator = FlowTranslator(self.flow, self.rounds.plan, admin, self._syncs)
+        translator = FlowTranslator(self.flow, self.rounds.plan, admin, self._syncs, self._progress)
         rows = [row for group in translator.groups() for row in translator.translate(group)]
         written = self._checkpoints.emit(rows, listed_at)
         self.group_offsets = rows

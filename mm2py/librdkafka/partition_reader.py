@@ -164,20 +164,58 @@ def read_partitions(
         yield from reader.records()
 
 
-def read_topic(
-    alias: str, consumer_settings: Mapping[str, str], topic: str, *, purpose: str, timeout_s: float = 30.0
-) -> Iterator[Any]:
-    """Every record of ``topic`` on cluster ``alias``, per partition in offset order; nothing if it does not exist.
-
-    How MM2's internal topics (progress, offset syncs, checkpoints, heartbeats) are loaded: committed
-    records only, as Connect's KafkaBasedLog reads them.
-    """
-    settings = {
+def internal_topic_settings(alias: str, consumer_settings: Mapping[str, str]) -> dict[str, str]:
+    """How MM2's internal topics (progress, offset syncs, checkpoints, heartbeats) are read: committed records
+    only, as Connect's KafkaBasedLog reads them."""
+    return {
         **consumer_settings,
         "group.id": f"mm2py-reader-{alias}",
         "fetch.wait.max.ms": "10",
         "isolation.level": "read_committed",
     }
+
+
+def read_topic(
+    alias: str, consumer_settings: Mapping[str, str], topic: str, *, purpose: str, timeout_s: float = 30.0
+) -> Iterator[Any]:
+    """Every record of ``topic`` on cluster ``alias``, per partition in offset order; nothing if it does not exist
+    (read as :func:`internal_topic_settings` says)."""
+    settings = internal_topic_settings(alias, consumer_settings)
     with PartitionReader(alias, settings, purpose=purpose, timeout_s=timeout_s) as reader:
         reader.assign({(topic, p): OFFSET_BEGINNING for p in reader.topic_partitions(topic)})
         yield from reader.records()
+
+
+class TopicTail:
+    """Topics read from their start once and then only what came after: what a continuous run reads again and
+    again (its checkpoints read the offset syncs and the progress every ``emit.checkpoints.interval.seconds``),
+    as MM2 keeps reading its internal topics through a KafkaBasedLog that stays open. Reading them whole each time
+    would cost more the longer the flow runs. Partitions added meanwhile are read from their start."""
+
+    def __init__(
+        self, alias: str, settings: Mapping[str, str], topics: list[str], *, purpose: str, timeout_s: float = 30.0
+    ) -> None:
+        self.alias = alias
+        self.settings = dict(settings)
+        self.topics = topics
+        self.purpose = purpose
+        self.timeout_s = timeout_s
+        self._next: dict[TopicPartition, int] = {}  # the next offset to read of each partition read so far
+        self.records_read = 0
+
+    def new_records(self) -> Iterator[Any]:
+        """The records written since the last call (every record, the first time), per partition in offset
+        order. A read that fails part way leaves what it read read."""
+        with PartitionReader(self.alias, self.settings, purpose=self.purpose, timeout_s=self.timeout_s) as reader:
+            starts = {
+                (topic, p): self._next.get((topic, p), OFFSET_BEGINNING)
+                for topic in self.topics
+                for p in reader.topic_partitions(topic)
+            }
+            if not starts:
+                return
+            reader.assign(starts)
+            for msg in reader.records():
+                self._next[(msg.topic() or "", msg.partition() or 0)] = msg.offset() + 1
+                self.records_read += 1
+                yield msg

@@ -49,7 +49,13 @@ def progress_of(records: Iterable[tuple[bytes | None, bytes | None]], source_ali
     """The last replicated offset per (source topic, partition) that ``records`` (key, value, in the topic's order)
     leave: tombstones remove a partition's progress (KIP-875 resets); keys of other connectors or clusters are
     ignored."""
-    result: dict[tuple[str, int], int] = {}
+    return apply_progress({}, records, source_alias)
+
+
+def apply_progress(
+    result: dict[tuple[str, int], int], records: Iterable[tuple[bytes | None, bytes | None]], source_alias: str
+) -> dict[tuple[str, int], int]:
+    """``result`` (progress read before) with ``records`` (read after it) applied, by :func:`progress_of`'s rule."""
     for key, value in records:
         parsed = parse_source_offset_key(key or b"")
         if parsed is None:
