@@ -1,0 +1,65 @@
+"""A continuous run's checkpoints keep one offset-sync store and one progress tail from one checkpoint to the next,
+so each reads only what was written since the last (``TopicTail``); a fresh reader at every checkpoint would read
+both topics whole again, more the longer the flow runs."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any, ClassVar
+
+import pytest
+
+from mm2py.config import MirrorMakerConfig
+from mm2py.config.flow import build_flow_config
+from mm2py.config.mirror_maker import Flow
+from mm2py.config.properties import parse_properties
+from mm2py.engine import flow_sync
+from mm2py.engine.flow_sync import FlowSync
+
+
+class Translator:
+    """FlowTranslator's stand-in: records what each checkpoint read from."""
+
+    made: ClassVar[list[tuple[Any, Any]]] = []
+
+    def __init__(self, flow: Any, plan: Any, admin: Any, store: Any = None, progress: Any = None) -> None:
+        Translator.made.append((store, progress))
+
+    def groups(self) -> list[str]:
+        return []
+
+
+class Readers:
+    def __init__(self) -> None:
+        self.made: list[str] = []
+
+    def store(self, flow: Any) -> object:
+        self.made.append("syncs")
+        return object()
+
+    def progress(self, target: str, settings: Any, source: str) -> object:
+        self.made.append(f"progress of {source} on {target}")
+        return object()
+
+
+def test_every_checkpoint_reads_on_through_the_same_store_and_progress_tail(monkeypatch: pytest.MonkeyPatch) -> None:
+    text = "clusters = dc1, tgt\ndc1.bootstrap.servers = localhost:1\ntgt.bootstrap.servers = localhost:2\n"
+    flow = build_flow_config(
+        MirrorMakerConfig(parse_properties(text + "dc1->tgt.enabled = true\n", "mm2.properties"), {}),
+        Flow("dc1", "tgt"),
+    )
+    readers = Readers()
+    monkeypatch.setattr(flow_sync, "OffsetSyncStore", readers.store)
+    monkeypatch.setattr(flow_sync, "ProgressTail", readers.progress)
+    monkeypatch.setattr(flow_sync, "FlowTranslator", Translator)
+    Translator.made = []
+    sync = FlowSync(flow, SimpleNamespace(plan=None), SimpleNamespace(admin=lambda alias, flow: None))  # type: ignore[arg-type]
+    sync._checkpoints = SimpleNamespace(emit=lambda rows, listed_at: [])  # type: ignore[assignment]
+
+    for _ in range(3):
+        sync.checkpoint()
+
+    assert readers.made == ["syncs", "progress of dc1 on tgt"]
+    store, progress = Translator.made[0]
+    assert store is not None and progress is not None
+    assert Translator.made == [(store, progress)] * 3
