@@ -2,7 +2,9 @@
 
 A continuous run checkpoints every ``emit.checkpoints.interval.seconds``; reading both syncs topics from their
 start each time would cost more the longer the flow runs. The store remembers where it stopped in every
-partition of every syncs topic and reads only what came after, into maps that keep growing.
+partition of every syncs topic and reads only what came after, into maps that grow by runs, not by recordings:
+a run's inner dense points are dropped (``OffsetMap``), and so are MM2's syncs that the dense ones cover
+(``drop_covered``).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import logging
 from mm2py.config.flow import FlowConfig
 from mm2py.control.topics import dense_offset_syncs_topic, offset_syncs_topic
 from mm2py.librdkafka.partition_reader import TopicTail
-from mm2py.mirror.translation import OffsetMap, add_offset_sync, combine_offset_maps
+from mm2py.mirror.translation import OffsetMap, add_offset_sync, combine_offset_maps, drop_covered
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +49,8 @@ class OffsetSyncStore:
                 skipped += 1
         if skipped:
             log.warning("flow=%s skipped %d undecodable offset-sync records", self.flow.name, skipped)
+        if len(self.topics) == 2:
+            drop_covered(self._maps[self.topics[0]], self._maps[self.topics[1]])
         return self.maps()
 
     def maps(self) -> dict[tuple[str, int], OffsetMap]:

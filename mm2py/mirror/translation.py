@@ -81,6 +81,12 @@ class OffsetMap:
         points.append(point)
         self._upstream.append(point.upstream)
 
+    def drop_from(self, upstream: int) -> None:
+        """Forget the syncs at and above ``upstream``."""
+        cut = bisect.bisect_left(self._upstream, upstream)
+        del self.points[cut:]
+        del self._upstream[cut:]
+
     def _exact_point(self, upstream: int, cut: int) -> SyncPoint | None:
         """The exact sync point at ``upstream`` if the run holding it (points cut-1, cut) is one-to-one."""
         if cut <= 0 or cut >= len(self.points):
@@ -211,6 +217,18 @@ def add_offset_sync(
     dense = headers.get(DENSE_SYNC_HEADER) == DENSE_SYNC_VALUE
     maps.setdefault((sync.topic, sync.partition), OffsetMap()).add(sync.upstream_offset, sync.downstream_offset, dense)
     return True
+
+
+def drop_covered(mm2: Mapping[tuple[str, int], OffsetMap], dense: Mapping[tuple[str, int], OffsetMap]) -> None:
+    """Forget MM2's syncs of each partition from its first dense sync on: :func:`combine_offset_maps` never uses
+    them (from there the dense syncs are the whole truth), and a store that reads both topics on for as long as a
+    run lasts would otherwise keep every one (MM2's delayed sync of each active partition at each commit, and one
+    every ``offset.lag.max`` records). A partition's first dense sync never moves up (a range copied again cuts its
+    map from below), so what is dropped is never needed later either."""
+    for tp, newer in dense.items():
+        older = mm2.get(tp)
+        if older is not None and newer.points:
+            older.drop_from(newer.points[0].upstream)
 
 
 def combine_offset_maps(

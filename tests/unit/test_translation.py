@@ -7,7 +7,7 @@ import random
 import pytest
 
 from mm2py.mirror.offset_syncs import PartitionOffsetSyncState, Run, offset_syncs_for, offset_syncs_for_runs
-from mm2py.mirror.translation import OffsetMap, SyncPoint, Translation
+from mm2py.mirror.translation import OffsetMap, SyncPoint, Translation, combine_offset_maps, drop_covered
 from mm2py.tools.verify.windows import runs_from_points
 
 
@@ -219,3 +219,33 @@ def test_a_partition_followed_for_long_keeps_two_points_per_run() -> None:
             offsets.add(sync.upstream_offset, sync.downstream_offset, True)
     assert offsets.points == [SyncPoint(0, 7, True), SyncPoint(29_999, 30_006, True)]
     assert offsets.translate(12_345, 29_999) == Translation(12_345, 12_352, "exact")
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_mm2_syncs_the_dense_ones_cover_are_dropped_and_the_combined_answers_stay_the_same(seed: int) -> None:
+    """As a continuous run's store reads both topics on, a refresh at a time: dropping MM2's syncs from each
+    partition's first dense sync on changes no answer of the combined map, now or after later refreshes."""
+    rng = random.Random(seed)
+    history = [(u + 500, d + 500, dense) for u, d, dense in _following_syncs(seed, recordings=120)]
+    older = sorted({rng.randint(0, 20) * 20 for _ in range(10)})  # Java MM2's syncs, below all of mm2py's
+    mm2 = {("t", 0): OffsetMap()}
+    dense = {("t", 0): OffsetMap()}
+    every_mm2 = {("t", 0): _EveryPoint()}
+    for u in older:
+        mm2[("t", 0)].add(u, u, False)
+        every_mm2[("t", 0)].add(u, u, False)
+    for start in range(0, len(history), 40):  # one refresh
+        for u, d, is_dense in history[start : start + 40]:
+            (dense if is_dense else mm2)[("t", 0)].add(u, d, is_dense)
+            if not is_dense:
+                every_mm2[("t", 0)].add(u, d, False)
+        drop_covered(mm2, dense)
+        kept, every = combine_offset_maps(mm2, dense)[("t", 0)], combine_offset_maps(every_mm2, dense)[("t", 0)]
+        last = max(u for u, _d, _dense in history[: start + 40])
+        for g in range(last + 3):
+            assert kept.translate(g, last) == every.translate(g, last), (start, g)
+        for d in range(last + 3):
+            assert kept.translate_back(d, last) == every.translate_back(d, last), (start, d)
+    first_dense = dense[("t", 0)].points[0].upstream
+    assert all(p.upstream < first_dense for p in mm2[("t", 0)].points)
+    assert len(mm2[("t", 0)].points) < len(every_mm2[("t", 0)].points)
