@@ -18,6 +18,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource
 
 from tests.harness.kafka_harness import client_config
+from tests.harness.polling import poll_until
 from tests.harness.real_kafka import KafkaCluster
 
 _DYNAMIC = {ConfigSource.DYNAMIC_BROKER_CONFIG.value, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value}
@@ -144,6 +145,11 @@ def _put_back(cluster: KafkaCluster, broker: str, before: dict[str, str], after:
     admin = AdminClient(client_config(cluster.bootstrap))
     for future in admin.incremental_alter_configs([resource], request_timeout=15).values():
         future.result(timeout=20)
+    # The broker applies the change from the metadata log a moment after answering: the state the next test is
+    # lent is read once it has (read at once, the next test's own teardown found it changed; CI of 3dd985b).
+    poll_until(
+        lambda: _dynamic_configs(cluster).get(f"broker {broker}") == before, 30, f"broker {broker}'s settings put back"
+    )
 
 
 SHARED = SharedClusters()  # this worker's (each pytest-xdist worker is a process of its own)
