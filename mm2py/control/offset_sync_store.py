@@ -13,7 +13,7 @@ import logging
 
 from mm2py.config.flow import FlowConfig
 from mm2py.control.topics import dense_offset_syncs_topic, offset_syncs_topic
-from mm2py.librdkafka.partition_reader import TopicTail
+from mm2py.librdkafka.partition_reader import TopicTail, internal_topic_settings
 from mm2py.mirror.translation import OffsetMap, add_offset_sync, combine_offset_maps, drop_covered
 
 log = logging.getLogger(__name__)
@@ -26,10 +26,8 @@ class OffsetSyncStore:
         self.flow = flow
         client = flow.source_consumer if flow.offset_syncs_topic_location == "source" else flow.target_consumer
         settings = {
-            **client.settings(),
+            **internal_topic_settings(flow.offset_syncs_cluster, client.settings()),
             "group.id": f"mm2py-offset-syncs-{flow.source}-{flow.target}",
-            "isolation.level": "read_committed",
-            "fetch.wait.max.ms": "10",
         }
         self.topics = [offset_syncs_topic(flow)] + ([dense_offset_syncs_topic(flow)] if flow.dense_offset_syncs else [])
         self._tail = TopicTail(

@@ -179,11 +179,9 @@ def read_topic(
     alias: str, consumer_settings: Mapping[str, str], topic: str, *, purpose: str, timeout_s: float = 30.0
 ) -> Iterator[Any]:
     """Every record of ``topic`` on cluster ``alias``, per partition in offset order; nothing if it does not exist
-    (read as :func:`internal_topic_settings` says)."""
+    (read as :func:`internal_topic_settings` says): a tail's first read."""
     settings = internal_topic_settings(alias, consumer_settings)
-    with PartitionReader(alias, settings, purpose=purpose, timeout_s=timeout_s) as reader:
-        reader.assign({(topic, p): OFFSET_BEGINNING for p in reader.topic_partitions(topic)})
-        yield from reader.records()
+    yield from TopicTail(alias, settings, [topic], purpose=purpose, timeout_s=timeout_s).new_records()
 
 
 class TopicTail:
