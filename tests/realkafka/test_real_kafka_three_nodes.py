@@ -15,7 +15,8 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 from confluent_kafka.cimpl import NewPartitions
 
 from tests.harness.faults import LandingWatch, MirrorRun
-from tests.harness.kafka_harness import Record, client_config, make_records, produce, read_all
+from tests.harness.kafka_harness import HOST, Record, client_config, free_port, make_records, produce, read_all
+from tests.harness.metadata_probe import brokers_listed_by
 from tests.harness.mm2py_cli import mm2py
 from tests.harness.polling import poll_until
 from tests.harness.real_kafka import KafkaCluster
@@ -206,3 +207,12 @@ def test_topic_configs_follow_mm2s_rules_against_real_defaults(
     # default (DELETE), an excluded one is never touched.
     assert _topic_overrides(real_kafka, remote) == {"cleanup.policy": "delete", "max.message.bytes": "300000"}
     record_property("seconds", round(time.monotonic() - started, 1))
+
+
+def test_the_harness_metadata_probe_asks_the_one_node_at_an_address(real_kafka_cluster: KafkaCluster) -> None:
+    """The probe the harness waits on for each node's own view of the cluster: every node of the started cluster
+    lists all three brokers, and an address where no broker listens is an OSError, not an empty list."""
+    for node in real_kafka_cluster.nodes:
+        assert brokers_listed_by(node.address()) == {1, 2, 3}
+    with pytest.raises(OSError):
+        brokers_listed_by(f"{HOST}:{free_port()}")
