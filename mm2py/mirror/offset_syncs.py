@@ -49,6 +49,10 @@ class PartitionOffsetSyncState:
     def clear(self) -> None:
         self.pending = False
 
+    def follows(self, upstream: int, downstream: int) -> bool:
+        """Whether a record at these offsets comes right after the last one recorded, on both sides."""
+        return self.prev_upstream >= 0 and (upstream, downstream) == (self.prev_upstream + 1, self.prev_downstream + 1)
+
 
 def offset_syncs_for(
     topic: str,
@@ -148,8 +152,10 @@ def offset_syncs_for_runs(
     is added if it was not due (MM2's delayed sync, sent at commit; a caller that commits less often than it
     writes syncs adds it itself, :func:`newest_sync`). With ``dense``, the first and last record of every run in
     which both offsets advance by one are synced too: between two such syncs the mapping is then known
-    exactly, which is what exact offset translation (``mm2py.mirror.translation``) relies on. In a topic that only
-    this flow writes, that is two extra syncs per batch; merged topics get two per interleaved run.
+    exactly, which is what exact offset translation (``mm2py.mirror.translation``) relies on. A run that goes on
+    from the last record of ``state``'s previous call (both offsets one past it) is the same run: that record was
+    synced, so its first record is not: a following task records every second, and a partition that only this
+    flow writes then gets one dense sync per recording, not two. Merged topics get two per interleaved run.
 
     Inside a run only the ``offset.lag.max`` condition of the rule can fire, at positions that are computed,
     not searched: the cost is per run and per sync, not per record.
@@ -159,6 +165,7 @@ def offset_syncs_for_runs(
     state = state or PartitionOffsetSyncState()
     chosen: set[tuple[int, int]] = set()  # (run, record in the run): upstream offsets may go back between runs
     for k, (first_up, first_down, length) in enumerate(runs):
+        goes_on = state.follows(first_up, first_down)
         if state.update(first_up, first_down, offset_lag_max):
             chosen.add((k, 0))
             state.clear()
@@ -172,7 +179,8 @@ def offset_syncs_for_runs(
             i = j
         state.prev_upstream, state.prev_downstream = first_up + length - 1, first_down + length - 1
         if dense:
-            chosen.add((k, 0))
+            if not goes_on:
+                chosen.add((k, 0))
             chosen.add((k, length - 1))
     if delayed:
         chosen.add((len(runs) - 1, runs[-1][2] - 1))  # MM2's delayed sync of the newest record

@@ -159,9 +159,11 @@ class _EveryPoint(OffsetMap):
         self._upstream.append(point.upstream)
 
 
-def _following_syncs(seed: int, recordings: int) -> list[tuple[int, int, bool]]:
+def _following_syncs(seed: int, recordings: int, every_first: bool = False) -> list[tuple[int, int, bool]]:
     """(upstream, downstream, dense) as a following task's recordings write them to both syncs topics: pieces of
-    runs with gaps on either side, MM2's sparse syncs among them, now and then a range copied again."""
+    runs with gaps on either side, MM2's sparse syncs among them, now and then a range copied again. With
+    ``every_first``, each piece's first record is in the dense syncs too, as the writer had it before a piece that
+    goes on from the last recording's last record stopped syncing its first."""
     rng = random.Random(seed)
     state = {True: PartitionOffsetSyncState(), False: PartitionOffsetSyncState()}
     syncs: list[tuple[int, int, bool]] = []
@@ -180,9 +182,45 @@ def _following_syncs(seed: int, recordings: int) -> list[tuple[int, int, bool]]:
             runs.append(Run(upstream, downstream, length))
             upstream, downstream = upstream + length, downstream + length
         for dense in (True, False):
-            for sync in offset_syncs_for_runs("t", 0, runs, 100, state[dense], dense=dense, delayed=dense):
-                syncs.append((sync.upstream_offset, sync.downstream_offset, dense))
+            written = {
+                (sync.upstream_offset, sync.downstream_offset)
+                for sync in offset_syncs_for_runs("t", 0, runs, 100, state[dense], dense=dense, delayed=dense)
+            }
+            if dense and every_first:
+                written |= {(run.upstream, run.downstream) for run in runs}
+            syncs.extend((u, d, dense) for u, d in sorted(written))  # upstream rises within one recording
     return syncs
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_piece_that_goes_on_from_the_last_recording_syncs_only_its_last_record_and_no_answer_changes(
+    seed: int,
+) -> None:
+    """The last recording's last record was synced, so the first record of a piece right after it (on both sides)
+    adds no knowledge: the maps with and without those syncs answer every question alike."""
+    written = _following_syncs(seed, recordings=150)
+    before = _following_syncs(seed, recordings=150, every_first=True)
+    assert sum(dense for *_o, dense in written) < sum(dense for *_o, dense in before)
+    maps = []
+    for syncs in (written, before):
+        topics = {True: {("t", 0): OffsetMap()}, False: {("t", 0): OffsetMap()}}  # as the two topics are read
+        for upstream, downstream, dense in syncs:
+            topics[dense][("t", 0)].add(upstream, downstream, dense)
+        maps.append(combine_offset_maps(topics[False], topics[True])[("t", 0)])
+    now, then = maps
+    last_upstream = max(u for u, _d, _dense in before)
+    last_downstream = max(d for _u, d, _dense in before)
+    for progress in (None, last_upstream, last_upstream - 3):
+        for g in range(last_upstream + 3):
+            assert now.translate(g, progress) == then.translate(g, progress), (g, progress)
+        for d in range(last_downstream + 3):
+            assert now.translate_back(d, progress) == then.translate_back(d, progress), (d, progress)
+    rng = random.Random(seed)
+    for _ in range(300):
+        lo = rng.randint(0, last_downstream + 1)
+        hi = rng.randint(lo, last_downstream + 2)
+        assert now.records_downstream(lo, hi) == then.records_downstream(lo, hi), (lo, hi)
+    assert runs_from_points(now.points) == runs_from_points(then.points)
 
 
 @pytest.mark.parametrize("seed", range(6))
