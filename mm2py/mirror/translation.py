@@ -48,11 +48,11 @@ class OffsetMap:
     that offset on, keeping an exact point just below the cut when the older run allows it.
 
     A dense sync that goes on a one-to-one run of dense syncs replaces the run's last point instead of joining it:
-    a following copy task writes two dense syncs per partition at every recording (each piece's first and last
-    record), so a run's points would grow by two a second per partition for as long as the flow runs (a continuous
-    run's driver holds its flow's maps, and merges them at every checkpoint). Every answer below is the same
-    without those points: between two dense one-to-one points, an offset translates by the same arithmetic either
-    way.
+    a following copy task writes a dense sync per partition at every recording (each piece's last record, and its
+    first when the piece does not go on from the last recording's), so a run's points would grow every second per
+    partition for as long as the flow runs (a continuous run's driver holds its flow's maps, and merges them at
+    every checkpoint). Every answer below is the same without those points: between two dense one-to-one points,
+    an offset translates by the same arithmetic either way.
     """
 
     def __init__(self) -> None:
