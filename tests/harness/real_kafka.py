@@ -447,7 +447,7 @@ class KafkaCluster:
     def await_brokers(self, node_ids: list[int], deadline: float, asked: KafkaNode | None = None) -> None:
         """Poll Metadata until every node in ``node_ids`` is listed: by the cluster (a librdkafka client; listed at
         its address), or by the node ``asked`` itself (:mod:`tests.harness.metadata_probe`)."""
-        cluster_admin = AdminClient(client_config(self.bootstrap))
+        cluster_admin = AdminClient(client_config(self.bootstrap)) if asked is None else None
         wanted = {i: (HOST, self.node(i).ports["PLAINTEXT"]) for i in node_ids}
         last = "no answer yet"
         while True:
@@ -459,13 +459,14 @@ class KafkaCluster:
                         f"{node.stdout_tail()}\n{node.log_tail()}"
                     )
             try:
-                if asked is None:
+                if cluster_admin is not None:  # not its truth: an AdminClient with nothing queued is falsy
                     brokers = cluster_admin.list_topics(timeout=1.0).brokers.values()
                     listed = {b.id: (str(b.host), b.port) for b in brokers}
                     if all(listed.get(i) == address for i, address in wanted.items()):
                         return
                     last = f"metadata lists {listed}"
                 else:
+                    assert asked is not None
                     ids = brokers_listed_by(asked.address())
                     if ids >= set(node_ids):
                         return

@@ -192,6 +192,24 @@ def _following_syncs(seed: int, recordings: int, every_first: bool = False) -> l
     return syncs
 
 
+def _assert_same_answers(one: OffsetMap, other: OffsetMap, syncs: list[tuple[int, int, bool]], seed: int) -> None:
+    """Every translation either way, 300 records_downstream ranges and verify's runs, alike for both maps, over
+    the offsets ``syncs`` span and a little past them."""
+    last_upstream = max(u for u, _d, _dense in syncs)
+    last_downstream = max(d for _u, d, _dense in syncs)
+    for progress in (None, last_upstream, last_upstream - 3):
+        for g in range(last_upstream + 3):
+            assert one.translate(g, progress) == other.translate(g, progress), (g, progress)
+        for d in range(last_downstream + 3):
+            assert one.translate_back(d, progress) == other.translate_back(d, progress), (d, progress)
+    rng = random.Random(seed)
+    for _ in range(300):
+        lo = rng.randint(0, last_downstream + 1)
+        hi = rng.randint(lo, last_downstream + 2)
+        assert one.records_downstream(lo, hi) == other.records_downstream(lo, hi), (lo, hi)
+    assert runs_from_points(one.points) == runs_from_points(other.points)
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_a_piece_that_goes_on_from_the_last_recording_syncs_only_its_last_record_and_no_answer_changes(
     seed: int,
@@ -208,19 +226,7 @@ def test_a_piece_that_goes_on_from_the_last_recording_syncs_only_its_last_record
             topics[dense][("t", 0)].add(upstream, downstream, dense)
         maps.append(combine_offset_maps(topics[False], topics[True])[("t", 0)])
     now, then = maps
-    last_upstream = max(u for u, _d, _dense in before)
-    last_downstream = max(d for _u, d, _dense in before)
-    for progress in (None, last_upstream, last_upstream - 3):
-        for g in range(last_upstream + 3):
-            assert now.translate(g, progress) == then.translate(g, progress), (g, progress)
-        for d in range(last_downstream + 3):
-            assert now.translate_back(d, progress) == then.translate_back(d, progress), (d, progress)
-    rng = random.Random(seed)
-    for _ in range(300):
-        lo = rng.randint(0, last_downstream + 1)
-        hi = rng.randint(lo, last_downstream + 2)
-        assert now.records_downstream(lo, hi) == then.records_downstream(lo, hi), (lo, hi)
-    assert runs_from_points(now.points) == runs_from_points(then.points)
+    _assert_same_answers(now, then, before, seed)
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -231,19 +237,7 @@ def test_a_runs_inner_dense_points_are_dropped_and_every_answer_stays_the_same(s
         kept.add(upstream, downstream, dense)
         every.add(upstream, downstream, dense)
     assert len(kept.points) < len(every.points)
-    last_upstream = max(u for u, _d, _dense in syncs)
-    last_downstream = max(d for _u, d, _dense in syncs)
-    for progress in (None, last_upstream, last_upstream - 3):
-        for g in range(last_upstream + 3):
-            assert kept.translate(g, progress) == every.translate(g, progress), (g, progress)
-        for d in range(last_downstream + 3):
-            assert kept.translate_back(d, progress) == every.translate_back(d, progress), (d, progress)
-    rng = random.Random(seed)
-    for _ in range(300):
-        lo = rng.randint(0, last_downstream + 1)
-        hi = rng.randint(lo, last_downstream + 2)
-        assert kept.records_downstream(lo, hi) == every.records_downstream(lo, hi), (lo, hi)
-    assert runs_from_points(kept.points) == runs_from_points(every.points)
+    _assert_same_answers(kept, every, syncs, seed)
 
 
 def test_a_partition_followed_for_long_keeps_two_points_per_run() -> None:
