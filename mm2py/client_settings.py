@@ -173,6 +173,12 @@ class ClientSettings:
     batch_size: int | None = None
     message_max_bytes: int | None = None
     isolation_level: str | None = None  # a consumer's: read_committed or read_uncommitted
+    # A consumer's Fetch: the bytes a broker waits for (fetch.min.bytes) and how long at most (fetch.max.wait.ms),
+    # the bytes of one answer (fetch.max.bytes) and of one partition in it (max.partition.fetch.bytes).
+    fetch_min_bytes: int | None = None
+    fetch_max_wait_ms: int | None = None
+    fetch_max_bytes: int | None = None
+    max_partition_fetch_bytes: int | None = None
     sasl_mechanism: str | None = None
     login: Login | None = None
     tls: TlsSettings | None = None

@@ -14,11 +14,12 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from mm2py.client_settings import ClientSettings
 from mm2py.executor.contract import CopySpec
 from mm2py.executor.throttle import Throttle
 from mm2py.wire.cluster import FetchedPartition
 from mm2py.wire.connection import KafkaConnection
-from mm2py.wire.fetcher import Fetcher, FetcherSettings, FetchPartition
+from mm2py.wire.fetcher import DEFAULT_PARTITION_BYTES, Fetcher, FetcherSettings, FetchPartition
 from mm2py.wire.forwarding import ForwardingError, batches_to_send
 from mm2py.wire.partition_queue import ProducerBatch
 from mm2py.wire.sender import batch_timestamps
@@ -33,6 +34,33 @@ QUEUED_FETCHES = 2  # fetch answers waiting for the sender (each up to the fetch
 # ranges keeps the fetcher's 100 ms: its partitions stop at their ends, and a wait there is the range's time.
 FOLLOW_FETCH_WAIT_MS = 500
 Fetched = list[tuple["BatchRange", list[ProducerBatch], int]]  # one answer's batches, and the position after them
+
+
+def fetcher_settings(
+    consumer: ClientSettings, *, read_committed: bool, following: bool, stall_timeout_s: float
+) -> FetcherSettings:
+    """The source consumer's fetch keys as the Java consumer sends them in every Fetch (``FetchConfig``:
+    ``fetch.max.wait.ms``, ``fetch.min.bytes``, ``fetch.max.bytes``); a key the user left unset keeps mm2py's
+    default (the wait above, one byte, 64 MB)."""
+    backoff = consumer.backoff()  # the source consumer's retry.backoff.ms keys
+    default_wait = FOLLOW_FETCH_WAIT_MS if following else FetcherSettings.max_wait_ms
+    return FetcherSettings(
+        read_committed,
+        max_wait_ms=default_wait if consumer.fetch_max_wait_ms is None else consumer.fetch_max_wait_ms,
+        min_bytes=FetcherSettings.min_bytes if consumer.fetch_min_bytes is None else consumer.fetch_min_bytes,
+        max_bytes=FetcherSettings.max_bytes if consumer.fetch_max_bytes is None else consumer.fetch_max_bytes,
+        # A following task waits for a partition's leader as long as it follows: a stall is not a failure.
+        stall_timeout_s=float("inf") if following else stall_timeout_s,
+        retry_backoff_s=backoff.initial_s,
+        retry_backoff_max_s=backoff.max_s,
+    )
+
+
+def partition_fetch_bytes(consumer: ClientSettings) -> int:
+    """What one partition of a Fetch may carry: ``max.partition.fetch.bytes`` (``FetchConfig.fetchSize``), or
+    mm2py's 4 MB; a first batch larger than that still comes whole (KIP-74), as to the Java consumer."""
+    wanted = consumer.max_partition_fetch_bytes
+    return DEFAULT_PARTITION_BYTES if wanted is None else wanted
 
 
 class FetchThread:
@@ -73,18 +101,15 @@ class FetchThread:
         try:
             source = KafkaConnection(self.spec.source, self.spec.consumer_connection)
             source.bootstrap(self.spec.stall_timeout_s)
-            following = self.spec.control is not None
-            backoff = self.spec.consumer_connection.backoff()  # the source consumer's retry.backoff.ms keys
-            settings = FetcherSettings(
-                self.read_committed,
-                max_wait_ms=FOLLOW_FETCH_WAIT_MS if following else FetcherSettings.max_wait_ms,
-                # A following task waits for a partition's leader as long as it follows: a stall is not a failure.
-                stall_timeout_s=float("inf") if following else self.spec.stall_timeout_s,
-                retry_backoff_s=backoff.initial_s,
-                retry_backoff_max_s=backoff.max_s,
+            consumer = self.spec.consumer_connection
+            settings = fetcher_settings(
+                consumer,
+                read_committed=self.read_committed,
+                following=self.spec.control is not None,
+                stall_timeout_s=self.spec.stall_timeout_s,
             )
             for r in self.ranges.values():
-                r.fetch.fetch_bytes = self.throttle.fetch_bytes(r.fetch.fetch_bytes)
+                r.fetch.fetch_bytes = self.throttle.fetch_bytes(partition_fetch_bytes(consumer))
             fetcher = Fetcher(source, [r.fetch for r in self.ranges.values()], settings)
             # A step waits as long as a quiet fetch may (an answer with records ends the wait at once).
             while not self.stop.is_set() and fetcher.any_active():

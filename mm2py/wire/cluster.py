@@ -143,9 +143,11 @@ class Cluster(Protocol):
         max_bytes: int,
         session: tuple[int, int] = (0, -1),
         forgotten: Sequence[TopicPartition] = (),
+        min_bytes: int = 1,
     ) -> Pending[FetchAnswer]:
         """One Fetch carrying the given partitions (all led by ``node``); ``session`` is the fetch session's
-        (id, epoch) (KIP-227; (0, -1): none), ``forgotten`` the partitions that leave it."""
+        (id, epoch) (KIP-227; (0, -1): none), ``forgotten`` the partitions that leave it; the broker answers once it has
+        ``min_bytes`` for it or ``max_wait_ms`` passed."""
         ...
 
     def produce(

@@ -255,6 +255,7 @@ class KafkaConnection:
         max_bytes: int,
         session: tuple[int, int] = (0, -1),
         forgotten: Sequence[TopicPartition] = (),
+        min_bytes: int = 1,
     ) -> _Pending[FetchAnswer]:
         request = FetchRequest(
             positions,
@@ -263,6 +264,7 @@ class KafkaConnection:
             max_bytes=max_bytes,
             session=session,
             forgotten=forgotten,
+            min_bytes=min_bytes,
         )
         return self._send(node, request, lambda response: fetched(node, response))
 

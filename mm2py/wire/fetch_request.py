@@ -76,11 +76,13 @@ class FetchRequest(OwnRequest):
         max_bytes: int,
         session: tuple[int, int],
         forgotten: Sequence[TopicPartition],
+        min_bytes: int = 1,
     ) -> None:
         super().__init__()
         self.positions = positions
         self.read_committed = read_committed
         self.max_wait_ms = max_wait_ms
+        self.min_bytes = min_bytes
         self.max_bytes = max_bytes
         self.session = session
         self.forgotten = forgotten
@@ -90,7 +92,9 @@ class FetchRequest(OwnRequest):
 
     def encode_body(self, version: int, flexible: bool) -> list[Buffer]:
         tags = NO_TAGGED_FIELDS if flexible else b""
-        out: list[Buffer] = [_TOP.pack(-1, self.max_wait_ms, 1, self.max_bytes, 1 if self.read_committed else 0)]
+        out: list[Buffer] = [
+            _TOP.pack(-1, self.max_wait_ms, self.min_bytes, self.max_bytes, 1 if self.read_committed else 0)
+        ]
         if version >= 7:
             out.append(_SESSION.pack(*self.session))
         by_topic: dict[str, list[FetchPosition]] = {}

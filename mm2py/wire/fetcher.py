@@ -88,6 +88,7 @@ class FetcherSettings:
     stall_timeout_s: float = 120.0  # a partition without progress (and not caught up) this long stops
     max_wait_ms: int = 100
     max_bytes: int = 64 * 1024 * 1024
+    min_bytes: int = 1
     retry_backoff_s: float = RETRY_BACKOFF_S
     retry_backoff_max_s: float = RETRY_BACKOFF_MAX_S
 
@@ -213,6 +214,7 @@ class Fetcher:
             max_bytes=self.settings.max_bytes,
             session=(data.metadata.session_id, data.metadata.epoch),
             forgotten=data.to_forget,
+            min_bytes=self.settings.min_bytes,
         )
         self.in_flight[node] = (pending, members)
         for s in members.values():

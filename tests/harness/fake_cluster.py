@@ -197,6 +197,7 @@ class FakeCluster:
         self.fetch_requests: list[
             tuple[int, tuple[int, int], tuple[TopicPartition, ...], tuple[TopicPartition, ...]]
         ] = []
+        self.fetch_limits: list[tuple[int, int, int]] = []  # each Fetch's (max wait ms, min bytes, max bytes)
 
     # -- the test's controls --------------------------------------------------------------------------------
 
@@ -409,6 +410,7 @@ class FakeCluster:
         max_bytes: int,
         session: tuple[int, int] = (0, -1),
         forgotten: Sequence[TopicPartition] = (),
+        min_bytes: int = 1,
     ) -> FakePending:
         wanted, gone = list(positions), list(forgotten)
 
@@ -426,6 +428,7 @@ class FakeCluster:
 
             return self.fetch_sessions[node].handle(session[0], session[1], wanted, gone, read)
 
+        self.fetch_limits.append((max_wait_ms, min_bytes, max_bytes))
         self.fetch_requests.append((node, session, tuple((p.topic, p.partition) for p in wanted), tuple(gone)))
         return self._send(node, "fetch", [(p.topic, p.partition) for p in wanted], arrive)
 

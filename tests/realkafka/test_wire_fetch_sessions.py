@@ -153,3 +153,27 @@ def test_a_real_broker_keeps_a_fetch_session_and_its_errors_cost_nothing(
         assert answer_of(connection, after, 10).error.kind is FETCH_SESSION_ID_NOT_FOUND  # type: ignore[union-attr]
     finally:
         connection.close()
+
+
+def test_a_real_broker_holds_a_fetch_for_the_consumer_s_fetch_min_bytes_up_to_its_wait(
+    real_kafka: KafkaCluster, unique_topic: Callable[..., str]
+) -> None:
+    """fetch.min.bytes and fetch.max.wait.ms reach the broker: five small records are fewer bytes than asked for,
+    so it answers only when the wait is over, and then with every one of them."""
+    topic = unique_topic("min-bytes")
+    create_topic(real_kafka.bootstrap, topic, PARTITIONS)
+    connection = KafkaConnection("src", client_settings({"bootstrap.servers": real_kafka.bootstrap}))
+    got: list[int] = []
+    try:
+        connection.bootstrap(10)
+        served_everywhere(connection, topic)
+        write(real_kafka.bootstrap, topic, 0, 5)
+        positions = [FetchPartition(topic, p, 0, 10**12) for p in range(PARTITIONS)]
+        fetcher = Fetcher(connection, positions, FetcherSettings(False, max_wait_ms=800, min_bytes=1 << 20))
+        started = time.monotonic()
+        fetch_until(fetcher, got, 5)
+        assert time.monotonic() - started >= 0.75  # the broker waited (its purgatory's clock ticks in ms)
+        assert got == list(range(5))
+        fetcher.close()
+    finally:
+        connection.close()

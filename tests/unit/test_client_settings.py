@@ -19,6 +19,7 @@ from mm2py.config.mirror_maker import Flow
 from mm2py.config.properties import parse_properties
 from mm2py.control.copy_path import choose_copy_path
 from mm2py.engine.spec import copy_spec
+from mm2py.executor.batch_fetching import fetcher_settings, partition_fetch_bytes
 from mm2py.executor.batch_producer import max_batch_bytes, sender_settings
 from mm2py.librdkafka.tls_versions import PIN_KEY
 from tests.harness.translation_helpers import client_settings
@@ -146,6 +147,44 @@ def test_the_batch_sender_reads_the_producer_s_timeouts_and_sizes_from_the_typed
     defaults = sender_settings(spec, client_settings({"bootstrap.servers": "b:1", "socket.timeout.ms": "3000"}), "b")
     assert (defaults.request_timeout_s, defaults.delivery_timeout_s, defaults.linger_s) == (3.0, 120.0, 0.0)
     assert defaults.batch_bytes == defaults.merge_up_to == 500_000  # mm2py's batch.size, capped by the merge size
+
+
+def test_the_batch_fetcher_sends_the_source_consumer_s_fetch_keys() -> None:
+    """fetch.min.bytes, fetch.max.wait.ms (librdkafka: fetch.wait.max.ms), fetch.max.bytes and
+    max.partition.fetch.bytes (librdkafka: fetch.message.max.bytes), as the Java consumer's FetchConfig reads them;
+    unset, mm2py's defaults: a range's wait (100 ms) or a following task's (500 ms), one byte, 64 MB and 4 MB."""
+    keys = (
+        "a.consumer.fetch.min.bytes = 65536\na.consumer.fetch.max.wait.ms = 250\n"
+        "a.consumer.fetch.max.bytes = 8388608\na.consumer.max.partition.fetch.bytes = 1048576\n"
+    )
+    consumer = copy_spec(flow(keys), choose_copy_path(flow(keys))).consumer_connection
+    for following in (False, True):
+        tuned = fetcher_settings(consumer, read_committed=False, following=following, stall_timeout_s=60)
+        assert (tuned.max_wait_ms, tuned.min_bytes, tuned.max_bytes) == (250, 65536, 8 << 20)
+    assert partition_fetch_bytes(consumer) == 1 << 20
+    native = client_settings(
+        {
+            "bootstrap.servers": "a:1",
+            "fetch.wait.max.ms": "40",
+            "fetch.max.wait.ms": "900",
+            "fetch.message.max.bytes": 7,
+        }
+    )
+    assert fetcher_settings(native, read_committed=False, following=True, stall_timeout_s=60).max_wait_ms == 40
+    assert partition_fetch_bytes(native) == 7
+    plain = copy_spec(flow(), choose_copy_path(flow())).consumer_connection
+    ranges, follows = (
+        fetcher_settings(plain, read_committed=True, following=following, stall_timeout_s=60)
+        for following in (False, True)
+    )
+    assert (ranges.max_wait_ms, follows.max_wait_ms, ranges.stall_timeout_s, follows.stall_timeout_s) == (
+        100,
+        500,
+        60,
+        float("inf"),
+    )
+    assert (ranges.min_bytes, ranges.max_bytes, partition_fetch_bytes(plain)) == (1, 64 << 20, 4 << 20)
+    assert client_settings({"bootstrap.servers": "a:1", "fetch.min.bytes": "9"}, "producer").fetch_min_bytes is None
 
 
 _PLAIN_JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="u" password="pl4in-Secret";'

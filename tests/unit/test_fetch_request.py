@@ -26,7 +26,7 @@ POSITIONS = [
 FORGOTTEN = [("orders", 9), ("gone", 0), ("orders", 11)]
 
 
-def library_request(version: int, read_committed: bool) -> LibraryFetchRequest:
+def library_request(version: int, read_committed: bool, min_bytes: int) -> LibraryFetchRequest:
     partition_type = LibraryFetchRequest.FetchTopic.FetchPartition
     by_topic: dict[str, list[object]] = {}
     for p in POSITIONS:
@@ -45,7 +45,7 @@ def library_request(version: int, read_committed: bool) -> LibraryFetchRequest:
     return LibraryFetchRequest(
         replica_id=-1,
         max_wait_ms=500,
-        min_bytes=1,
+        min_bytes=min_bytes,
         max_bytes=64 << 20,
         isolation_level=1 if read_committed else 0,
         session_id=123456,
@@ -56,9 +56,10 @@ def library_request(version: int, read_committed: bool) -> LibraryFetchRequest:
     )
 
 
+@pytest.mark.parametrize("min_bytes", [1, 65536])  # the default, and a consumer's fetch.min.bytes
 @pytest.mark.parametrize("read_committed", [False, True])
 @pytest.mark.parametrize("version", ALL)
-def test_the_request_is_what_the_library_encodes(version: int, read_committed: bool) -> None:
+def test_the_request_is_what_the_library_encodes(version: int, read_committed: bool, min_bytes: int) -> None:
     ours = FetchRequest(
         POSITIONS,
         read_committed=read_committed,
@@ -66,8 +67,9 @@ def test_the_request_is_what_the_library_encodes(version: int, read_committed: b
         max_bytes=64 << 20,
         session=(123456, 9),
         forgotten=FORGOTTEN,
+        min_bytes=min_bytes,
     )
-    theirs = library_request(version, read_committed)
+    theirs = library_request(version, read_committed, min_bytes)
     for request in (ours, theirs):
         request.API_VERSION = version
         request.with_header(correlation_id=41, client_id="mm2py")

@@ -299,3 +299,13 @@ def test_a_quiet_partition_the_caller_stopped_leaves_the_session_within_a_second
 
 def fetch_times(cluster: FakeCluster) -> list[float]:
     return [when for when, kind, _node, _keys in cluster.requests if kind == "fetch"]
+
+
+def test_every_fetch_carries_the_consumer_s_wait_and_sizes() -> None:
+    cluster = FakeCluster()
+    source(cluster, 3, 4)
+    states = [FetchPartition(TOPIC, p, 0, 40, fetch_bytes=3 * 200) for p in range(3)]
+    settings = FetcherSettings(False, max_wait_ms=250, min_bytes=4096, max_bytes=1 << 20)
+    got = drain(Fetcher(cluster, states, settings, clock=cluster.clock))
+    assert all(got[p] == list(range(40)) for p in range(3))
+    assert cluster.fetch_limits and set(cluster.fetch_limits) == {(250, 4096, 1 << 20)}

@@ -61,6 +61,10 @@ _TUNING: dict[str, tuple[tuple[str, ...], ClientKind | None]] = {
     "linger_ms": (("queue.buffering.max.ms", "linger.ms"), "producer"),
     "batch_size": (("batch.size",), "producer"),
     "message_max_bytes": (("message.max.bytes", "max.request.size"), None),
+    "fetch_min_bytes": (("fetch.min.bytes",), "consumer"),
+    "fetch_max_wait_ms": (("fetch.wait.max.ms", "fetch.max.wait.ms"), "consumer"),
+    "fetch_max_bytes": (("fetch.max.bytes",), "consumer"),
+    "max_partition_fetch_bytes": (("fetch.message.max.bytes", "max.partition.fetch.bytes"), "consumer"),
 }
 
 
