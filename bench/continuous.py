@@ -92,7 +92,9 @@ class Copier:
         return check
 
 
-def start_mm2py(work: Path, source: str, target: str, topic: str, tasks: int, flush_ms: int, master: str) -> Copier:
+def start_mm2py(
+    work: Path, source: str, target: str, topic: str, tasks: int, flush_ms: int, master: str, extra: dict[str, str]
+) -> Copier:
     settings = {
         "tasks.max": str(tasks),
         "clusters": "source, target",
@@ -106,6 +108,7 @@ def start_mm2py(work: Path, source: str, target: str, topic: str, tasks: int, fl
         # (mm2py records progress every second either way).
         "target.offset.flush.interval.ms": str(flush_ms),
         **SINGLE_NODE,
+        **extra,
     }
     config = work / "mm2py.properties"
     config.write_text(properties_text(settings))
@@ -124,7 +127,9 @@ def start_mm2py(work: Path, source: str, target: str, topic: str, tasks: int, fl
     return Copier(run.pid, check, stop)
 
 
-def start_mm2(work: Path, source: str, target: str, topic: str, tasks: int, partitions: int, flush_ms: int) -> Copier:
+def start_mm2(
+    work: Path, source: str, target: str, topic: str, tasks: int, partitions: int, flush_ms: int, extra: dict[str, str]
+) -> Copier:
     settings = {**tuned_properties(source, target, topic, tasks), "source->target.consumer.poll.timeout.ms": "100"}
     settings["target.offset.flush.interval.ms"] = str(flush_ms)
     # make bench's shorter worker-group session is for tansu; Kafka refuses one below group.min.session.timeout.ms
@@ -135,6 +140,7 @@ def start_mm2(work: Path, source: str, target: str, topic: str, tasks: int, part
         # its 2 GB heap with 800 partitions at 10,000 records/s (OutOfMemoryError, exit 1): Kafka's defaults here
         for key in MEMORY_KEYS:
             del settings[key]
+    settings.update(extra)
     config = work / "mm2.properties"
     config.write_text(properties_text(settings))
     mm2 = MirrorMaker(KafkaRuntime.locate(), config, work, jvm_flags=MM2_JVM_FLAGS)
@@ -210,12 +216,15 @@ def run_shape(
     work.mkdir()
     source.create_topic(topic, partitions)
     tasks = min(partitions, args.tasks_max)
+    extra = dict(args.both)
     if contender == "mm2py":
         copier = start_mm2py(
-            work, source.bootstrap, target.bootstrap, topic, tasks, args.offset_flush_ms, args.mm2py_master
+            work, source.bootstrap, target.bootstrap, topic, tasks, args.offset_flush_ms, args.mm2py_master, extra
         )
     else:
-        copier = start_mm2(work, source.bootstrap, target.bootstrap, topic, tasks, partitions, args.offset_flush_ms)
+        copier = start_mm2(
+            work, source.bootstrap, target.bootstrap, topic, tasks, partitions, args.offset_flush_ms, extra
+        )
     steps = []
     with ExitStack() as stack:
         stack.callback(copier.stop)
@@ -362,6 +371,14 @@ def main() -> None:
     parser.add_argument("--probe", action="store_true", help="add the highest rate with source ack p99 < 500 ms")
     parser.add_argument("--probe-rates", type=ints, default=[20_000, 30_000, 40_000, 50_000])
     parser.add_argument("--contenders", default="mm2,mm2py")
+    parser.add_argument(
+        "--both",
+        type=lambda kv: tuple(part.strip() for part in kv.split("=", 1)),
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a property both contenders get, after their tuning (e.g. source.consumer.fetch.min.bytes=65536)",
+    )
     parser.add_argument("--out", type=Path, default=None, help="also write the JSON here")
     args = parser.parse_args()
     args.work = Path(tempfile.mkdtemp(prefix="mm2py-continuous-"))
