@@ -40,7 +40,13 @@ class OffsetSyncStore:
         return self._tail.records_read
 
     def refresh(self) -> dict[tuple[str, int], OffsetMap]:
-        """Read what was written since the last refresh; the flow's maps, one per upstream partition."""
+        """Read what was written since the last read; the flow's maps, one per upstream partition."""
+        self.read_new()
+        return self.maps()
+
+    def read_new(self) -> None:
+        """Take in what was written since the last read (a continuous run reads on between its checkpoints, as
+        MM2's store reads on in the background, so that a checkpoint does not read a whole interval at once)."""
         skipped = 0
         for msg in self._tail.new_records():
             if not add_offset_sync(self._maps[msg.topic() or ""], msg.key(), msg.value(), dict(msg.headers() or [])):
@@ -49,7 +55,6 @@ class OffsetSyncStore:
             log.warning("flow=%s skipped %d undecodable offset-sync records", self.flow.name, skipped)
         if len(self.topics) == 2:
             drop_covered(self._maps[self.topics[0]], self._maps[self.topics[1]])
-        return self.maps()
 
     def maps(self) -> dict[tuple[str, int], OffsetMap]:
         if len(self.topics) == 1:

@@ -101,8 +101,12 @@ class ProgressTail:
 
     def refresh(self) -> dict[TopicPartition, int]:
         """Last replicated offset per (source topic, partition), as :func:`read_progress` would read it now."""
-        pairs = ((msg.key(), msg.value()) for msg in self.tail.new_records())
-        return dict(apply_progress(self._progress, pairs, self.source_alias))
+        self.read_new()
+        return dict(self._progress)
+
+    def read_new(self) -> None:
+        """Take in what was written since the last read."""
+        apply_progress(self._progress, ((msg.key(), msg.value()) for msg in self.tail.new_records()), self.source_alias)
 
 
 def write_progress(

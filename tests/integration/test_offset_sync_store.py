@@ -52,8 +52,10 @@ def test_store_tails_both_syncs_topics_and_translates_from_what_it_has_read(kafk
     assert maps[("orders", 0)].translate(50, 99).method == "exact"
 
     produce(broker.bootstrap, dense_topic, sync_records([(100, 150), (199, 249)], dense=True))
-    maps = store.refresh()
+    store.read_new()  # what a continuous run does between its checkpoints
     assert store.records_read == 6  # only the two new syncs were read
+    maps = store.refresh()
+    assert store.records_read == 6
     assert maps[("orders", 0)].translate(120, 199).offset == 170
     store.refresh()
     assert store.records_read == 6
@@ -90,6 +92,8 @@ def test_progress_tail_reads_only_what_was_written_since_and_answers_as_a_whole_
     )
     assert tail.tail.records_read == 4
     written({("orders", 0): 19, ("other", 0): None}, 0)  # a tombstone: that partition's progress was reset
+    tail.read_new()  # between checkpoints: the next refresh answers from what was read here
+    assert tail.tail.records_read == 6
     assert (
         tail.refresh()
         == read_progress("target", settings, "dc1")
