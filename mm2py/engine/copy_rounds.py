@@ -104,8 +104,7 @@ class CopyRounds:
         admin = self.pool.admin(self.flow.source, self.flow)
         progress = {**self.stored_progress, **progress}
         asked = [tp for tp in self.partitions() if tp not in self.positions]
-        # A partition whose leader is away stays unplaced (no range is made for it) while the others are placed
-        # and copied; place_pending() places it once it is back.
+        # A partition whose leader is away stays unplaced (no range) while others are copied; place_pending() later.
         earliest, away = admin.list_offsets_of_available(asked, "earliest")
         latest, away_now = admin.list_offsets_of_available(list(earliest), "latest", self.source_ends.read_committed)
         self.source_ends.away.update(asked, away | away_now)
@@ -139,8 +138,7 @@ class CopyRounds:
         return [tp for tp in self.partitions() if tp not in self.positions]
 
     def place_pending(self) -> bool:
-        """Place the partitions left unplaced, from the progress stored when the flow was prepared; True if
-        any was placed."""
+        """Place the partitions left unplaced, from the progress stored when the flow was prepared; True if any was."""
         before = len(self.pending())
         if before:
             self.place({})
@@ -155,9 +153,12 @@ class CopyRounds:
         return self.pool.admin(self.flow.source, self.flow).offsets_for_times(partitions, at)
 
     def save_tails(self) -> None:
-        """Keep the source ends seen beyond what was copied (FlowLosses.seen_tails): at the end and periodically."""
-        with self.lock, self.placing:  # as replan takes them; reports move ends and positions, placing counts gaps
-            tails = self.losses.seen_tails(self.ends, self.positions)
+        """Keep the source ends seen beyond what was copied (FlowLosses.seen_tails): at the end and periodically.
+        Placing waits meanwhile (a gap it counts must not be overwritten by an older state); reports, which their
+        tasks' copy loops wait for, wait for the snapshot only."""
+        with self.placing:  # always placing, then lock
+            with self.lock:
+                tails = self.losses.seen_tails(self.ends, self.positions)
             if tails:
                 write_progress(self.flow.target, self.spec.producer_settings, self.flow.source, {}, losses=tails)
                 self.losses.written(tails)
@@ -168,7 +169,7 @@ class CopyRounds:
         with self.lock:
             self.plan = plan
             self.remote = {t.topic: t.remote_topic for t in plan.topics}
-            self.place({})
+        self.place({})  # not under the lock: placing lists offsets, and reports wait for the lock
         if self.channel is not None:
             self.channel.end()
 

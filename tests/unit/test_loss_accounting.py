@@ -7,6 +7,7 @@ saw its end, and ``mm2py.source.loss = fail`` stopping before anything after a g
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 
 import pytest
@@ -208,6 +209,34 @@ def test_the_ends_a_running_run_saw_beyond_its_copy_are_kept_beside_its_checkpoi
     r.rounds.copy_round(r.rounds.end_offsets())
     jobs["keep listed ends"].action()
     assert written[-1] == ({}, {P0: LossState(0, -1, 1700)})
+
+
+def test_a_report_is_not_held_while_the_listed_ends_are_written(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A following task's copy loop waits for its report and the report for the flow's lock: the ends are written
+    holding the placing lock only (a gap counted meanwhile waits, so no older state overwrites it)."""
+    monkeypatch.setattr(copy_rounds, "write_progress", lambda *_args, **_kwargs: None)
+    r = runner(FakeSource({P0: 0}, {P0: 1500}), FakeSpark(), partitions=1)
+    r.rounds.place({})
+    r.rounds.copy_round(r.rounds.end_offsets())
+    seen: list[tuple[bool, bool]] = []
+
+    def probe() -> None:  # another thread, as the task-control endpoint's and the flow's are
+        reported = r.rounds.lock.acquire(timeout=5)
+        if reported:
+            r.rounds.lock.release()
+        placed = r.rounds.placing.acquire(blocking=False)
+        if placed:
+            r.rounds.placing.release()
+        seen.append((reported, placed))
+
+    def write(*_args: object, **_kwargs: object) -> None:
+        prober = threading.Thread(target=probe)
+        prober.start()
+        prober.join()
+
+    monkeypatch.setattr(copy_rounds, "write_progress", write)
+    r.save_tails()
+    assert seen == [(True, False)]
 
 
 def test_a_start_time_places_partitions_without_progress_and_records_it(written: Written) -> None:
