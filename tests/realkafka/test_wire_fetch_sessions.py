@@ -8,7 +8,8 @@ shows a real broker agrees with them."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -66,6 +67,19 @@ def served_everywhere(connection: KafkaConnection, topic: str) -> None:
         connection.poll(0.1)
 
 
+@contextmanager
+def served_connection(cluster: KafkaCluster, topic: str) -> Iterator[KafkaConnection]:
+    """A new topic of ``PARTITIONS`` partitions, and a wire connection to ``cluster`` once it serves them all."""
+    create_topic(cluster.bootstrap, topic, PARTITIONS)
+    connection = KafkaConnection("src", client_settings({"bootstrap.servers": cluster.bootstrap}))
+    try:
+        connection.bootstrap(10)
+        served_everywhere(connection, topic)
+        yield connection
+    finally:
+        connection.close()
+
+
 def partitions(positions: list[FetchPosition]) -> list[int]:
     return sorted(p.partition for p in positions)
 
@@ -90,12 +104,8 @@ def test_a_real_broker_keeps_a_fetch_session_and_its_errors_cost_nothing(
     real_kafka: KafkaCluster, unique_topic: Callable[..., str]
 ) -> None:
     topic = unique_topic("sessions")
-    create_topic(real_kafka.bootstrap, topic, PARTITIONS)
-    connection = KafkaConnection("src", client_settings({"bootstrap.servers": real_kafka.bootstrap}))
     got: list[int] = []
-    try:
-        connection.bootstrap(10)
-        served_everywhere(connection, topic)
+    with served_connection(real_kafka, topic) as connection:
         sent = recording(connection)
         positions = [FetchPartition(topic, p, 0, 10**12) for p in range(PARTITIONS)]
         fetcher = Fetcher(connection, positions, FetcherSettings(False))
@@ -151,8 +161,6 @@ def test_a_real_broker_keeps_a_fetch_session_and_its_errors_cost_nothing(
             forgotten=[],
         )
         assert answer_of(connection, after, 10).error.kind is FETCH_SESSION_ID_NOT_FOUND  # type: ignore[union-attr]
-    finally:
-        connection.close()
 
 
 def test_a_real_broker_holds_a_fetch_for_the_consumer_s_fetch_min_bytes_up_to_its_wait(
@@ -161,12 +169,8 @@ def test_a_real_broker_holds_a_fetch_for_the_consumer_s_fetch_min_bytes_up_to_it
     """fetch.min.bytes and fetch.max.wait.ms reach the broker: five small records are fewer bytes than asked for,
     so it answers only when the wait is over, and then with every one of them."""
     topic = unique_topic("min-bytes")
-    create_topic(real_kafka.bootstrap, topic, PARTITIONS)
-    connection = KafkaConnection("src", client_settings({"bootstrap.servers": real_kafka.bootstrap}))
     got: list[int] = []
-    try:
-        connection.bootstrap(10)
-        served_everywhere(connection, topic)
+    with served_connection(real_kafka, topic) as connection:
         write(real_kafka.bootstrap, topic, 0, 5)
         positions = [FetchPartition(topic, p, 0, 10**12) for p in range(PARTITIONS)]
         fetcher = Fetcher(connection, positions, FetcherSettings(False, max_wait_ms=800, min_bytes=1 << 20))
@@ -175,5 +179,3 @@ def test_a_real_broker_holds_a_fetch_for_the_consumer_s_fetch_min_bytes_up_to_it
         assert time.monotonic() - started >= 0.75  # the broker waited (its purgatory's clock ticks in ms)
         assert got == list(range(5))
         fetcher.close()
-    finally:
-        connection.close()
