@@ -166,10 +166,10 @@ class CopyRounds:
     def replan(self, plan: FlowPlan) -> None:
         """A refreshed plan (new topics or partitions): the new partitions are placed, the others keep going; a
         following generation ends, so that the next one takes them too."""
-        with self.lock:
+        with self.placing, self.lock:  # placing first, as save_tails takes them
             self.plan = plan
             self.remote = {t.topic: t.remote_topic for t in plan.topics}
-        self.place({})  # not under the lock: placing lists offsets, and reports wait for the lock
+            self.place({})
         if self.channel is not None:
             self.channel.end()
 
