@@ -101,6 +101,9 @@ Login = PasswordLogin | OidcLogin | UnsecuredTokenLogin | AwsMskIamLogin | Kerbe
 # are 5 ms and 16 KB): a copy has whole batches to send, and waits a little longer to send fewer, larger ones.
 COPY_LINGER_MS = 10
 COPY_BATCH_SIZE = 1_000_000
+# How long a copy range's Fetch waits on both paths when the user sets no fetch.max.wait.ms (Java's is 500 ms): a
+# range stops at its end, and the wait there is the range's own time.
+COPY_FETCH_WAIT_MS = 100
 
 # The lowest TLS version a client offers, by the name Java's ssl.enabled.protocols gives it.
 MINIMUM_VERSIONS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from mm2py.client_settings import ClientSettings
+from mm2py.client_settings import COPY_FETCH_WAIT_MS, ClientSettings
 from mm2py.executor.contract import CopySpec
 from mm2py.executor.throttle import Throttle
 from mm2py.wire.cluster import FetchedPartition
@@ -31,7 +31,7 @@ QUEUED_FETCHES = 2  # fetch answers waiting for the sender (each up to the fetch
 # A following task's partitions are quiet most of the time: its fetches wait as long as Kafka's consumers wait by
 # default (fetch.max.wait.ms, 500 ms) before the broker answers with nothing. Records that arrive are answered at
 # once (min_bytes 1), so the longer wait costs no latency, only fewer idle answers to decode. A task copying
-# ranges keeps the fetcher's 100 ms: its partitions stop at their ends, and a wait there is the range's time.
+# ranges waits COPY_FETCH_WAIT_MS, as the record path does.
 FOLLOW_FETCH_WAIT_MS = 500
 Fetched = list[tuple["BatchRange", list[ProducerBatch], int]]  # one answer's batches, and the position after them
 
@@ -43,7 +43,7 @@ def fetcher_settings(
     ``fetch.max.wait.ms``, ``fetch.min.bytes``, ``fetch.max.bytes``); a key the user left unset keeps mm2py's
     default (the wait above, one byte, 64 MB)."""
     backoff = consumer.backoff()  # the source consumer's retry.backoff.ms keys
-    default_wait = FOLLOW_FETCH_WAIT_MS if following else FetcherSettings.max_wait_ms
+    default_wait = FOLLOW_FETCH_WAIT_MS if following else COPY_FETCH_WAIT_MS
     return FetcherSettings(
         read_committed,
         max_wait_ms=default_wait if consumer.fetch_max_wait_ms is None else consumer.fetch_max_wait_ms,

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from mm2py.client_settings import COPY_BATCH_SIZE, COPY_LINGER_MS
+from mm2py.client_settings import COPY_BATCH_SIZE, COPY_FETCH_WAIT_MS, COPY_LINGER_MS
 
 # isolation.level: librdkafka defaults to read_committed, Java (and so MM2) to read_uncommitted.
 CONSUMER_DEFAULTS = {
     "isolation.level": "read_uncommitted",
     "fetch.queue.backoff.ms": "10",
     "queued.max.messages.kbytes": "65536",
-    "fetch.wait.max.ms": "100",
+    "fetch.wait.max.ms": str(COPY_FETCH_WAIT_MS),
 }
 PRODUCER_DEFAULTS = {
     "acks": "all",
