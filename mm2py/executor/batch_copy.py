@@ -185,6 +185,7 @@ class _BatchCopier:
         transaction) on every row, so the driver ends the generation instead of waiting on the other tasks."""
         if self.link is None:
             return
+        self.link.settle()
         self.link.report(with_task_failure(self._rows(committed, full=True), failure), final=True)
 
     def _copy(self, sender: Sender, eos: TransactionalCopy | None, writes: ControlWrites) -> None:
@@ -203,7 +204,7 @@ class _BatchCopier:
         next_stop_check = 0.0
         while fetching or sender.busy() or (eos is not None and eos.txn.in_transaction):
             if fetching and (eos is None or not eos.committing):
-                wait_s = self._quiet_wait(eos, min(next_report, next_record) if self.link is not None else None)
+                wait_s = self._quiet_wait(eos, self._due(next_report, next_record))
                 fetching = self.fetch.take(self._batches_for(sender), block=not sender.busy(), wait_s=wait_s)
                 if time.monotonic() >= next_stop_check:  # a pass over every range: a few times a second
                     next_stop_check = time.monotonic() + STOP_CHECK_INTERVAL_S
@@ -215,17 +216,25 @@ class _BatchCopier:
             if sender.busy():
                 sender.step()
             now = time.monotonic()
-            if self.link is not None and now >= next_report:
-                next_report = now + REPORT_INTERVAL_S
-                rows = self._rows(eos.committed if eos else None, full=self.link.full_due)
-                if not self.link.report(rows) and fetching:
+            if self.link is not None:
+                if self.link.answer() is False and fetching:
                     self.fetch.stop.set()  # the driver ends this generation: finish what was fetched
                     fetching = False
+                if now >= next_report and not self.link.in_flight:  # one on its way: sent once it is answered
+                    next_report = now + REPORT_INTERVAL_S
+                    self.link.send(self._rows(eos.committed if eos else None, full=self.link.full_due))
             if eos is None:
                 self.recorder.step()
                 if now >= next_record:
                     next_record = now + record_every
                     self.recorder.start({id(r): r.acknowledged() for r in self.ranges.values()}, writes)
+
+    def _due(self, next_report: float, next_record: float) -> float | None:
+        """When the loop has something to do besides copying, following: a report (unless one is on its way: the
+        next goes once it is answered) or a recording."""
+        if self.link is None:
+            return None
+        return next_record if self.link.in_flight else min(next_report, next_record)
 
     def _quiet_wait(self, eos: TransactionalCopy | None, due: float | None) -> float:
         """How long the loop may wait for fetched records while it has nothing to send: a following task with no

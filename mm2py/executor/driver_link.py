@@ -8,6 +8,11 @@ gracefully (a cancelled task would not record its progress). The driver serves a
 the flow still runs. A task that cannot reach its driver for ``DRIVER_GONE_S`` stops: a task without a driver
 holds no lease, and must not keep copying beside the run that took the flow over.
 
+A report travels in a thread of its own (:meth:`DriverLink.send`) while the task's copy loop goes on, as Connect
+commits a source task's offsets from a thread of its own (``SourceTaskOffsetCommitter``), not from the task's poll
+loop: the driver may take a while to answer (it lists the source's ends before it applies a position beyond the
+last it saw, ``engine/report_bounds.py``), and a copy loop waiting for it would hold every record fetched meanwhile.
+
 Standard library only (an HTTP client; executors never load an HTTP server).
 """
 
@@ -15,6 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -86,12 +92,44 @@ class DriverLink:
         self.last_heard = clock()
         self.reports = 0
         self.missed = False  # the last report did not reach the driver
+        self._sending: _Report | None = None  # the report sent by send(), until its answer is taken
 
     @property
     def full_due(self) -> bool:
         """Whether the next report must carry every partition (the first, every ``FULL_REPORT_EVERY``-th, and the
         one after a report the driver did not answer)."""
         return self.missed or self.reports % FULL_REPORT_EVERY == 0
+
+    @property
+    def in_flight(self) -> bool:
+        """Whether a report sent by :meth:`send` has not had its answer taken by :meth:`answer` yet."""
+        return self._sending is not None
+
+    def send(self, rows: list[dict[str, Any]]) -> None:
+        """Report ``rows`` from a thread of its own; :meth:`answer` gives the answer once it came. One report at a
+        time: the caller builds the next one only once this one is answered (so ``full_due`` knows if it missed)."""
+        if self._sending is not None:
+            raise RuntimeError("a report is still on its way; take its answer first")
+        self._sending = _Report(self, rows)
+        self._sending.start()
+
+    def answer(self) -> bool | None:
+        """The answer to the report :meth:`send` sent (True: go on; False: the generation ends), taken once; None
+        while it is on its way or when none was sent."""
+        sending = self._sending
+        if sending is None or sending.is_alive():
+            return None
+        self._sending = None
+        if sending.error is not None:
+            raise sending.error
+        return sending.go_on
+
+    def settle(self) -> None:
+        """Wait for the report on its way, if any, and drop its answer: the task's final report comes after it, so
+        the driver never applies an older row over the final one."""
+        if self._sending is not None:
+            self._sending.join(_TIMEOUT_S * 2)
+            self._sending = None
 
     def report(self, rows: list[dict[str, Any]], final: bool = False) -> bool:
         body = json.dumps(
@@ -124,3 +162,20 @@ class DriverLink:
         self.last_heard = self.clock()
         self.missed = False
         return go_on
+
+
+class _Report(threading.Thread):
+    """A report on its way, in a thread of its own, and what it came back with."""
+
+    def __init__(self, link: DriverLink, rows: list[dict[str, Any]]) -> None:
+        super().__init__(name="mm2py-report", daemon=True)
+        self.link = link
+        self.rows = rows
+        self.go_on = True
+        self.error: BaseException | None = None  # raised in the copy loop's thread by DriverLink.answer
+
+    def run(self) -> None:
+        try:
+            self.go_on = self.link.report(self.rows)
+        except BaseException as exc:
+            self.error = exc

@@ -15,7 +15,8 @@ from test_batch_copy import make_topics, run_task, same, spec_for
 
 from mm2py.control.progress_store import read_progress, write_progress
 from mm2py.engine.ranges import FOLLOW_END
-from mm2py.engine.task_control import TaskControl
+from mm2py.engine.task_control import REQUEST_DEADLINE_S, TaskControl
+from mm2py.executor import driver_link
 from mm2py.executor.batch_copy import copy_partitions
 from mm2py.executor.contract import CopyResult, PartitionRange
 from tests.harness.kafka_harness import ClusterFactory, TansuBroker, end_offsets, make_records, produce, read_all
@@ -79,6 +80,52 @@ def test_a_following_task_copies_what_arrives_reports_it_and_stops_when_its_gene
     assert {r.partition: r.source_end for r in results} == ends
     assert sum(r["records"] for r in reported) == 150  # the final report counted what the others had not
     assert read_progress("dst", {"bootstrap.servers": dst}, "src") == {(topic, 0): 74, (topic, 1): 74}
+
+
+def test_a_following_task_copies_on_while_its_driver_holds_a_report(
+    pair: dict[str, TansuBroker],
+    unique_topic: Callable[..., str],
+    control: TaskControl,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The driver may take a while to answer (it lists the source's ends before it applies a position beyond the
+    last it saw); records written meanwhile are copied before the answer comes, and the answer still counts."""
+    monkeypatch.setattr(driver_link, "_TIMEOUT_S", 30.0)  # the held report is waited for, never given up
+    src, dst = pair["src"].bootstrap, pair["dst"].bootstrap
+    topic = unique_topic("held")
+    syncs, progress = make_topics(pair, topic, 2)
+    records = make_records(100, partitions=2, seed=5)
+    holding, release, answered = threading.Event(), threading.Event(), threading.Event()
+    reported: list[dict[str, Any]] = []
+
+    def on_report(generation: int, rows: list[dict[str, Any]], final: bool) -> None:
+        reported.extend(rows)
+        if not final and not holding.is_set():
+            holding.set()
+            release.wait(REQUEST_DEADLINE_S - 1)  # the endpoint cuts a request at its deadline
+            answered.set()
+
+    channel = control.channel("src->dst", on_report)
+    spec = replace(
+        spec_for(src, dst, syncs, progress), control=channel.next_generation(), stall_timeout_s=3.0,
+        progress_interval_s=1.0,
+    )  # fmt: skip
+    ranges = [PartitionRange(topic, p, topic, 0, FOLLOW_END) for p in range(2)]
+    results: list[CopyResult] = []
+    task = threading.Thread(target=lambda: results.extend(run_task(spec, ranges)), daemon=True)
+    task.start()
+    try:
+        poll_until(holding.is_set, 30, "the driver to hold the task's first report")
+        produce(src, topic, records)
+        poll_until(lambda: len(read_all(dst, topic)) == 100, 30, "the records written while the report is held")
+        assert not answered.is_set(), "the records were copied only once the driver answered"
+    finally:
+        release.set()
+    channel.end()
+    task.join(timeout=30)
+    assert not task.is_alive(), "the task did not stop at the end of its generation"
+    assert [same(r) for r in read_all(dst, topic)] == [same(r) for r in read_all(src, topic)]
+    assert sum(r["records"] for r in reported) == 100  # the held report's rows and the later ones, each once
 
 
 def test_a_retried_attempt_resumes_after_the_progress_its_predecessor_recorded(

@@ -174,6 +174,56 @@ def test_a_link_asks_for_every_partition_first_every_tenth_report_and_after_one_
     assert link.full_due
 
 
+def test_a_report_sent_in_the_background_does_not_hold_its_sender_and_its_answer_is_taken_once(
+    control: TaskControl,
+) -> None:
+    """The copy loop sends a report and goes on copying: the driver may list the source's ends before it answers.
+    The answer is taken once, a stop comes through as False, and the next report waits for it."""
+    release = threading.Event()
+    heard: list[bool] = []
+
+    def held(generation: int, rows: object, final: bool) -> None:
+        heard.append(final)
+        if not final:
+            release.wait(30)
+
+    channel = control.channel("a->b", held)
+    link = DriverLink(channel.next_generation(), "a->b", "task-0")
+    started = time.monotonic()
+    link.send([])
+    assert time.monotonic() - started < 1.0, "send waited for the driver's answer"
+    poll_until(lambda: heard == [False], 10, "the driver to hold the report")
+    assert link.in_flight and link.answer() is None and link.in_flight  # on its way: nothing to take yet
+    with pytest.raises(RuntimeError):
+        link.send([])  # one at a time
+    release.set()
+    answers: list[bool | None] = []
+    poll_until(lambda: answers.append(link.answer()) or answers[-1] is not None, 10, "the answer")
+    assert answers[-1] is True and not link.in_flight and link.answer() is None  # taken once
+    channel.end()
+    link.send([])
+    answers.clear()
+    poll_until(lambda: answers.append(link.answer()) or answers[-1] is not None, 10, "the generation's end")
+    assert answers[-1] is False
+    assert link.report([], final=True) is False and heard[-1] is True
+
+
+def test_settle_waits_for_the_report_on_its_way_so_the_final_report_comes_after_it(control: TaskControl) -> None:
+    order: list[str] = []
+
+    def slow(generation: int, rows: object, final: bool) -> None:
+        if not final:
+            time.sleep(0.5)  # a driver busy listing the source's ends: the final report must not overtake it
+        order.append("final" if final else "regular")
+
+    channel = control.channel("a->b", slow)
+    link = DriverLink(channel.next_generation(), "a->b", "task-0")
+    link.send([])
+    link.settle()
+    link.report([], final=True)
+    assert order == ["regular", "final"] and not link.in_flight
+
+
 def test_a_worst_case_report_row_fits_the_room_allowed_for_it() -> None:
     measurement = PartitionMeasurement("a" * 64, "b" * 64, "t" * 249, "r" * 249, 2**31 - 1, 2**62, 2**62)
     failure = {"message": "\U0001f4a5" * (FAILURE_MESSAGE_CHARS * 3), "retriable": False}
