@@ -159,6 +159,7 @@ class _BatchCopier:
                     lingers=True,
                 )
                 sender = Sender(target, queues, settings, producer)
+                self.fetch.wake = target.wakeup
                 self.fetch.start()
                 self._copy(sender, eos, writes)
             except TransactionError as exc:
