@@ -159,7 +159,6 @@ class _BatchCopier:
                     lingers=True,
                 )
                 sender = Sender(target, queues, settings, producer)
-                self.fetch.wake = target.wakeup
                 self.fetch.start()
                 self._copy(sender, eos, writes)
             except TransactionError as exc:

@@ -85,9 +85,6 @@ class FetchThread:
         self.throttle = throttle or Throttle(0)  # the task's share of the flow's throughput limit
         self.inbox: queue.Queue[Fetched | BaseException | None] = queue.Queue(QUEUED_FETCHES)
         self.stop = threading.Event()
-        # Ends the task's thread's wait for its sender's answers once something is handed over (set by the task
-        # before start), as KafkaProducer.send wakes its sender for a new batch: fetched records go on at once.
-        self.wake: Callable[[], None] = lambda: None
         self.thread = threading.Thread(target=self._run, name="mm2py-batch-fetch", daemon=True)
 
     def start(self) -> None:
@@ -176,10 +173,9 @@ class FetchThread:
         while not self.stop.is_set():
             try:
                 self.inbox.put(item, timeout=0.1)
+                return
             except queue.Full:
                 continue
-            self.wake()
-            return
 
     def take(
         self, on_batches: Callable[[BatchRange, list[ProducerBatch], int], None], *, block: bool, wait_s: float = 0.1

@@ -210,11 +210,6 @@ class KafkaConnection:
     def poll(self, timeout_s: float) -> None:
         self._client.poll(timeout_ms=int(max(0.0, timeout_s) * 1000))
 
-    def wakeup(self) -> None:
-        """End a :meth:`poll` under way in another thread now (safe from any thread: a byte on the client's
-        wake-up socket, as KafkaProducer's Sender.wakeup)."""
-        self._client.wakeup()
-
     def _send(self, node: Any, request: Any, decode: Callable[[Any], T | WireError]) -> _Pending[T]:
         try:
             future = self._client.send(node, request)

@@ -15,7 +15,7 @@ from mm2py.wire.partition_queue import ProducerBatch
 
 def test_a_hand_over_stamps_its_batches_so_linger_counts_from_the_fetch_not_from_the_sender() -> None:
     thread: Any = FetchThread.__new__(FetchThread)  # only the hand-over: no source, no spec
-    thread.inbox, thread.stop, thread.wake = queue.Queue(2), threading.Event(), lambda: None
+    thread.inbox, thread.stop = queue.Queue(2), threading.Event()
     batches = [
         ProducerBatch(RecordBatch(memoryview(encode_batch([Record(i, 1_000, b"k", b"v")], base_offset=i))), [i])
         for i in range(3)
@@ -27,15 +27,3 @@ def test_a_hand_over_stamps_its_batches_so_linger_counts_from_the_fetch_not_from
     assert [b for _r, handed, _p in thread.inbox.get_nowait() for b in handed] == batches
     thread._put(None)  # the end: nothing to stamp
     assert thread.inbox.get_nowait() is None
-
-
-def test_a_hand_over_wakes_the_task_s_thread_once_what_it_hands_over_can_be_taken() -> None:
-    """The task's thread may be waiting for its sender's answers; a hand-over ends that wait (as KafkaProducer.send
-    wakes its sender for a new batch), and only after the item is in the inbox, so the woken thread finds it."""
-    thread: Any = FetchThread.__new__(FetchThread)
-    thread.inbox, thread.stop = queue.Queue(2), threading.Event()
-    seen: list[int] = []
-    thread.wake = lambda: seen.append(thread.inbox.qsize())
-    thread._put([])
-    thread._put(None)  # the end wakes it too: the task learns at once that fetching is over
-    assert seen == [1, 2]
