@@ -16,7 +16,7 @@ import pytest
 from mm2py.client_settings import ClientSettings
 from mm2py.errors import ReplicationError
 from mm2py.executor.batch_producer import producer_ids
-from mm2py.executor.batch_results import BatchRange, Counted, ProgressRecorder
+from mm2py.executor.batch_results import RANGES_PER_TURN, BatchRange, Counted, ProgressRecorder
 from mm2py.executor.contract import CopySpec, PartitionRange
 from mm2py.executor.control_writes import ControlWrites, ProgressLayout, SourceSyncs
 from mm2py.mirror.offset_syncs import Run
@@ -257,6 +257,28 @@ def test_a_recording_made_while_copying_goes_on_never_waits_for_the_target() -> 
     task.record(299)
     assert task.recorder.pending is None
     assert progress_of(records(task.target, PROGRESS), "dc1") == {("orders", 0): 299, ("orders", 1): 299}
+
+
+def test_a_recording_of_many_partitions_is_built_a_slice_at_a_time_between_the_copy_loop_s_turns() -> None:
+    """Building the records of 400 partitions at once held the copy loop 20-80 ms: a recording started while the
+    task copies on builds ``RANGES_PER_TURN`` partitions per turn (the loop's sender steps in between), and the
+    records it writes in the end are the same."""
+    task = Task(spec(syncs_on_target=True), partitions=2 * RANGES_PER_TURN + 50)
+    asked = len(task.target.requests)
+    task.recorder.start(task.counted(9), task.writes)  # the first turn: the first slice
+    turns = 1
+    while len(task.target.requests) == asked and turns < 20:
+        task.recorder.step()  # a slice a turn, nothing asked of the target until every partition is built
+        turns += 1
+    # 250 partitions: three slices of syncs, three of progress, the last turn's slice then writes the syncs
+    assert turns == 5 and task.recorder.pending is not None, turns
+    deadline = time.monotonic() + 30
+    while task.recorder.pending is not None:
+        assert time.monotonic() < deadline, "the recording never ended"
+        task.target.poll(0.01)
+        task.recorder.step()
+    expected = {("orders", p): 9 for p in range(2 * RANGES_PER_TURN + 50)}
+    assert progress_of(records(task.target, PROGRESS), "dc1") == expected
 
 
 def _syncs(cluster: FakeCluster, topic: str = SYNCS) -> list[tuple[int, int, int]]:
