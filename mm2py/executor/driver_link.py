@@ -125,8 +125,9 @@ class DriverLink:
         return sending.go_on
 
     def settle(self) -> None:
-        """Wait for the report on its way, if any, and drop its answer: the task's final report comes after it, so
-        the driver never applies an older row over the final one."""
+        """Wait for the report on its way, if any (at most twice a report's time-out), and drop its answer: the
+        task's final report goes after it. Should the one on its way still arrive later, the driver refuses a row
+        that would move a position back (``engine/report_bounds.py``), and its counts are its own records."""
         if self._sending is not None:
             self._sending.join(_TIMEOUT_S * 2)
             self._sending = None
