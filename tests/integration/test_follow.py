@@ -15,7 +15,7 @@ from test_batch_copy import make_topics, run_task, same, spec_for
 
 from mm2py.control.progress_store import read_progress, write_progress
 from mm2py.engine.ranges import FOLLOW_END
-from mm2py.engine.task_control import REQUEST_DEADLINE_S, TaskControl
+from mm2py.engine.task_control import REQUEST_DEADLINE_S, FlowChannel, TaskControl
 from mm2py.executor import driver_link
 from mm2py.executor.batch_copy import copy_partitions
 from mm2py.executor.contract import CopyResult, PartitionRange
@@ -37,6 +37,25 @@ def control() -> Any:
     endpoint.close()
 
 
+def following_task(
+    src: str, dst: str, topics: tuple[str, str], channel: FlowChannel, topic: str, partitions: int
+) -> tuple[threading.Thread, list[CopyResult]]:
+    """A following task over every partition of ``topic`` (``topics``: its syncs and progress topics), reporting
+    to ``channel``'s next generation, run in a thread as an executor runs it; its results once it ends."""
+    # The stall timeout is far below the time the task follows: a partition at its end must not count as stalled.
+    spec = replace(
+        spec_for(src, dst, *topics),
+        control=channel.next_generation(),
+        stall_timeout_s=3.0,
+        progress_interval_s=1.0,
+    )
+    ranges = [PartitionRange(topic, p, topic, 0, FOLLOW_END) for p in range(partitions)]
+    results: list[CopyResult] = []
+    task = threading.Thread(target=lambda: results.extend(run_task(spec, ranges)), daemon=True)
+    task.start()
+    return task, results
+
+
 def test_a_following_task_copies_what_arrives_reports_it_and_stops_when_its_generation_ends(
     pair: dict[str, TansuBroker], unique_topic: Callable[..., str], control: TaskControl
 ) -> None:
@@ -47,17 +66,7 @@ def test_a_following_task_copies_what_arrives_reports_it_and_stops_when_its_gene
     produce(src, topic, records[:100])
     reported: list[dict[str, Any]] = []
     channel = control.channel("src->dst", lambda generation, rows, final: reported.extend(rows))
-    # The stall timeout is far below the time the task follows: a partition at its end must not count as stalled.
-    spec = replace(
-        spec_for(src, dst, syncs, progress),
-        control=channel.next_generation(),
-        stall_timeout_s=3.0,
-        progress_interval_s=1.0,
-    )
-    ranges = [PartitionRange(topic, p, topic, 0, FOLLOW_END) for p in range(3)]
-    results: list[CopyResult] = []
-    task = threading.Thread(target=lambda: results.extend(run_task(spec, ranges)), daemon=True)
-    task.start()
+    task, results = following_task(src, dst, (syncs, progress), channel, topic, 3)
     poll_until(lambda: len(read_all(dst, topic)) == 100, 30, "the first 100 records on the target")
     poll_until(lambda: sum(r["records"] for r in reported) == 100, 10, "the reports counting them")
     # Progress is recorded while the task follows, not only when it ends.
@@ -106,14 +115,7 @@ def test_a_following_task_copies_on_while_its_driver_holds_a_report(
             answered.set()
 
     channel = control.channel("src->dst", on_report)
-    spec = replace(
-        spec_for(src, dst, syncs, progress), control=channel.next_generation(), stall_timeout_s=3.0,
-        progress_interval_s=1.0,
-    )  # fmt: skip
-    ranges = [PartitionRange(topic, p, topic, 0, FOLLOW_END) for p in range(2)]
-    results: list[CopyResult] = []
-    task = threading.Thread(target=lambda: results.extend(run_task(spec, ranges)), daemon=True)
-    task.start()
+    task, _results = following_task(src, dst, (syncs, progress), channel, topic, 2)
     try:
         poll_until(holding.is_set, 30, "the driver to hold the task's first report")
         produce(src, topic, records)
