@@ -113,6 +113,7 @@ class FlowConfig:
     offset_storage_replication_factor: int = _key("offset.storage.replication.factor")
     range_max_records: int = _key("mm2py.range.max.records")
     continuous_tasks: str = _key("mm2py.continuous.tasks")
+    continuous_fetch_min_interval_ms: int = _key("mm2py.continuous.fetch.min.interval.ms")
     provenance_header_enabled: bool = _key("mm2py.provenance.header.enabled")
     copy_mode: str = _key("mm2py.copy.mode")
     dense_offset_syncs: bool = _key("mm2py.offset-syncs.dense.enabled")

@@ -32,6 +32,17 @@ MM2PY_KEYS: dict[str, KeyDef] = {
             choices=("follow", "rounds"),
         ),
         k(
+            "mm2py.continuous.fetch.min.interval.ms",
+            INT,
+            "20",
+            "the least time between two fetches from one source broker by a following task (mm2py.continuous.tasks "
+            "= follow, batch path): records that arrive meanwhile come in one answer, so a flow whose records "
+            "arrive a few at a time fetches less often, for at most this much more latency; 0: fetch again as "
+            "soon as an answer is taken, as Kafka's consumer does",
+            "M",
+            minimum=0,
+        ),
+        k(
             "mm2py.retry.timeout.seconds",
             INT,
             "300",

@@ -51,4 +51,5 @@ def copy_spec(f: FlowConfig, copy_path: CopyPath) -> CopySpec:
         progress_interval_s=min(max(f.offset_flush_interval_ms, 100) / 1000, PROGRESS_INTERVAL_S),
         offset_flush_interval_s=f.offset_flush_interval_ms / 1000,
         throughput_bytes_per_s=f.throughput_max_bytes_per_second,
+        follow_fetch_min_interval_s=f.continuous_fetch_min_interval_ms / 1000,
     )

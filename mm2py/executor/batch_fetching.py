@@ -31,17 +31,25 @@ QUEUED_FETCHES = 2  # fetch answers waiting for the sender (each up to the fetch
 # A following task's partitions are quiet most of the time: its fetches wait as long as Kafka's consumers wait by
 # default (fetch.max.wait.ms, 500 ms) before the broker answers with nothing. Records that arrive are answered at
 # once (min_bytes 1), so the longer wait costs no latency, only fewer idle answers to decode. A task copying
-# ranges waits COPY_FETCH_WAIT_MS, as the record path does.
+# ranges waits COPY_FETCH_WAIT_MS, as the record path does. While records flow, a following task's next fetch
+# waits for mm2py.continuous.fetch.min.interval.ms after the last one (docs/performance.md: at 1,000 records/s over
+# 800 partitions, answers of two records each cost most of the task's CPU).
 FOLLOW_FETCH_WAIT_MS = 500
 Fetched = list[tuple["BatchRange", list[ProducerBatch], int]]  # one answer's batches, and the position after them
 
 
 def fetcher_settings(
-    consumer: ClientSettings, *, read_committed: bool, following: bool, stall_timeout_s: float
+    consumer: ClientSettings,
+    *,
+    read_committed: bool,
+    following: bool,
+    stall_timeout_s: float,
+    follow_interval_s: float = 0.0,
 ) -> FetcherSettings:
     """The source consumer's fetch keys as the Java consumer sends them in every Fetch (``FetchConfig``:
     ``fetch.max.wait.ms``, ``fetch.min.bytes``, ``fetch.max.bytes``); a key the user left unset keeps mm2py's
-    default (the wait above, one byte, 64 MB)."""
+    default (the wait above, one byte, 64 MB). A following task also spaces its fetches to a broker
+    ``follow_interval_s`` apart."""
     backoff = consumer.backoff()  # the source consumer's retry.backoff.ms keys
     default_wait = FOLLOW_FETCH_WAIT_MS if following else COPY_FETCH_WAIT_MS
     return FetcherSettings(
@@ -53,6 +61,7 @@ def fetcher_settings(
         stall_timeout_s=float("inf") if following else stall_timeout_s,
         retry_backoff_s=backoff.initial_s,
         retry_backoff_max_s=backoff.max_s,
+        min_interval_s=follow_interval_s if following else 0.0,
     )
 
 
@@ -107,6 +116,7 @@ class FetchThread:
                 read_committed=self.read_committed,
                 following=self.spec.control is not None,
                 stall_timeout_s=self.spec.stall_timeout_s,
+                follow_interval_s=self.spec.follow_fetch_min_interval_s,
             )
             for r in self.ranges.values():
                 r.fetch.fetch_bytes = self.throttle.fetch_bytes(partition_fetch_bytes(consumer))

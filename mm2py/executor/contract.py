@@ -95,6 +95,8 @@ class CopySpec:
     # Continuous mode on the batch path: the tasks follow their partitions, copying what arrives, until the
     # driver tells them to stop (it is asked through this endpoint); None: copy the ranges and end.
     control: ControlEndpoint | None = None
+    # mm2py.continuous.fetch.min.interval.ms: a following task fetches from a broker at most this often.
+    follow_fetch_min_interval_s: float = 0.0
     # How often a task records the progress of what the target acknowledged (at-least-once): a task that dies
     # (its executor lost, its process killed) copies again at most this much. MM2's offset.flush.interval.ms,
     # at most PROGRESS_INTERVAL_S so that ``mm2py lag`` moves within seconds; a following task at most every

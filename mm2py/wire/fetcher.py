@@ -12,6 +12,9 @@ The rules, from Kafka's clients (``clients/consumer/internals``: AbstractFetch, 
   REPLICA_NOT_AVAILABLE, OFFSET_NOT_AVAILABLE, UNKNOWN_LEADER_EPOCH, a lost connection or a timed-out request:
   the partition is fetched again at the same offset, from the leader a metadata refresh names
   (``FetchCollector.handleInitializeErrors``), after the retry backoff; nothing is skipped, nothing re-read;
+- a fetch to a broker starts ``min_interval_s`` after the last one at the earliest (mm2py's, not the Java
+  consumer's: 0 there; a following task spaces its fetches so that records arriving a few at a time come in
+  fewer, fuller answers, :mod:`mm2py.executor.batch_fetching`);
 - partitions that returned data move to the end of the fetch order (KIP-74), so a broker that fills a response
   in request order does not starve the others;
 - each broker is fetched from through an incremental fetch session (KIP-227, :mod:`mm2py.wire.fetch_session`):
@@ -91,6 +94,10 @@ class FetcherSettings:
     min_bytes: int = 1
     retry_backoff_s: float = RETRY_BACKOFF_S
     retry_backoff_max_s: float = RETRY_BACKOFF_MAX_S
+    # The least time between the starts of two fetches to one broker (0: the next goes as soon as an answer is
+    # taken). Not a Java consumer setting: mm2py's following tasks set it (mm2py.continuous.fetch.min.interval.ms)
+    # so that records arriving a few at a time come in fewer, fuller answers.
+    min_interval_s: float = 0.0
 
 
 class Fetcher:
@@ -121,6 +128,8 @@ class Fetcher:
         self._stall_check_at = 0.0
         self._again: dict[int, tuple[dict[TopicPartition, FetchPartition], list[TopicPartition]]] = {}
         self._rescan_after: set[int] = set()  # brokers whose answer calls for a pass over every partition
+        self._sent_at: dict[int, float] = {}  # when the last fetch to each broker went
+        self._held_until = float("inf")  # when the first fetch held back by min_interval_s may go
 
     def active(self) -> list[FetchPartition]:
         """The partitions still to fetch, in fetch order."""
@@ -136,7 +145,8 @@ class Fetcher:
         now = self.clock()
         self.leaders.poll()
         self._send(now)
-        self.cluster.poll(wait_s if self.in_flight else min(wait_s, self.settings.retry_backoff_s))
+        wait_s = wait_s if self.in_flight else min(wait_s, self.settings.retry_backoff_s)
+        self.cluster.poll(min(wait_s, max(0.0, self._held_until - now)))
         answered = self._collect()
         self._stop_stalled(self.clock())
         return answered
@@ -148,14 +158,20 @@ class Fetcher:
         partitions costs a pass over all of them, made only when one may have become sendable (``_look_at``);
         after a clean answer the broker is fetched from again with the same partitions, less those the answer
         finished, at a cost of what changed (``_again``)."""
+        self._held_until = float("inf")
         if self.leaders.updates != self._leader_updates:
             self._leader_updates, self._look_at = self.leaders.updates, now
         if now >= self._look_at:
             self._again.clear()
             for node, members in self._scan(now).items():
-                self._fetch(node, members, None)
+                if self._held(node, now):
+                    self._look_at = min(self._look_at, self._held_until)
+                else:
+                    self._fetch(node, members, None)
             return
         for node, (members, touched) in list(self._again.items()):
+            if self._held(node, now):
+                continue
             if not self.cluster.ready(node):
                 self._look_at = now  # connecting, or gone: the next pass finds out
                 continue
@@ -166,6 +182,15 @@ class Fetcher:
             if members:
                 changed = [self._position(members[key]) for key in touched if key in members]
                 self._fetch(node, members, (changed, removed))
+
+    def _held(self, node: int, now: float) -> bool:
+        """Whether the next fetch to ``node`` waits for ``min_interval_s`` since the last one went (and until when,
+        in ``_held_until``, for the step's wait)."""
+        due = self._sent_at.get(node, -float("inf")) + self.settings.min_interval_s
+        if now >= due:
+            return False
+        self._held_until = min(self._held_until, due)
+        return True
 
     def _scan(self, now: float) -> dict[int, dict[TopicPartition, FetchPartition]]:
         """Every partition that may be fetched now, by the broker to fetch it from."""
@@ -217,6 +242,7 @@ class Fetcher:
             min_bytes=self.settings.min_bytes,
         )
         self.in_flight[node] = (pending, members)
+        self._sent_at[node] = self.clock()
         for s in members.values():
             s.node = node
 

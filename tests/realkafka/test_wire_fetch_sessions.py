@@ -1,18 +1,22 @@
 """The batch path's fetcher in incremental fetch sessions (KIP-227) on a real broker: the session a full request
 opens, round trips that name only the partition whose position moved, the broker's own answers to a session
-out of step or unknown (the fetcher opens a new one and skips nothing), and the session closed at the end.
+out of step or unknown (the fetcher opens a new one and skips nothing), the session closed at the end, and a
+following task's fetches spaced while records flow.
 
 The rules are unit-tested against the fake cluster (tests/unit/test_fetch_session.py, test_fetcher.py); this
 shows a real broker agrees with them."""
 
 from __future__ import annotations
 
+import itertools
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import pytest
+from confluent_kafka import Producer
 
 from mm2py.wire.batch_codec import decode_records
 from mm2py.wire.cluster import FetchAnswer, FetchPosition, Pending
@@ -178,4 +182,53 @@ def test_a_real_broker_holds_a_fetch_for_the_consumer_s_fetch_min_bytes_up_to_it
         fetch_until(fetcher, got, 5)
         assert time.monotonic() - started >= 0.75  # the broker waited (its purgatory's clock ticks in ms)
         assert got == list(range(5))
+        fetcher.close()
+
+
+def trickle(bootstrap: str, topic: str, first: int, count: int, every_s: float) -> None:
+    """Write records ``first``.. one at a time, each acknowledged, then ``every_s`` of quiet (a load that arrives a
+    record at a time, not in one batch sent once the producer is connected)."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "enable.idempotence": True})
+    for i in range(first, first + count):
+        producer.produce(topic, value=str(i).encode(), partition=BUSY)
+        assert producer.flush(30) == 0
+        time.sleep(every_s)
+
+
+def test_while_records_flow_a_real_broker_is_fetched_from_at_most_once_an_interval(
+    real_kafka: KafkaCluster, unique_topic: Callable[..., str]
+) -> None:
+    """mm2py.continuous.fetch.min.interval.ms on a real broker: while a record arrives every few milliseconds,
+    fetches start the interval apart and each answer brings what arrived meanwhile, every record once and in
+    order; a record written while a fetch waits at the broker (fetch.max.wait.ms) ends that wait at once."""
+    topic = unique_topic("spaced")
+    got: list[int] = []
+    with served_connection(real_kafka, topic) as connection:
+        sent_at: list[float] = []
+        fetch = connection.fetch
+
+        def timed(node: int, positions: Any, **kwargs: Any) -> Pending[FetchAnswer]:
+            sent_at.append(time.monotonic())
+            return fetch(node, positions, **kwargs)
+
+        connection.fetch = timed  # type: ignore[method-assign]
+        positions = [FetchPartition(topic, p, 0, 10**12) for p in range(PARTITIONS)]
+        fetcher = Fetcher(connection, positions, FetcherSettings(False, max_wait_ms=5_000, min_interval_s=0.1))
+        writer = threading.Thread(target=trickle, args=(real_kafka.bootstrap, topic, 0, 200, 0.005))
+        writer.start()
+        fetch_until(fetcher, got, 200)
+        writer.join()
+        assert got == list(range(200))
+        gaps = [b - a for a, b in itertools.pairwise(sent_at)]
+        assert min(gaps) >= 0.1 - 1e-3, gaps
+        assert len(sent_at) < 100  # two records an answer at the least (a round trip here is shorter than 5 ms)
+
+        # Quiet now: the next fetch waits at the broker; a record ends that wait, not the 5 s.
+        while not fetcher.in_flight or time.monotonic() - sent_at[-1] < 0.5:
+            fetcher.step(0.1)
+        write(real_kafka.bootstrap, topic, 200, 1)
+        written = time.monotonic()
+        fetch_until(fetcher, got, 201)
+        assert time.monotonic() - written < 1.0
+        assert got == list(range(201))
         fetcher.close()

@@ -187,6 +187,25 @@ def test_the_batch_fetcher_sends_the_source_consumer_s_fetch_keys() -> None:
     assert client_settings({"bootstrap.servers": "a:1", "fetch.min.bytes": "9"}, "producer").fetch_min_bytes is None
 
 
+@pytest.mark.parametrize(("keys", "interval_s"), [("", 0.02), ("mm2py.continuous.fetch.min.interval.ms = 0\n", 0.0)])
+def test_a_following_task_spaces_its_fetches_by_the_flow_s_interval_and_a_range_does_not(
+    keys: str, interval_s: float
+) -> None:
+    spec = copy_spec(flow(keys), choose_copy_path(flow(keys)))
+    assert spec.follow_fetch_min_interval_s == interval_s
+    ranges, follows = (
+        fetcher_settings(
+            spec.consumer_connection,
+            read_committed=False,
+            following=following,
+            stall_timeout_s=60,
+            follow_interval_s=spec.follow_fetch_min_interval_s,
+        )
+        for following in (False, True)
+    )
+    assert (ranges.min_interval_s, follows.min_interval_s) == (0.0, interval_s)
+
+
 _PLAIN_JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="u" password="pl4in-Secret";'
 _OAUTH = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required"
 _KRB5 = "com.sun.security.auth.module.Krb5LoginModule required"

@@ -4,7 +4,10 @@ that cannot go on stops alone; each partition waits its turn (KIP-74)."""
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
+
+import pytest
 
 from mm2py.wire.batch_codec import Record, decode_records, encode_batch
 from mm2py.wire.errors import OFFSET_OUT_OF_RANGE, REQUEST_TIMED_OUT, UNKNOWN_LEADER_EPOCH, WireError
@@ -309,3 +312,47 @@ def test_every_fetch_carries_the_consumer_s_wait_and_sizes() -> None:
     got = drain(Fetcher(cluster, states, settings, clock=cluster.clock))
     assert all(got[p] == list(range(40)) for p in range(3))
     assert cluster.fetch_limits and set(cluster.fetch_limits) == {(250, 4096, 1 << 20)}
+
+
+def paced_drain(cluster: FakeCluster, interval_s: float) -> tuple[list[float], int]:
+    """Two partitions of 300 records fetched from one broker, fetches ``interval_s`` apart at the least: when
+    each fetch went, and how many steps the fetcher took."""
+    source(cluster, 2, 30, replication=1)
+    states = [FetchPartition(TOPIC, p, 0, 300, fetch_bytes=3 * 200) for p in range(2)]
+    f = Fetcher(cluster, states, FetcherSettings(False, min_interval_s=interval_s), clock=cluster.clock)
+    steps = [0]
+    got = drain(f, on_step=lambda: steps.__setitem__(0, steps[0] + 1))
+    for p in range(2):
+        assert_once_in_order(got[p], 300)
+    return [at for at, kind, _node, _keys in cluster.requests if kind == "fetch"], steps[0]
+
+
+def gaps(times: list[float]) -> list[float]:
+    return [b - a for a, b in itertools.pairwise(times)]
+
+
+@pytest.mark.parametrize("sessions", [True, False], ids=["incremental", "every-request-full"])
+def test_fetches_to_a_broker_start_the_minimum_interval_apart_and_the_fetcher_waits_without_spinning(
+    sessions: bool,
+) -> None:
+    def broker() -> FakeCluster:
+        cluster = FakeCluster(brokers=1)
+        if not sessions:
+            cluster.fetch_sessions[1].slots = 0  # every request full: the fetcher's pass over every partition
+        return cluster
+
+    unpaced, _ = paced_drain(broker(), 0.0)
+    assert min(gaps(unpaced)) < 0.005  # a round trip is 2 ms: without the interval the next fetch goes at once
+    sent, steps = paced_drain(broker(), 0.02)
+    assert min(gaps(sent)) >= 0.02 - 1e-9
+    assert max(gaps(sent)) < 0.02 + 0.005  # and goes when the interval is over, not at the next step's whim
+    assert steps <= 3 * len(sent)  # a held fetch is waited for, not polled for
+
+
+def test_a_fetch_answered_after_the_interval_is_followed_at_once() -> None:
+    # A quiet partition's fetch waits at the broker (fetch.max.wait.ms) far longer than the interval: the next one
+    # goes as soon as the answer is taken, so the interval adds nothing to a record that ends such a wait.
+    cluster = FakeCluster(brokers=1)
+    cluster.latency[1] = 0.05  # a round trip of 100 ms
+    sent, _ = paced_drain(cluster, 0.02)
+    assert all(abs(gap - 0.1) < 0.002 for gap in gaps(sent))
