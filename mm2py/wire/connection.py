@@ -24,6 +24,7 @@ before the flexible encoding; Metadata up to v9 (leader epochs from v7).
 from __future__ import annotations
 
 import logging
+import math
 import struct
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -208,7 +209,10 @@ class KafkaConnection:
         return int(self._client.in_flight_request_count(node))
 
     def poll(self, timeout_s: float) -> None:
-        self._client.poll(timeout_ms=int(max(0.0, timeout_s) * 1000))
+        """Serve the connections for up to ``timeout_s`` (less if something arrives). Rounded up to a whole
+        millisecond, as the selector's own timeout is: rounded down, a wait of 0.8 ms would not wait at all, and
+        one of 17.6 ms would wake its caller before the time it waits for, to spin or wait again."""
+        self._client.poll(timeout_ms=math.ceil(max(0.0, timeout_s) * 1000))
 
     def _send(self, node: Any, request: Any, decode: Callable[[Any], T | WireError]) -> _Pending[T]:
         try:

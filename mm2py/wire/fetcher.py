@@ -129,7 +129,9 @@ class Fetcher:
         self._again: dict[int, tuple[dict[TopicPartition, FetchPartition], list[TopicPartition]]] = {}
         self._rescan_after: set[int] = set()  # brokers whose answer calls for a pass over every partition
         self._sent_at: dict[int, float] = {}  # when the last fetch to each broker went
-        self._held_until = float("inf")  # when the first fetch held back by min_interval_s may go
+        # When the first fetch held back by min_interval_s may go: kept until then, so that a poll that returns
+        # early (another broker's answer) still wakes the fetcher in time for a pass it deferred (``_look_at``).
+        self._held_until = float("inf")
 
     def active(self) -> list[FetchPartition]:
         """The partitions still to fetch, in fetch order."""
@@ -158,7 +160,8 @@ class Fetcher:
         partitions costs a pass over all of them, made only when one may have become sendable (``_look_at``);
         after a clean answer the broker is fetched from again with the same partitions, less those the answer
         finished, at a cost of what changed (``_again``)."""
-        self._held_until = float("inf")
+        if now >= self._held_until:
+            self._held_until = float("inf")
         if self.leaders.updates != self._leader_updates:
             self._leader_updates, self._look_at = self.leaders.updates, now
         if now >= self._look_at:

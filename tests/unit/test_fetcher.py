@@ -356,3 +356,21 @@ def test_a_fetch_answered_after_the_interval_is_followed_at_once() -> None:
     cluster.latency[1] = 0.05  # a round trip of 100 ms
     sent, _ = paced_drain(cluster, 0.02)
     assert all(abs(gap - 0.1) < 0.002 for gap in gaps(sent))
+
+
+def test_a_fetch_held_for_the_interval_goes_on_time_while_another_broker_answers_meanwhile() -> None:
+    # Broker 1 without fetch sessions (every request full): after each of its answers the fetcher passes over every
+    # partition, and holding its next fetch back defers that pass to the interval's end. Broker 2's answers (in a
+    # session: no pass) end the fetcher's wait meanwhile; it must not forget when broker 1's fetch was due.
+    cluster = FakeCluster(brokers=2)
+    cluster.fetch_sessions[1].slots = 0
+    cluster.latency[2] = 0.013  # a round trip of 26 ms, out of step with the fast broker's 20-ms interval
+    source(cluster, 2, 60, replication=1)
+    assert [cluster.partitions[(TOPIC, p)].leader for p in range(2)] == [1, 2]
+    states = [FetchPartition(TOPIC, p, 0, 600, fetch_bytes=3 * 200) for p in range(2)]
+    f = Fetcher(cluster, states, FetcherSettings(False, min_interval_s=0.02), clock=cluster.clock)
+    got = drain(f)
+    for p in range(2):
+        assert_once_in_order(got[p], 600)
+    fast = [at for at, kind, node, _keys in cluster.requests if kind == "fetch" and node == 1]
+    assert min(gaps(fast)) >= 0.02 - 1e-9 and max(gaps(fast)) < 0.02 + 0.002

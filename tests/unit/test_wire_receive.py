@@ -1,6 +1,6 @@
 """The batch path's socket reads and writes: large chunks on plain TCP, the bytes read before a close handed on
 before the close, and a request written at once (mm2py.wire.library_patches, applied when mm2py.wire.connection is
-imported)."""
+imported), and a poll that waits at least as long as asked."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 from kafka.net.transport import KafkaSSLTransport, KafkaTCPTransport  # type: ignore[import-untyped]
 
 from mm2py.wire import library_patches as wire
-from mm2py.wire.connection import wire_error  # importing the connection applies the patches
+from mm2py.wire.connection import KafkaConnection, wire_error  # importing the connection applies the patches
 from mm2py.wire.errors import NETWORK_EXCEPTION, REQUEST_TIMED_OUT, UNSUPPORTED_VERSION
 
 
@@ -218,3 +218,19 @@ def test_a_send_that_fails_aborts_the_connection_in_the_loop_s_next_turn_as_the_
     assert tcp.is_closing() and len(lost) == 1 and "reset by peer" in str(lost[0])
     with pytest.raises(RuntimeError, match="closed for writes"):  # the library's refusal after a close
         tcp.write(b"again")
+
+
+def test_a_poll_waits_the_whole_millisecond_it_was_asked_for_not_less() -> None:
+    # Rounded down, a wait under a millisecond would not wait at all (a caller waiting for a time would spin) and a
+    # longer one would end before the time it was asked for.
+    asked: list[int] = []
+
+    class Client:
+        def poll(self, timeout_ms: int) -> None:
+            asked.append(timeout_ms)
+
+    connection = KafkaConnection.__new__(KafkaConnection)
+    connection._client = Client()
+    for seconds in (0.0, 0.0008, 0.0176, 0.5, -1.0):
+        connection.poll(seconds)
+    assert asked == [0, 1, 18, 500, 0]
