@@ -38,7 +38,8 @@ MM2PY_KEYS: dict[str, KeyDef] = {
             "the least time between two fetches from one source broker by a following task (mm2py.continuous.tasks "
             "= follow, batch path): records that arrive meanwhile come in one answer, so a flow whose records "
             "arrive a few at a time fetches less often, for at most this much more latency; 0: fetch again as "
-            "soon as an answer is taken, as Kafka's consumer does",
+            "soon as an answer is taken, as Kafka's consumer does (cheaper for a flow over a few partitions, whose "
+            "answers already carry whole producer batches)",
             "M",
             minimum=0,
         ),
