@@ -199,7 +199,7 @@ def test_a_following_task_spaces_its_fetches_by_the_flow_s_interval_and_a_range_
             read_committed=False,
             following=following,
             stall_timeout_s=60,
-            follow_interval_s=spec.follow_fetch_min_interval_s,
+            follow_fetch_min_interval_s=spec.follow_fetch_min_interval_s,
         )
         for following in (False, True)
     )
