@@ -28,9 +28,12 @@ def source(cluster: FakeCluster, partitions: int, batches: int, replication: int
         )
 
 
-def fetcher(cluster: FakeCluster, partitions: int, end: int, stall_timeout_s: float = 120.0) -> Fetcher:
+def fetcher(
+    cluster: FakeCluster, partitions: int, end: int, stall_timeout_s: float = 120.0, min_interval_s: float = 0.0
+) -> Fetcher:
     states = [FetchPartition(TOPIC, p, 0, end, fetch_bytes=3 * 200) for p in range(partitions)]
-    return Fetcher(cluster, states, FetcherSettings(False, stall_timeout_s=stall_timeout_s), clock=cluster.clock)
+    settings = FetcherSettings(False, stall_timeout_s=stall_timeout_s, min_interval_s=min_interval_s)
+    return Fetcher(cluster, states, settings, clock=cluster.clock)
 
 
 def drain(f: Fetcher, on_step: object = None, steps: int = 100_000) -> dict[int, list[int]]:
@@ -318,8 +321,7 @@ def paced_drain(cluster: FakeCluster, interval_s: float) -> tuple[list[float], i
     """Two partitions of 300 records fetched from one broker, fetches ``interval_s`` apart at the least: when
     each fetch went, and how many steps the fetcher took."""
     source(cluster, 2, 30, replication=1)
-    states = [FetchPartition(TOPIC, p, 0, 300, fetch_bytes=3 * 200) for p in range(2)]
-    f = Fetcher(cluster, states, FetcherSettings(False, min_interval_s=interval_s), clock=cluster.clock)
+    f = fetcher(cluster, 2, 300, min_interval_s=interval_s)
     steps = [0]
     got = drain(f, on_step=lambda: steps.__setitem__(0, steps[0] + 1))
     for p in range(2):
@@ -367,9 +369,7 @@ def test_a_fetch_held_for_the_interval_goes_on_time_while_another_broker_answers
     cluster.latency[2] = 0.013  # a round trip of 26 ms, out of step with the fast broker's 20-ms interval
     source(cluster, 2, 60, replication=1)
     assert [cluster.partitions[(TOPIC, p)].leader for p in range(2)] == [1, 2]
-    states = [FetchPartition(TOPIC, p, 0, 600, fetch_bytes=3 * 200) for p in range(2)]
-    f = Fetcher(cluster, states, FetcherSettings(False, min_interval_s=0.02), clock=cluster.clock)
-    got = drain(f)
+    got = drain(fetcher(cluster, 2, 600, min_interval_s=0.02))
     for p in range(2):
         assert_once_in_order(got[p], 600)
     fast = [at for at, kind, node, _keys in cluster.requests if kind == "fetch" and node == 1]
