@@ -63,8 +63,13 @@ def sender_settings(
 ) -> SenderSettings:
     """What of ``producer``'s settings the sender honours, with the Java producer's defaults, but mm2py's copy
     producers' ``linger.ms`` and ``batch.size`` (as on the record path). Only the copy's own sender ``lingers``:
-    a recording is waited for, and sent at once."""
+    a recording is waited for, and sent at once. A following task that spaces its fetches
+    (``mm2py.continuous.fetch.min.interval.ms``) lingers 0 unless the user set ``linger.ms``: each fetch answer
+    already carries all a partition's records of an interval, so a linger would gather nothing more, only delay
+    them and cost the copy loop a wake-up."""
     backoff = producer.backoff()
+    gathered = spec.control is not None and spec.follow_fetch_min_interval_s > 0
+    default_linger_s = 0.0 if gathered else COPY_LINGER_MS / 1000
     merge_up_to = min(MERGE_UP_TO, max_batch_bytes(producer) // 2)
     ack_timeout_ms = producer.request_timeout_ms if producer.ack_timeout_ms is None else producer.ack_timeout_ms
     return SenderSettings(
@@ -77,7 +82,7 @@ def sender_settings(
         merge_below=MERGE_BELOW,
         merge_up_to=merge_up_to,
         # A partition's batches are "full" at batch.size, or at the largest batch small ones merge into.
-        linger_s=_seconds(producer.linger_ms, COPY_LINGER_MS / 1000) if lingers else 0.0,
+        linger_s=_seconds(producer.linger_ms, default_linger_s) if lingers else 0.0,
         batch_bytes=min(merge_up_to, COPY_BATCH_SIZE if producer.batch_size is None else producer.batch_size),
         transactional_id=transactional_id,
     )

@@ -21,6 +21,7 @@ from mm2py.control.copy_path import choose_copy_path
 from mm2py.engine.spec import copy_spec
 from mm2py.executor.batch_fetching import fetcher_settings, partition_fetch_bytes
 from mm2py.executor.batch_producer import max_batch_bytes, sender_settings
+from mm2py.executor.contract import ControlEndpoint
 from mm2py.librdkafka.tls_versions import PIN_KEY
 from tests.harness.translation_helpers import client_settings
 
@@ -204,6 +205,25 @@ def test_a_following_task_spaces_its_fetches_by_the_flow_s_interval_and_a_range_
         for following in (False, True)
     )
     assert (ranges.min_interval_s, follows.min_interval_s) == (0.0, interval_s)
+
+
+@pytest.mark.parametrize(
+    ("following", "keys", "linger_s"),
+    [
+        (False, "", 0.010),  # a range: mm2py's copy linger
+        (True, "", 0.0),  # following with spaced fetches: the interval gathers, the sender does not wait
+        (True, "mm2py.continuous.fetch.min.interval.ms = 0\n", 0.010),  # fetches not spaced: the linger gathers
+        (True, "b.producer.linger.ms = 7\n", 0.007),  # the user's linger.ms wins
+    ],
+)
+def test_a_following_task_that_spaces_its_fetches_does_not_linger_unless_told_to(
+    following: bool, keys: str, linger_s: float
+) -> None:
+    spec = copy_spec(flow(keys), choose_copy_path(flow(keys)))
+    if following:
+        spec = dataclasses.replace(spec, control=ControlEndpoint("http://driver:1/report", "t"))
+    assert sender_settings(spec, spec.producer_connection, "b", lingers=True).linger_s == linger_s
+    assert sender_settings(spec, spec.producer_connection, "b").linger_s == 0.0  # a recording never lingers
 
 
 _PLAIN_JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="u" password="pl4in-Secret";'
