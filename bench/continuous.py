@@ -186,7 +186,9 @@ def step(
     latencies = [arrivals.latency_ms[s] for s in seqs if s in arrivals.latency_ms]
     hops = [arrivals.seen_ms[s] - load.acked_ms[s] for s in seqs if s in arrivals.seen_ms and s in load.acked_ms]
     acks = [load.ack_delay_ms[s] for s in seqs if s in load.ack_delay_ms]
-    per_window = [w for w in windows(arrivals, produced, start_ms, args.window_seconds) if w["window"] != "missing"]
+    per_window = [
+        w for w in windows(arrivals, produced, start_ms, args.window_seconds, [load]) if w["window"] != "missing"
+    ]
     return {
         "rate": rate,
         "records": len(seqs),

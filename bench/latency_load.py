@@ -163,20 +163,36 @@ def percentile(values: Sequence[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))] if ordered else float("nan")
 
 
-def windows(arrivals: Arrivals, produced: dict[int, range], start_ms: float, window_s: float) -> list[dict[str, Any]]:
-    """p50/p99 and the missing records per window of send time (CreateTime), from ``start_ms``."""
+def windows(
+    arrivals: Arrivals,
+    produced: dict[int, range],
+    start_ms: float,
+    window_s: float,
+    loads: Sequence[Load] = (),
+) -> list[dict[str, Any]]:
+    """p50/p99 and the missing records per window of send time (CreateTime), from ``start_ms``; with the ``loads``
+    that produced them, also each window's p99 of the source's acknowledgement and of the copier's share after it,
+    so that a slow window says whether the source or the copier was slow in it."""
     by_window: dict[int, list[float]] = {}
+    acks: dict[int, list[float]] = {}
+    hops: dict[int, list[float]] = {}
     missing: dict[int, int] = {}
+    by_source = {load.source: load for load in loads}
     for source, seqs in produced.items():
+        load = by_source.get(source)
         for seq in seqs:
             key = (source, seq)
             if key in arrivals.latency_ms:
-                index = int((arrivals.created_ms[key] - start_ms) // (window_s * 1000))
-                by_window.setdefault(max(0, index), []).append(arrivals.latency_ms[key])
+                index = max(0, int((arrivals.created_ms[key] - start_ms) // (window_s * 1000)))
+                by_window.setdefault(index, []).append(arrivals.latency_ms[key])
+                if load is not None and key in load.acked_ms:
+                    acks.setdefault(index, []).append(load.ack_delay_ms[key])
+                    hops.setdefault(index, []).append(arrivals.seen_ms[key] - load.acked_ms[key])
             else:
                 missing[-1] = missing.get(-1, 0) + 1  # send time unknown: never read on the target
-    rows: list[dict[str, Any]] = [
-        {
+    rows: list[dict[str, Any]] = []
+    for index, values in sorted(by_window.items()):
+        row = {
             "window": index,
             "from_s": index * window_s,
             "records": len(values),
@@ -184,8 +200,10 @@ def windows(arrivals: Arrivals, produced: dict[int, range], start_ms: float, win
             "p99_ms": round(percentile(values, 0.99), 1),
             "max_ms": round(max(values), 1),
         }
-        for index, values in sorted(by_window.items())
-    ]
+        if index in acks:
+            row["source_ack_p99_ms"] = round(percentile(acks[index], 0.99), 1)
+            row["hop_p99_ms"] = round(percentile(hops[index], 0.99), 1)
+        rows.append(row)
     if missing:
         rows.append({"window": "missing", "records": missing[-1]})
     return rows
