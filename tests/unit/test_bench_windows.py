@@ -12,7 +12,8 @@ START_MS = 1_000_000.0
 
 
 def records(delays: list[tuple[float, float, float]]) -> tuple[Any, Any]:
-    """One record every 100 ms from START_MS, each (ack delay, copier's share, created offset) as given."""
+    """One record for each (ack delay, copier's share, CreateTime in ms after START_MS), as the load and the
+    checker would have stamped it."""
     arrivals = SimpleNamespace(latency_ms={}, created_ms={}, seen_ms={})
     load = SimpleNamespace(source=0, acked_ms={}, ack_delay_ms={})
     for seq, (ack, share, created) in enumerate(delays):
