@@ -290,7 +290,7 @@ class CopyRounds:
         if self.epochs is not None:
             spec = replace(spec, slot_producers=self.epochs.next_job(spec.exactly_once_slots))
         # A job with an end (--once, a round) takes every slot: it ends sooner, and then frees them.
-        tasks = self.spark.parallelism if spec.control is None else self.following_tasks()
+        tasks = self.following_tasks() if spec.following else self.spark.parallelism
         try:
             results = self.spark.copy(spec, ranges, tasks)
         except BaseException:

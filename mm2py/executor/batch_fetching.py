@@ -44,12 +44,12 @@ def fetcher_settings(
     read_committed: bool,
     following: bool,
     stall_timeout_s: float,
-    follow_fetch_min_interval_s: float = 0.0,
+    min_interval_s: float = 0.0,
 ) -> FetcherSettings:
     """The source consumer's fetch keys as the Java consumer sends them in every Fetch (``FetchConfig``:
     ``fetch.max.wait.ms``, ``fetch.min.bytes``, ``fetch.max.bytes``); a key the user left unset keeps mm2py's
-    default (the wait above, one byte, 64 MB). A following task also spaces its fetches to a broker
-    ``follow_fetch_min_interval_s`` apart."""
+    default (the wait above, one byte, 64 MB); fetches to a broker go ``min_interval_s`` apart
+    (``CopySpec.fetch_min_interval_s``)."""
     backoff = consumer.backoff()  # the source consumer's retry.backoff.ms keys
     default_wait = FOLLOW_FETCH_WAIT_MS if following else COPY_FETCH_WAIT_MS
     return FetcherSettings(
@@ -61,7 +61,7 @@ def fetcher_settings(
         stall_timeout_s=float("inf") if following else stall_timeout_s,
         retry_backoff_s=backoff.initial_s,
         retry_backoff_max_s=backoff.max_s,
-        min_interval_s=follow_fetch_min_interval_s if following else 0.0,
+        min_interval_s=min_interval_s,
     )
 
 
@@ -114,9 +114,9 @@ class FetchThread:
             settings = fetcher_settings(
                 consumer,
                 read_committed=self.read_committed,
-                following=self.spec.control is not None,
+                following=self.spec.following,
                 stall_timeout_s=self.spec.stall_timeout_s,
-                follow_fetch_min_interval_s=self.spec.follow_fetch_min_interval_s,
+                min_interval_s=self.spec.fetch_min_interval_s,
             )
             for r in self.ranges.values():
                 r.fetch.fetch_bytes = self.throttle.fetch_bytes(partition_fetch_bytes(consumer))

@@ -68,8 +68,7 @@ def sender_settings(
     already carries all a partition's records of an interval, so a linger would gather nothing more, only delay
     them and cost the copy loop a wake-up."""
     backoff = producer.backoff()
-    gathered = spec.control is not None and spec.follow_fetch_min_interval_s > 0
-    default_linger_s = 0.0 if gathered else COPY_LINGER_MS / 1000
+    default_linger_s = 0.0 if spec.fetch_min_interval_s > 0 else COPY_LINGER_MS / 1000
     merge_up_to = min(MERGE_UP_TO, max_batch_bytes(producer) // 2)
     ack_timeout_ms = producer.request_timeout_ms if producer.ack_timeout_ms is None else producer.ack_timeout_ms
     return SenderSettings(

@@ -118,6 +118,19 @@ class CopySpec:
     throughput_bytes_per_s: int = 0
     job_ranges: int = 0
 
+    @property
+    def following(self) -> bool:
+        """Whether the tasks follow their partitions until the driver stops them (continuous mode on the batch
+        path) rather than copy their ranges and end."""
+        return self.control is not None
+
+    @property
+    def fetch_min_interval_s(self) -> float:
+        """How far apart a task's fetches to one broker go: ``follow_fetch_min_interval_s`` while following, else
+        0 (a range is copied as fast as the source answers). The fetcher spaces by it and the sender's default
+        linger depends on it, so both read it here."""
+        return self.follow_fetch_min_interval_s if self.following else 0.0
+
     def task_throughput(self, ranges: int) -> float:
         """Bytes per second a task copying ``ranges`` of the job's ranges may copy (0: no limit): the flow's limit
         shared in proportion to partitions, so tasks that all copy add up to the limit."""

@@ -192,19 +192,18 @@ def test_the_batch_fetcher_sends_the_source_consumer_s_fetch_keys() -> None:
 def test_a_following_task_spaces_its_fetches_by_the_flow_s_interval_and_a_range_does_not(
     keys: str, interval_s: float
 ) -> None:
-    spec = copy_spec(flow(keys), choose_copy_path(flow(keys)))
-    assert spec.follow_fetch_min_interval_s == interval_s
-    ranges, follows = (
-        fetcher_settings(
-            spec.consumer_connection,
-            read_committed=False,
-            following=following,
-            stall_timeout_s=60,
-            follow_fetch_min_interval_s=spec.follow_fetch_min_interval_s,
-        )
-        for following in (False, True)
+    ranges = copy_spec(flow(keys), choose_copy_path(flow(keys)))
+    follows = dataclasses.replace(ranges, control=ControlEndpoint("http://driver:1/report", "t"))
+    assert (ranges.following, follows.following) == (False, True)
+    assert (ranges.fetch_min_interval_s, follows.fetch_min_interval_s) == (0.0, interval_s)
+    spaced = fetcher_settings(
+        follows.consumer_connection,
+        read_committed=False,
+        following=follows.following,
+        stall_timeout_s=60,
+        min_interval_s=follows.fetch_min_interval_s,
     )
-    assert (ranges.min_interval_s, follows.min_interval_s) == (0.0, interval_s)
+    assert spaced.min_interval_s == interval_s
 
 
 @pytest.mark.parametrize(
