@@ -169,7 +169,7 @@ def copy_range(spec: CopySpec, rng: PartitionRange, throttle: Throttle | None = 
             flush_producer(spec, producer, settings, copying.failures, f"{where} (progress)")
     except BaseException:
         if spec.exactly_once:
-            abort(producer, settings)
+            abort(producer, settings, where)
         raise
     finally:
         consumer.unassign()

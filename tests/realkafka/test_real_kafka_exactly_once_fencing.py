@@ -14,11 +14,15 @@ from pathlib import Path
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
 
+from mm2py.errors import ReplicationError
+from mm2py.executor import record_transactions
 from mm2py.executor.contract import slot_transactional_id
+from tests.harness.broker_faults import freeze, thaw
 from tests.harness.faults import MirrorRun
 from tests.harness.kafka_harness import client_config, end_offsets, make_records, produce, read_all
 from tests.harness.mm2py_cli import mm2py
-from tests.harness.real_kafka import KafkaCluster
+from tests.harness.polling import poll_until
+from tests.harness.real_kafka import KafkaCluster, KafkaRuntime
 from tests.harness.real_kafka_mm2 import one_flow_config
 
 pytestmark = [pytest.mark.realkafka, pytest.mark.spark]
@@ -116,3 +120,41 @@ def test_a_running_flow_whose_transactional_id_another_producer_takes_stops_with
     intruder.produce(remote, b"intruder", partition=0)
     intruder.commit_transaction(30)
     assert b"intruder" in {r.value for r in read_all(real_kafka_target.bootstrap, remote)}
+
+
+def test_a_record_path_abort_after_a_timed_out_record_is_refused_as_fenced_once_another_producer_took_the_id(
+    kafka_runtime: KafkaRuntime, tmp_path: Path
+) -> None:
+    """A record-path task stalled past ``message.timeout.ms`` inside a transaction resumes to a timed-out record:
+    abortable, but the abort needs a new epoch, asked for with the one the task holds (KIP-360). Once MM2 (here a
+    producer with the same transactional.id) initialized the id meanwhile, the coordinator refuses it, and mm2py's
+    abort must raise that fencing: swallowed, the task failed with the retriable timeout and Spark's retry took the
+    id back from MM2 (a full run's MM2 hand-over test, 86b1137). A node of its own: the test stalls it."""
+    with KafkaCluster(tmp_path / "kafka", 1, runtime=kafka_runtime) as cluster:
+        topic = cluster.create_topic("eos-abort", 1)
+        settings = client_config(
+            cluster.bootstrap,
+            **{"transactional.id": "dc1-mm2-MirrorSourceConnector-0", "message.timeout.ms": 1000},
+        )
+        zombie, reports = Producer(settings), []
+        zombie.init_transactions(30)
+        zombie.begin_transaction()
+        zombie.produce(topic, b"acknowledged", partition=0)
+        assert zombie.flush(30) == 0  # the partition is in the transaction
+        freeze(cluster, 1)
+        try:
+            zombie.produce(topic, b"stalled", partition=0, on_delivery=lambda err, _msg: reports.append(err))
+            poll_until(lambda: zombie.poll(0.1) > 0 or bool(reports), 30, "the stalled record's delivery report")
+        finally:
+            thaw(cluster, 1)
+        assert reports[0] is not None and reports[0].code() == KafkaError._MSG_TIMED_OUT
+        with pytest.raises(KafkaException) as timed_out:
+            zombie.commit_transaction(30)
+        assert timed_out.value.args[0].txn_requires_abort() and not timed_out.value.args[0].fatal()
+        Producer(
+            client_config(cluster.bootstrap, **{"transactional.id": settings["transactional.id"]})
+        ).init_transactions(30)
+        with pytest.raises(ReplicationError) as refused:
+            record_transactions.abort(zombie, settings, "flow=dc1->target topic=t partition=0")
+    assert refused.value.code == "PRODUCER_FENCED" and not refused.value.retriable, refused.value.failure
+    assert "abort transaction failed" in str(refused.value)

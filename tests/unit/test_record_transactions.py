@@ -125,6 +125,40 @@ def test_a_fatal_fencing_raised_through_a_delivery_callback_ends_the_task_and_is
         list(record_copy.copy_partitions(EOS, iter(RANGES[:1])))
 
 
+class _Aborting:
+    """A transactional producer whose abort fails with ``error`` (None: it aborts)."""
+
+    def __init__(self, error: KafkaError | None) -> None:
+        self.error = error
+
+    def abort_transaction(self, timeout: float) -> None:
+        if self.error is not None:
+            raise KafkaException(self.error)
+
+
+def test_an_abort_refused_as_fenced_is_the_fencing_and_any_other_failure_leaves_the_first_error(
+    monkeypatch: pytest.MonkeyPatch, released: list[str]
+) -> None:
+    # A task stopped past transaction.timeout.ms resumes to a timed-out record (abortable, needs a new epoch): its
+    # abort asks for one with the epoch it holds, and the coordinator refuses it if MM2 took the id meanwhile.
+    # Swallowed, the task failed with the retriable timeout and Spark's retry took the id back from MM2.
+    settings = record_transactions.producer_settings(EOS, RANGES[0])
+    where = "flow=dc1->target topic=orders partition=0"
+    fenced = KafkaError(KafkaError._FENCED, "Failed to acquire transactional PID from broker", fatal=True)
+    with pytest.raises(ReplicationError) as raised:
+        record_transactions.abort(_Aborting(fenced), settings, where)
+    stopped = record_transactions.fenced_failure(EOS, RANGES[0], raised.value.failure)
+    assert stopped is not None and (stopped.code, stopped.retriable) == ("PRODUCER_FENCED", False)
+    assert raised.value.failure.message.startswith(f"{where}: abort transaction failed: ")
+    assert released == [settings["transactional.id"]]
+    stale = KafkaError(KafkaError.INVALID_PRODUCER_EPOCH, "stale epoch")
+    with pytest.raises(ReplicationError, match="abort transaction failed"):
+        record_transactions.abort(_Aborting(stale), settings, where)
+    record_transactions.abort(_Aborting(KafkaError(KafkaError._TIMED_OUT, "timed out")), settings, where)
+    record_transactions.abort(_Aborting(None), settings, where)
+    assert len(released) == 3  # each failed abort forgot the producer; the clean one kept it
+
+
 def test_other_permanent_failures_leave_the_later_ranges_copied(
     monkeypatch: pytest.MonkeyPatch, released: list[str]
 ) -> None:
