@@ -82,12 +82,12 @@ def transaction_step(producer: Any, settings: Mapping[str, str], where: str, ste
 
 def abort(producer: Any, settings: Mapping[str, str], where: str) -> None:
     """Abort the open transaction; a failure forgets the producer. After an abortable error that needs a new epoch (a
-    record timed out, as when the task's process was stopped past ``transaction.timeout.ms``), the abort asks the
-    coordinator for one with the epoch the producer holds (KIP-360); if another producer initialized the id since,
-    the answer is the fencing, and it is raised: as in Kafka's Java ``TransactionManager`` (its
-    ``InitProducerIdHandler`` makes INVALID_PRODUCER_EPOCH and PRODUCER_FENCED a fatal PRODUCER_FENCED), the task
-    must stop, not be retried, or its retry would initialize the id again and take it back. Any other failure of
-    the abort leaves the error that called for it to stand."""
+    record timed out, as when the task's process was stopped past ``message.timeout.ms``, which librdkafka keeps
+    within ``transaction.timeout.ms``), the abort asks the coordinator for one with the epoch the producer holds
+    (KIP-360); if another producer initialized the id since, the answer is the fencing, and it is raised: as in
+    Kafka's Java ``TransactionManager`` (its ``InitProducerIdHandler`` makes INVALID_PRODUCER_EPOCH and
+    PRODUCER_FENCED a fatal PRODUCER_FENCED), the task must stop, not be retried, or its retry would initialize the
+    id again and take it back. Any other failure of the abort leaves the error that called for it to stand."""
     try:
         producer.abort_transaction(30)
     except KafkaException as exc:

@@ -139,12 +139,14 @@ class _Aborting:
 def test_an_abort_refused_as_fenced_is_the_fencing_and_any_other_failure_leaves_the_first_error(
     monkeypatch: pytest.MonkeyPatch, released: list[str]
 ) -> None:
-    # A task stopped past transaction.timeout.ms resumes to a timed-out record (abortable, needs a new epoch): its
+    # A task stopped past message.timeout.ms resumes to a timed-out record (abortable, needs a new epoch): its
     # abort asks for one with the epoch it holds, and the coordinator refuses it if MM2 took the id meanwhile.
     # Swallowed, the task failed with the retriable timeout and Spark's retry took the id back from MM2.
     settings = record_transactions.producer_settings(EOS, RANGES[0])
     where = "flow=dc1->target topic=orders partition=0"
-    fenced = KafkaError(KafkaError._FENCED, "Failed to acquire transactional PID from broker", fatal=True)
+    fenced = KafkaError(
+        KafkaError._FENCED, "Failed to end transaction: Local: This instance has been fenced", fatal=True
+    )
     with pytest.raises(ReplicationError) as raised:
         record_transactions.abort(_Aborting(fenced), settings, where)
     stopped = record_transactions.fenced_failure(EOS, RANGES[0], raised.value.failure)
